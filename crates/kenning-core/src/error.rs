@@ -1,0 +1,102 @@
+//! The core's error type and the field-level validation error every layer reports.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A rejected input, in the shape agents and users see: which field, what is wrong with it,
+/// what was received, and what to do instead.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub problem: String,
+    pub received: Value,
+    pub suggestion: String,
+}
+
+impl FieldError {
+    pub fn new(
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        received: impl Into<Value>,
+        suggestion: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            received: received.into(),
+            suggestion: suggestion.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "invalid `{}`: {} (received {}); {}",
+            self.field, self.problem, self.received, self.suggestion
+        )
+    }
+}
+
+/// Everything that can go wrong in the core and in the storage and embedding traits it defines.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Invalid(FieldError),
+    #[error("memory not found: {0}")]
+    NotFound(String),
+    /// Another writer changed the record first; the caller should re-read and retry.
+    #[error("memory {id} was changed concurrently (expected version {expected})")]
+    Conflict { id: String, expected: u32 },
+    #[error("storage failure: {0}")]
+    Storage(String),
+    #[error("embedding failure: {0}")]
+    Embedding(String),
+}
+
+impl From<FieldError> for Error {
+    fn from(value: FieldError) -> Self {
+        Error::Invalid(value)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The candidate closest to `input` by edit distance, if it is close enough to be a plausible typo.
+pub fn closest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let input = input.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|candidate| (edit_distance(&input, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= candidate.len().max(3) / 2 + 1)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_finds_typos_and_ignores_strangers() {
+        let kinds = ["episodic", "semantic", "procedural"];
+        assert_eq!(closest("semantc", kinds), Some("semantic"));
+        assert_eq!(closest("Episodic", kinds), Some("episodic"));
+        assert_eq!(closest("banana", kinds), None);
+    }
+}

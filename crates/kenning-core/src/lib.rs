@@ -1,0 +1,26 @@
+//! The domain core of kenning: what a memory is, how it is addressed and validated, and the
+//! traits that storage backends and embedders implement.
+//!
+//! - [`Memory`] is the record; [`MemoryVersion`] keeps what every update replaced.
+//! - [`Urn`] / [`MemoryUrn`] address domains, namespaces and memories as
+//!   `kenning://{domain}/{namespace}/{id}`; [`Domain`] is `project:{id}`, `user` or `org:{id}`.
+//! - [`input`] validates what callers send ([`CaptureInput`], [`UpdateInput`]) into records,
+//!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
+//! - [`search`] holds filters, reciprocal rank fusion, token estimates, cursors and snippets.
+//! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
+//!
+//! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
+
+pub mod error;
+pub mod input;
+pub mod memory;
+pub mod search;
+pub mod store;
+pub mod urn;
+
+pub use error::{Error, FieldError, Result, closest};
+pub use input::{CaptureInput, LinkInput, UpdateInput};
+pub use memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, BUILT_IN_NAMESPACES};
+pub use search::{Cursor, Detail, ScoredId, SearchFilter};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats};
+pub use urn::{Domain, MemoryUrn, Urn};

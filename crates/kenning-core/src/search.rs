@@ -1,0 +1,188 @@
+//! Search vocabulary shared by every backend: filters, scored hits, rank fusion, token budgets,
+//! cursors and snippets.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+use crate::memory::{MemoryId, MemoryKind, Namespace, Status};
+
+/// Restricts which memories a search or listing considers. Empty lists mean "no restriction".
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchFilter {
+    pub kinds: Vec<MemoryKind>,
+    pub namespaces: Vec<Namespace>,
+    /// A memory must carry every one of these tags.
+    pub tags: Vec<String>,
+    /// Bounds on [`crate::Memory::occurred_at`], inclusive.
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub min_confidence: Option<f64>,
+    /// `None` lists every status; searches use `Some(Active)`.
+    pub status: Option<Status>,
+}
+
+impl SearchFilter {
+    pub fn active() -> Self {
+        SearchFilter { status: Some(Status::Active), ..SearchFilter::default() }
+    }
+}
+
+/// A memory id with a backend score: higher is better; scores are comparable within one list only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoredId {
+    pub id: MemoryId,
+    pub score: f64,
+}
+
+/// How much of each memory a listing returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Title, snippet, URN and scores.
+    #[default]
+    Light,
+    /// Every field, content included.
+    Full,
+}
+
+impl Detail {
+    pub fn parse(text: &str) -> Result<Detail, FieldError> {
+        match text {
+            "light" => Ok(Detail::Light),
+            "full" => Ok(Detail::Full),
+            _ => Err(FieldError::new("detail", "is not an allowed value", text, "use `light` (title, snippet, URN) or `full` (content included)")),
+        }
+    }
+}
+
+/// The conventional RRF constant from Cormack et al.; it damps the advantage of the very top ranks.
+pub const RRF_K: f64 = 60.0;
+
+/// Reciprocal rank fusion of weighted ranked lists: each item scores the sum of
+/// `weight / (k + rank)` over the lists it appears in (rank starts at 1). Ties keep first-seen order.
+pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash>(lists: &[(f64, Vec<T>)], k: f64) -> Vec<(T, f64)> {
+    let mut scores: HashMap<T, (f64, usize)> = HashMap::new();
+    let mut order = 0;
+    for (weight, list) in lists {
+        for (index, item) in list.iter().enumerate() {
+            let entry = scores.entry(item.clone()).or_insert_with(|| {
+                order += 1;
+                (0.0, order)
+            });
+            entry.0 += weight / (k + index as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(T, f64, usize)> = scores.into_iter().map(|(item, (score, seen))| (item, score, seen)).collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    fused.into_iter().map(|(item, score, _)| (item, score)).collect()
+}
+
+/// A rough token count (four characters a token), good enough to keep responses inside a budget.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// An opaque position in a paginated listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub offset: usize,
+}
+
+impl Cursor {
+    pub fn encode(self) -> String {
+        format!("o{:x}", self.offset)
+    }
+
+    pub fn decode(text: &str) -> Result<Cursor, FieldError> {
+        text.strip_prefix('o')
+            .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+            .map(|offset| Cursor { offset })
+            .ok_or_else(|| FieldError::new("cursor", "is not a cursor this server issued", text, "pass the `next_cursor` of the previous page unchanged, or omit it for the first page"))
+    }
+}
+
+/// Up to `max_chars` of `content` around the first occurrence of any query term, on word
+/// boundaries, with ellipses where it was cut.
+pub fn snippet(content: &str, query: &str, max_chars: usize) -> String {
+    let flat: String = content.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max_chars {
+        return flat;
+    }
+    let lower = flat.to_lowercase();
+    let hit = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|term| term.chars().count() >= 3)
+        .filter_map(|term| lower.find(&term.to_lowercase()))
+        .min()
+        .unwrap_or(0);
+    // `lower` can differ in byte length from `flat` for some scripts; map the hit by character index.
+    let hit_chars = lower[..hit].chars().count();
+    let start_chars = hit_chars.saturating_sub(max_chars / 4);
+    let chars: Vec<char> = flat.chars().collect();
+    let mut start = start_chars.min(chars.len());
+    while start > 0 && !chars[start - 1].is_whitespace() {
+        start -= 1;
+    }
+    let mut end = (start + max_chars).min(chars.len());
+    if end < chars.len() {
+        if let Some(space) = chars[start..end].iter().rposition(|c| c.is_whitespace()) {
+            if space > max_chars / 2 {
+                end = start + space;
+            }
+        }
+    }
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(&chars[start..end]);
+    if end < chars.len() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_rewards_agreement_between_lists() {
+        let fused = reciprocal_rank_fusion(&[(1.0, vec!["a", "b", "c"]), (1.0, vec!["b", "c", "d"])], RRF_K);
+        let order: Vec<&str> = fused.iter().map(|(item, _)| *item).collect();
+        assert_eq!(order, ["b", "c", "a", "d"]);
+        let b = 1.0 / 62.0 + 1.0 / 61.0;
+        assert!((fused[0].1 - b).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fusion_weights_scale_a_list() {
+        let fused = reciprocal_rank_fusion(&[(1.0, vec!["a"]), (2.0, vec!["b"])], RRF_K);
+        assert_eq!(fused[0].0, "b");
+    }
+
+    #[test]
+    fn cursor_round_trips_and_rejects_garbage() {
+        assert_eq!(Cursor::decode(&Cursor { offset: 300 }.encode()).unwrap().offset, 300);
+        let error = Cursor::decode("page-2").unwrap_err();
+        assert_eq!(error.field, "cursor");
+    }
+
+    #[test]
+    fn snippet_centres_on_the_query() {
+        let content = format!("{} the connection pool was exhausted {}", "filler ".repeat(40), "tail ".repeat(40));
+        let cut = snippet(&content, "connection pool", 60);
+        assert!(cut.contains("connection pool"), "{cut}");
+        assert!(cut.starts_with('…') && cut.ends_with('…'));
+        assert!(cut.chars().count() <= 62);
+    }
+
+    #[test]
+    fn snippet_keeps_short_content_whole() {
+        assert_eq!(snippet("short\n text", "x", 100), "short text");
+    }
+}

@@ -1,0 +1,121 @@
+//! The storage and embedding traits that backends implement and the engine drives.
+//!
+//! A [`MemoryStore`] holds one domain's memories durably and answers searches over them. It is
+//! deliberately synchronous and free of any runtime: backends block, and async callers move the
+//! call onto a blocking thread. A backend may keep its source of truth somewhere else (git notes,
+//! say) and use an embedded index for search; [`MemoryStore::rebuild_index`] is the hook for that.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::memory::{Memory, MemoryId, MemoryVersion};
+use crate::search::{ScoredId, SearchFilter};
+
+/// A vector and the model that made it; vectors from different models are never compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedding {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+/// Turns text into vectors for similarity search.
+pub trait Embedder: Send + Sync {
+    /// A stable name for the model and its settings, recorded with every vector it makes.
+    fn model_id(&self) -> &str;
+    fn dimensions(&self) -> usize;
+    /// Embeds a batch of texts; the result has one L2-normalised vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// What happened to a memory handed to [`MemoryStore::insert`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted {
+    Created,
+    /// An active memory with the same namespace and content already exists; nothing was written.
+    Duplicate(MemoryId),
+}
+
+/// A memory together with its superseded versions and its vector, as exported and imported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryRecord {
+    pub memory: Memory,
+    pub history: Vec<MemoryVersion>,
+    pub embedding: Option<Embedding>,
+}
+
+/// Counts and health figures of one store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StoreStats {
+    pub backend: String,
+    pub location: String,
+    pub total: u64,
+    pub by_status: BTreeMap<String, u64>,
+    /// Active memories per namespace.
+    pub by_namespace: BTreeMap<String, u64>,
+    /// Active memories per kind.
+    pub by_kind: BTreeMap<String, u64>,
+    /// Stored vectors per model id.
+    pub vectors_by_model: BTreeMap<String, u64>,
+    /// Entries in the full-text index; equals `total` when the index is healthy.
+    pub text_index_entries: u64,
+    pub size_bytes: Option<u64>,
+}
+
+/// One domain's durable memory store and search index.
+///
+/// Contract (checked by the shared conformance suite): an `insert` or `replace` that returned
+/// `Ok` is durable and survives a crash of the process; concurrent writers from several
+/// processes never lose an acknowledged write; `replace` is compare-and-swap on the version.
+pub trait MemoryStore: Send + Sync {
+    /// Inserts new memories in one atomic batch, skipping exact duplicates of active memories
+    /// (same namespace and content hash) including duplicates within the batch.
+    fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>>;
+
+    fn get(&self, id: &MemoryId) -> Result<Option<Memory>>;
+
+    /// Fetches several memories at once, in no particular order; missing ids are skipped.
+    fn get_many(&self, ids: &[MemoryId]) -> Result<Vec<Memory>>;
+
+    /// Replaces a memory whose stored version is `previous.version` with `next`, appending
+    /// `previous` to its history. Fails with [`crate::Error::Conflict`] if the stored version
+    /// moved on, and [`crate::Error::NotFound`] if the memory does not exist. `embedding`
+    /// replaces the stored vector when given; otherwise the vector is dropped if the content changed.
+    fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> Result<()>;
+
+    /// Superseded versions, oldest first.
+    fn history(&self, id: &MemoryId) -> Result<Vec<MemoryVersion>>;
+
+    /// Records that memories were read: bumps access counts and last-access times.
+    fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()>;
+
+    /// Memories matching `filter`, newest first by capture time, from `offset`.
+    fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> Result<Vec<Memory>>;
+
+    fn count(&self, filter: &SearchFilter) -> Result<u64>;
+
+    /// Full-text search (BM25 or the backend's equivalent) over title, tags and content.
+    fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
+
+    /// Nearest neighbours by cosine similarity among vectors made by `model`.
+    fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
+
+    /// Memories with no vector from `model`, for re-embedding.
+    fn missing_embeddings(&self, model: &str, limit: usize) -> Result<Vec<Memory>>;
+
+    fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> Result<()>;
+
+    /// Every memory with its history and vector, in capture order, from `offset`.
+    fn export(&self, offset: usize, limit: usize) -> Result<Vec<MemoryRecord>>;
+
+    /// Writes records as they are (ids, versions and history kept). A record whose id exists
+    /// is skipped unless the incoming version is newer. Returns how many were written.
+    fn import(&self, records: &[MemoryRecord]) -> Result<usize>;
+
+    fn stats(&self) -> Result<StoreStats>;
+
+    /// Rebuilds the search index from the source of truth; returns the number of memories indexed.
+    fn rebuild_index(&self) -> Result<u64>;
+}
