@@ -1,1 +1,24 @@
+//! The kenning engine: the services that front ends call, orchestrating stores and embedders
+//! through the core's traits.
+//!
+//! - [`MemoryService`] owns one [`DomainStore`] per configured domain (project, user, org) and
+//!   an optional [`kenning_core::Embedder`]. It validates input, assigns ids, embeds, applies
+//!   updates with compare-and-swap retries, and answers [`RecallRequest`]s by fusing full-text
+//!   and vector results from every selected domain.
+//! - [`views`] are the serialisable shapes every front end returns.
+//! - [`transfer`] is the lossless JSON-lines export and import.
+//!
+//! The engine picks no backend and reads no configuration: the binary builds the stores and
+//! hands them in. It knows nothing of MCP.
 
+pub mod error;
+mod ids;
+pub mod recall;
+pub mod service;
+pub mod transfer;
+pub mod views;
+
+pub use error::{Error, Result};
+pub use recall::RecallRequest;
+pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};
+pub use transfer::{ExportLine, ImportReport};

@@ -1,0 +1,39 @@
+//! The engine's error type.
+
+use kenning_core::FieldError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The caller sent something invalid; the field error says what and how to fix it.
+    #[error("{0}")]
+    Invalid(FieldError),
+    #[error("no memory at {urn}")]
+    NotFound { urn: String },
+    /// A write kept losing compare-and-swap races; retrying later will succeed.
+    #[error("memory {urn} is being changed by another writer; try again")]
+    Busy { urn: String },
+    #[error("{0}")]
+    Storage(String),
+    #[error("{0}")]
+    Embedding(String),
+}
+
+impl From<FieldError> for Error {
+    fn from(value: FieldError) -> Self {
+        Error::Invalid(value)
+    }
+}
+
+impl From<kenning_core::Error> for Error {
+    fn from(value: kenning_core::Error) -> Self {
+        match value {
+            kenning_core::Error::Invalid(field) => Error::Invalid(field),
+            kenning_core::Error::NotFound(urn) => Error::NotFound { urn },
+            kenning_core::Error::Conflict { id, .. } => Error::Busy { urn: id },
+            kenning_core::Error::Storage(message) => Error::Storage(message),
+            kenning_core::Error::Embedding(message) => Error::Embedding(message),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,253 @@
+//! Hybrid recall: full-text and vector legs over every selected domain, fused by reciprocal
+//! rank, paged by cursor and cut to a token budget.
+
+use std::collections::HashMap;
+
+use kenning_core::input::parse_time;
+use kenning_core::search::{RRF_K, estimate_tokens, reciprocal_rank_fusion, snippet};
+use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
+
+use crate::error::Result;
+use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
+use crate::views::{LinkView, RecallHit, RecallPage, timestamp};
+
+pub const DEFAULT_RECALL_LIMIT: usize = 10;
+pub const MAX_RECALL_LIMIT: usize = 100;
+pub const DEFAULT_MAX_TOKENS: usize = 4000;
+const SNIPPET_CHARS: usize = 240;
+/// The most candidates one leg contributes; deeper pages than this are not reachable.
+const MAX_CANDIDATES: usize = 1000;
+const TEXT_WEIGHT: f64 = 1.0;
+const VECTOR_WEIGHT: f64 = 1.0;
+
+/// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecallRequest {
+    pub query: String,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+    pub max_tokens: Option<usize>,
+    pub detail: Option<String>,
+    pub kinds: Vec<String>,
+    pub namespaces: Vec<String>,
+    pub tags: Vec<String>,
+    pub domains: Vec<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub min_confidence: Option<f64>,
+}
+
+/// A recall request after validation.
+struct RecallPlan<'a> {
+    query: String,
+    offset: usize,
+    limit: usize,
+    max_tokens: usize,
+    detail: Detail,
+    filter: SearchFilter,
+    stores: Vec<&'a DomainStore>,
+}
+
+impl MemoryService {
+    /// Finds the memories most relevant to a query across the selected domains.
+    pub fn recall(&self, request: RecallRequest) -> Result<RecallPage> {
+        let plan = self.plan(request)?;
+        let depth = ((plan.offset + plan.limit) * 3 + 30).min(MAX_CANDIDATES);
+
+        let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
+        let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
+        let query_vector = match &self.embedder {
+            Some(embedder) => Some(
+                embedder
+                    .embed(&[plan.query.as_str()])
+                    .map_err(|error| crate::Error::Embedding(error.to_string()))?
+                    .pop()
+                    .ok_or_else(|| crate::Error::Embedding("the embedder returned no vector".into()))?,
+            ),
+            None => None,
+        };
+        for (index, entry) in plan.stores.iter().enumerate() {
+            for hit in entry.store.search_text(&plan.query, &plan.filter, depth)? {
+                text_leg.push((hit.score, (index, hit.id)));
+            }
+            if let (Some(vector), Some(model)) = (&query_vector, self.embedder_model()) {
+                for hit in entry.store.search_vector(vector, model, &plan.filter, depth)? {
+                    vector_leg.push((hit.score, (index, hit.id)));
+                }
+            }
+        }
+        let mut lists = vec![(TEXT_WEIGHT, ranked(text_leg, depth))];
+        if query_vector.is_some() {
+            lists.push((VECTOR_WEIGHT, ranked(vector_leg, depth)));
+        }
+        let best_possible: f64 = lists.iter().map(|(weight, _)| weight / (RRF_K + 1.0)).sum();
+        let fused = reciprocal_rank_fusion(&lists, RRF_K);
+
+        let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
+        let memories = fetch(&plan.stores, page.iter().map(|(key, _)| key))?;
+
+        let mut results = Vec::with_capacity(page.len());
+        let mut used_tokens = 0;
+        let mut truncated = false;
+        for ((index, id), score) in page.iter().map(|entry| (&entry.0, entry.1)) {
+            let Some(memory) = memories.get(&(*index, id.clone())) else { continue };
+            let mut hit = render_hit(memory, score / best_possible, plan.detail, &plan.query);
+            let mut cost = hit_tokens(&hit);
+            if used_tokens + cost > plan.max_tokens {
+                if !results.is_empty() {
+                    truncated = true;
+                    break;
+                }
+                // The best hit alone is over budget: return it with its text cut to fit, so a
+                // small budget still answers rather than returning nothing.
+                shrink_to_fit(&mut hit, plan.max_tokens);
+                cost = hit_tokens(&hit);
+                truncated = true;
+            }
+            used_tokens += cost;
+            results.push(hit);
+            if truncated {
+                break;
+            }
+        }
+
+        let end = plan.offset + results.len();
+        for (index, entry) in plan.stores.iter().enumerate() {
+            let ids: Vec<MemoryId> = page
+                .iter()
+                .take(results.len())
+                .filter(|((store, _), _)| *store == index)
+                .map(|((_, id), _)| id.clone())
+                .collect();
+            if !ids.is_empty() {
+                entry.store.record_access(&ids, self.now())?;
+            }
+        }
+        Ok(RecallPage {
+            results,
+            next_cursor: (end < fused.len()).then(|| Cursor { offset: end }.encode()),
+            mode: if query_vector.is_some() { "hybrid" } else { "text" }.to_owned(),
+            truncated,
+            estimated_tokens: used_tokens,
+            resource_template: RESOURCE_TEMPLATE.to_owned(),
+        })
+    }
+
+    fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
+        let query = request.query.trim().to_owned();
+        if query.is_empty() {
+            return Err(FieldError::new(
+                "query",
+                "is empty",
+                request.query,
+                "describe what you are looking for, e.g. `database connection pool size`; to browse, read the namespace resources",
+            ));
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
+        if !(1..=MAX_RECALL_LIMIT).contains(&limit) {
+            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_RECALL_LIMIT}"), limit, "use the cursor to page through more results"));
+        }
+        let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if max_tokens < 50 {
+            return Err(FieldError::new("max_tokens", "must be at least 50", max_tokens, format!("use the default of {DEFAULT_MAX_TOKENS}, or `detail: light` for more results per token")));
+        }
+        let detail = request.detail.as_deref().map(Detail::parse).transpose()?.unwrap_or_default();
+        let offset = request.cursor.as_deref().map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+        let min_confidence = match request.min_confidence {
+            Some(value) if !(0.0..=1.0).contains(&value) => {
+                return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));
+            }
+            other => other,
+        };
+        let filter = SearchFilter {
+            kinds: request.kinds.iter().map(|kind| MemoryKind::parse(kind)).collect::<Result<_, _>>()?,
+            namespaces: request
+                .namespaces
+                .iter()
+                .map(|namespace| Namespace::parse(namespace).map_err(|error| FieldError { field: "namespaces".into(), ..error }))
+                .collect::<Result<_, _>>()?,
+            tags: request.tags.iter().map(|tag| tag.trim().to_lowercase()).filter(|tag| !tag.is_empty()).collect(),
+            since: request.since.as_deref().map(|text| parse_time("since", text)).transpose()?,
+            until: request.until.as_deref().map(|text| parse_time("until", text)).transpose()?,
+            min_confidence,
+            status: Some(kenning_core::Status::Active),
+        };
+        if let (Some(since), Some(until)) = (filter.since, filter.until) {
+            if since > until {
+                return Err(FieldError::new("since", "is later than `until`", timestamp(since), "swap the two bounds"));
+            }
+        }
+        let stores = if request.domains.is_empty() {
+            self.domains.iter().collect()
+        } else {
+            let mut stores: Vec<&DomainStore> = Vec::new();
+            for text in &request.domains {
+                let entry = self.resolve_domain("domains", text)?;
+                if !stores.iter().any(|known| known.domain == entry.domain) {
+                    stores.push(entry);
+                }
+            }
+            stores
+        };
+        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, stores })
+    }
+}
+
+/// Merges one leg's hits from several stores into a single ranking by score.
+fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Vec<(usize, MemoryId)> {
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    hits.into_iter().take(depth).map(|(_, key)| key).collect()
+}
+
+fn fetch<'k>(
+    stores: &[&DomainStore],
+    keys: impl Iterator<Item = &'k (usize, MemoryId)>,
+) -> Result<HashMap<(usize, MemoryId), Memory>> {
+    let mut by_store: HashMap<usize, Vec<MemoryId>> = HashMap::new();
+    for (index, id) in keys {
+        by_store.entry(*index).or_default().push(id.clone());
+    }
+    let mut memories = HashMap::new();
+    for (index, ids) in by_store {
+        for memory in stores[index].store.get_many(&ids)? {
+            memories.insert((index, memory.id.clone()), memory);
+        }
+    }
+    Ok(memories)
+}
+
+fn render_hit(memory: &Memory, score: f64, detail: Detail, query: &str) -> RecallHit {
+    let full = detail == Detail::Full;
+    RecallHit {
+        urn: memory.urn().to_string(),
+        title: memory.title.clone(),
+        domain: memory.domain.to_string(),
+        namespace: memory.namespace.to_string(),
+        kind: memory.kind.to_string(),
+        tags: memory.tags.clone(),
+        score: (score * 1000.0).round() / 1000.0,
+        confidence: memory.confidence,
+        occurred_at: timestamp(memory.occurred_at()),
+        snippet: (!full).then(|| snippet(&memory.content, query, SNIPPET_CHARS)),
+        content: full.then(|| memory.content.clone()),
+        source: full.then(|| memory.source.to_string()),
+        metadata: (full && !memory.metadata.is_empty()).then(|| memory.metadata.clone()),
+        links: (full && !memory.links.is_empty()).then(|| {
+            memory.links.iter().map(|link| LinkView { target: link.target.to_string(), relation: link.relation.clone() }).collect()
+        }),
+    }
+}
+
+fn hit_tokens(hit: &RecallHit) -> usize {
+    estimate_tokens(&serde_json::to_string(hit).expect("hits serialise"))
+}
+
+/// Cuts the hit's text so the whole hit fits in `max_tokens`, marking the cut with an ellipsis.
+fn shrink_to_fit(hit: &mut RecallHit, max_tokens: usize) {
+    let overhead = hit_tokens(&RecallHit { content: None, snippet: None, ..hit.clone() });
+    let text = hit.content.as_mut().or(hit.snippet.as_mut()).expect("a hit has content or a snippet");
+    let keep_chars = max_tokens.saturating_sub(overhead + 2) * 4;
+    if text.chars().count() > keep_chars {
+        *text = text.chars().take(keep_chars).collect::<String>() + "…";
+    }
+}

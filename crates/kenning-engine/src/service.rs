@@ -1,0 +1,340 @@
+//! [`MemoryService`]: every memory operation, over the domain stores it was given.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use kenning_core::input::{apply_update, build_memory, change_status};
+use kenning_core::{
+    CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
+    SearchFilter, Status, UpdateInput, Urn,
+};
+
+use crate::error::{Error, Result};
+use crate::ids::new_memory_id;
+use crate::views::{
+    CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, ReindexReport,
+    StatusReport, VersionView, domain_status,
+};
+
+pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
+
+/// How many times a write retries after losing a compare-and-swap race to another writer.
+const CAS_ATTEMPTS: usize = 8;
+
+/// One domain and the store that keeps it.
+#[derive(Clone)]
+pub struct DomainStore {
+    pub domain: Domain,
+    pub store: Arc<dyn MemoryStore>,
+}
+
+/// A source of the current time, replaceable in tests.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// The memory service: validation, ids, embedding and search across domains.
+pub struct MemoryService {
+    pub(crate) domains: Vec<DomainStore>,
+    pub(crate) embedder: Option<Arc<dyn Embedder>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryService {
+    /// `domains` in search priority order; the first is the default for captures. There must be
+    /// at least one, and no domain twice.
+    pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        assert!(!domains.is_empty(), "a memory service needs at least one domain");
+        MemoryService { domains, embedder, clock: Arc::new(SystemClock) }
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn domains(&self) -> impl Iterator<Item = &Domain> {
+        self.domains.iter().map(|entry| &entry.domain)
+    }
+
+    pub fn default_domain(&self) -> &Domain {
+        &self.domains[0].domain
+    }
+
+    pub fn embedder_model(&self) -> Option<&str> {
+        self.embedder.as_deref().map(|embedder| embedder.model_id())
+    }
+
+    pub(crate) fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Finds the configured domain a caller named: `project`, `user`, `org`, or a full
+    /// `project:{id}` / `org:{id}`.
+    pub(crate) fn resolve_domain(&self, field: &str, text: &str) -> Result<&DomainStore, FieldError> {
+        let text = text.trim();
+        let found = self.domains.iter().find(|entry| {
+            if text.contains(':') { entry.domain.to_string() == text } else { entry.domain.scope() == text }
+        });
+        found.ok_or_else(|| {
+            let configured: Vec<String> = self.domains.iter().map(|entry| entry.domain.to_string()).collect();
+            FieldError::new(
+                field,
+                "is not a domain this server has",
+                text,
+                format!(
+                    "use one of: {} (a project domain exists only inside a git repository)",
+                    configured.join(", ")
+                ),
+            )
+        })
+    }
+
+    fn store_for(&self, domain: &Domain) -> Result<&DomainStore> {
+        self.domains.iter().find(|entry| &entry.domain == domain).ok_or_else(|| {
+            Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() }
+        })
+    }
+
+    fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
+        let urn = MemoryUrn::parse(field, text)?;
+        let entry = self.store_for(&urn.domain).map_err(|_| Error::NotFound { urn: urn.to_string() })?;
+        Ok((urn, entry))
+    }
+
+    fn embed_one(&self, text: &str) -> Result<Option<Embedding>> {
+        let Some(embedder) = &self.embedder else { return Ok(None) };
+        let mut vectors = embedder.embed(&[text]).map_err(|error| Error::Embedding(error.to_string()))?;
+        let vector = vectors.pop().ok_or_else(|| Error::Embedding("the embedder returned no vector".into()))?;
+        Ok(Some(Embedding { model: embedder.model_id().to_owned(), vector }))
+    }
+
+    /// Validates and stores a new memory in `domain` (or the default domain).
+    pub fn capture(&self, input: CaptureInput, domain: Option<&str>) -> Result<CaptureOutcome> {
+        let mut outcomes = self.capture_many(vec![input], domain)?;
+        Ok(outcomes.pop().expect("one outcome per input"))
+    }
+
+    /// Captures a batch atomically per store: all inputs are validated first, so one invalid
+    /// input rejects the batch before anything is written.
+    pub fn capture_many(&self, inputs: Vec<CaptureInput>, domain: Option<&str>) -> Result<Vec<CaptureOutcome>> {
+        let entry = match domain {
+            Some(text) => self.resolve_domain("domain", text)?,
+            None => &self.domains[0],
+        };
+        let now = self.now();
+        let memories = inputs
+            .into_iter()
+            .map(|input| {
+                let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
+                build_memory(input, entry.domain.clone(), id, now)
+            })
+            .collect::<Result<Vec<Memory>, FieldError>>()?;
+        let embeddings = self.embed_memories(&memories)?;
+        let batch: Vec<(Memory, Option<Embedding>)> = memories.into_iter().zip(embeddings).collect();
+        let inserted = entry.store.insert(&batch)?;
+        Ok(batch
+            .iter()
+            .zip(inserted)
+            .map(|((memory, embedding), inserted)| {
+                let mut warnings = Vec::new();
+                if let Some(near) = memory.namespace.near_built_in() {
+                    warnings.push(format!(
+                        "namespace `{}` is new and close to the built-in `{near}`; use `{near}` if that was meant",
+                        memory.namespace
+                    ));
+                }
+                match inserted {
+                    Inserted::Created => CaptureOutcome {
+                        urn: memory.urn().to_string(),
+                        title: memory.title.clone(),
+                        created: true,
+                        embedded: embedding.is_some(),
+                        warnings,
+                    },
+                    Inserted::Duplicate(existing) => {
+                        warnings.push("an identical memory already exists in this namespace; nothing new was stored".into());
+                        CaptureOutcome {
+                            urn: MemoryUrn::new(entry.domain.clone(), memory.namespace.clone(), existing).to_string(),
+                            title: memory.title.clone(),
+                            created: false,
+                            embedded: embedding.is_some(),
+                            warnings,
+                        }
+                    }
+                }
+            })
+            .collect())
+    }
+
+    fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {
+        let Some(embedder) = &self.embedder else { return Ok(vec![None; memories.len()]) };
+        let texts: Vec<String> = memories.iter().map(Memory::search_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed(&refs).map_err(|error| Error::Embedding(error.to_string()))?;
+        Ok(vectors
+            .into_iter()
+            .map(|vector| Some(Embedding { model: embedder.model_id().to_owned(), vector }))
+            .collect())
+    }
+
+    /// Reads one memory by URN and records the access.
+    pub fn get(&self, urn: &str) -> Result<MemoryView> {
+        let (urn, entry) = self.parse_memory_urn("urn", urn)?;
+        let mut memory = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+        let now = self.now();
+        entry.store.record_access(std::slice::from_ref(&memory.id), now)?;
+        memory.access_count += 1;
+        memory.last_accessed_at = Some(now);
+        Ok(MemoryView::from(&memory))
+    }
+
+    /// Applies an update, keeping the previous version with the reason.
+    pub fn update(&self, urn: &str, input: UpdateInput) -> Result<ChangeOutcome> {
+        self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))
+    }
+
+    /// Soft-deletes a memory: it leaves recall but keeps its record and history.
+    pub fn forget(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
+        self.change("urn", urn, |current, now| change_status(current, Status::Forgotten, reason, now))
+    }
+
+    /// Brings a forgotten memory back into recall.
+    pub fn restore(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
+        self.change("urn", urn, |current, now| change_status(current, Status::Active, reason, now))
+    }
+
+    /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
+    fn change(
+        &self,
+        field: &str,
+        urn: &str,
+        apply: impl Fn(&Memory, DateTime<Utc>) -> Result<Option<(Memory, kenning_core::MemoryVersion)>, FieldError>,
+    ) -> Result<ChangeOutcome> {
+        let (urn, entry) = self.parse_memory_urn(field, urn)?;
+        for _ in 0..CAS_ATTEMPTS {
+            let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+            let Some((next, previous)) = apply(&current, self.now())? else {
+                return Ok(ChangeOutcome {
+                    urn: urn.to_string(),
+                    status: current.status.to_string(),
+                    version: current.version,
+                    changed: false,
+                });
+            };
+            let text_changed = next.search_text() != current.search_text();
+            let embedding = if text_changed { self.embed_one(&next.search_text())? } else { None };
+            match entry.store.replace(&next, &previous, embedding.as_ref()) {
+                Ok(()) => {
+                    return Ok(ChangeOutcome {
+                        urn: urn.to_string(),
+                        status: next.status.to_string(),
+                        version: next.version,
+                        changed: true,
+                    });
+                }
+                Err(kenning_core::Error::Conflict { .. }) => continue,
+                Err(kenning_core::Error::Invalid(field)) => return Err(Error::Invalid(field)),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(Error::Busy { urn: urn.to_string() })
+    }
+
+    /// The current record and every superseded version, newest first.
+    pub fn history(&self, urn: &str) -> Result<HistoryView> {
+        let (urn, entry) = self.parse_memory_urn("urn", urn)?;
+        let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+        let mut versions: Vec<VersionView> = entry.store.history(&urn.id)?.iter().map(VersionView::from).collect();
+        versions.reverse();
+        Ok(HistoryView { urn: urn.to_string(), current: MemoryView::from(&current), versions })
+    }
+
+    /// Counts per domain, namespace and kind, store locations, the embedder and index health.
+    pub fn status(&self) -> Result<StatusReport> {
+        let model = self.embedder_model();
+        let mut domains = Vec::with_capacity(self.domains.len());
+        for entry in &self.domains {
+            domains.push(domain_status(&entry.domain, entry.store.stats()?, model));
+        }
+        let mut notes = Vec::new();
+        if self.embedder.is_none() {
+            notes.push("no embedding model is configured: recall uses full-text (BM25) search only".to_owned());
+        }
+        for status in &domains {
+            if !status.index.text_index_ok {
+                notes.push(format!("the full-text index of {} is out of step; run `kenning reindex`", status.domain));
+            }
+            if status.index.missing_vectors > 0 {
+                notes.push(format!(
+                    "{} memories in {} have no vector from the current model; run `kenning reindex`",
+                    status.index.missing_vectors, status.domain
+                ));
+            }
+        }
+        Ok(StatusReport {
+            total_memories: domains.iter().map(|status| status.total).sum(),
+            default_domain: self.default_domain().to_string(),
+            search_mode: if self.embedder.is_some() { "hybrid" } else { "text" }.to_owned(),
+            embedder: self.embedder.as_deref().map(|embedder| EmbedderStatus {
+                model: embedder.model_id().to_owned(),
+                dimensions: embedder.dimensions(),
+            }),
+            notes,
+            domains,
+            resource_template: RESOURCE_TEMPLATE.to_owned(),
+        })
+    }
+
+    /// A page of memories in a domain, optionally one namespace, newest first. Includes
+    /// forgotten memories only when `status` is `None`.
+    pub fn list(&self, domain: &Domain, filter: &SearchFilter, cursor: Option<&str>, limit: usize) -> Result<ListingPage> {
+        let entry = self.store_for(domain)?;
+        let offset = cursor.map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+        let total = entry.store.count(filter)?;
+        let memories = entry.store.list(filter, offset, limit)?;
+        let end = offset + memories.len();
+        let uri = match filter.namespaces.as_slice() {
+            [namespace] => Urn::Namespace(domain.clone(), namespace.clone()),
+            _ => Urn::Domain(domain.clone()),
+        };
+        Ok(ListingPage {
+            uri: uri.to_string(),
+            total,
+            memories: memories.iter().map(MemoryRef::from).collect(),
+            next_cursor: ((end as u64) < total).then(|| Cursor { offset: end }.encode()),
+        })
+    }
+
+    /// Embeds every memory that lacks a vector from the current model, and rebuilds text indexes.
+    pub fn reindex(&self, batch_size: usize) -> Result<ReindexReport> {
+        let mut report = ReindexReport { model: self.embedder_model().map(str::to_owned), embedded: 0, text_indexed: 0 };
+        for entry in &self.domains {
+            report.text_indexed += entry.store.rebuild_index()?;
+            let Some(embedder) = &self.embedder else { continue };
+            loop {
+                let pending = entry.store.missing_embeddings(embedder.model_id(), batch_size.max(1))?;
+                if pending.is_empty() {
+                    break;
+                }
+                let embeddings = self.embed_memories(&pending)?;
+                let items: Vec<(MemoryId, Embedding)> = pending
+                    .iter()
+                    .zip(embeddings)
+                    .filter_map(|(memory, embedding)| embedding.map(|embedding| (memory.id.clone(), embedding)))
+                    .collect();
+                entry.store.set_embeddings(&items)?;
+                report.embedded += items.len() as u64;
+            }
+        }
+        Ok(report)
+    }
+}

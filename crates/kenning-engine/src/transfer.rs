@@ -1,0 +1,121 @@
+//! Export and import as JSON lines: one memory a line with its full history and its vector,
+//! so a round trip loses nothing.
+
+use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::service::MemoryService;
+
+/// One line of an export file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportLine {
+    pub memory: Memory,
+    #[serde(default)]
+    pub history: Vec<MemoryVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<ExportedEmbedding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportedEmbedding {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+impl From<MemoryRecord> for ExportLine {
+    fn from(record: MemoryRecord) -> Self {
+        ExportLine {
+            memory: record.memory,
+            history: record.history,
+            embedding: record.embedding.map(|embedding| ExportedEmbedding { model: embedding.model, vector: embedding.vector }),
+        }
+    }
+}
+
+impl From<ExportLine> for MemoryRecord {
+    fn from(line: ExportLine) -> Self {
+        MemoryRecord {
+            memory: line.memory,
+            history: line.history,
+            embedding: line.embedding.map(|embedding| Embedding { model: embedding.model, vector: embedding.vector }),
+        }
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ImportReport {
+    pub read: usize,
+    pub written: usize,
+    /// Records already present at the same or a newer version, or duplicates of other memories.
+    pub skipped: usize,
+}
+
+const PAGE: usize = 500;
+
+impl MemoryService {
+    /// Calls `sink` with every memory of every domain (or only `domain`), page by page.
+    pub fn export(&self, domain: Option<&str>, mut sink: impl FnMut(ExportLine) -> Result<()>) -> Result<usize> {
+        let entries = match domain {
+            Some(text) => vec![self.resolve_domain("domain", text)?],
+            None => self.domains.iter().collect(),
+        };
+        let mut count = 0;
+        for entry in entries {
+            let mut offset = 0;
+            loop {
+                let records = entry.store.export(offset, PAGE)?;
+                if records.is_empty() {
+                    break;
+                }
+                offset += records.len();
+                for record in records {
+                    sink(ExportLine::from(record))?;
+                    count += 1;
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    /// Imports records into the store of each record's domain, or into `into` when given
+    /// (rewriting the records' domain, history included).
+    pub fn import(&self, lines: Vec<ExportLine>, into: Option<&str>) -> Result<ImportReport> {
+        let target = into.map(|text| self.resolve_domain("into", text)).transpose()?;
+        let mut report = ImportReport { read: lines.len(), ..ImportReport::default() };
+        let mut by_store: Vec<(usize, Vec<MemoryRecord>)> = Vec::new();
+        for line in lines {
+            let mut record = MemoryRecord::from(line);
+            if let Some(target) = target {
+                record.memory.domain = target.domain.clone();
+                for version in &mut record.history {
+                    version.memory.domain = target.domain.clone();
+                }
+            }
+            let index = self
+                .domains
+                .iter()
+                .position(|entry| entry.domain == record.memory.domain)
+                .ok_or_else(|| {
+                    Error::Invalid(kenning_core::FieldError::new(
+                        "memory.domain",
+                        "is not a domain this installation has",
+                        record.memory.domain.to_string(),
+                        "pass `--into user` (or another configured domain) to import into it",
+                    ))
+                })?;
+            match by_store.iter_mut().find(|(known, _)| *known == index) {
+                Some((_, records)) => records.push(record),
+                None => by_store.push((index, vec![record])),
+            }
+        }
+        for (index, records) in by_store {
+            for chunk in records.chunks(PAGE) {
+                report.written += self.domains[index].store.import(chunk)?;
+            }
+        }
+        report.skipped = report.read - report.written;
+        Ok(report)
+    }
+}

@@ -1,0 +1,292 @@
+//! What the engine hands back to callers: plain, serialisable views of memories and results.
+//!
+//! Views carry URNs and RFC 3339 strings rather than core types so that every front end (MCP,
+//! CLI, JSON export) renders the same shape, and so their JSON schema is simple to publish.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use kenning_core::{Memory, MemoryVersion, StoreStats};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub(crate) fn timestamp(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A whole memory record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryView {
+    pub urn: String,
+    pub id: String,
+    pub domain: String,
+    pub namespace: String,
+    /// episodic, semantic or procedural.
+    pub kind: String,
+    pub title: String,
+    /// Markdown.
+    pub content: String,
+    pub tags: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    pub source: String,
+    pub confidence: f64,
+    pub salience: f64,
+    /// active or forgotten.
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_accessed_at: Option<String>,
+    pub access_count: u64,
+    pub links: Vec<LinkView>,
+    pub metadata: BTreeMap<String, String>,
+    pub version: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkView {
+    pub target: String,
+    pub relation: String,
+}
+
+impl From<&Memory> for MemoryView {
+    fn from(memory: &Memory) -> Self {
+        MemoryView {
+            urn: memory.urn().to_string(),
+            id: memory.id.to_string(),
+            domain: memory.domain.to_string(),
+            namespace: memory.namespace.to_string(),
+            kind: memory.kind.to_string(),
+            title: memory.title.clone(),
+            content: memory.content.clone(),
+            tags: memory.tags.clone(),
+            category: memory.category.clone(),
+            source: memory.source.to_string(),
+            confidence: memory.confidence,
+            salience: memory.salience,
+            status: memory.status.to_string(),
+            created_at: timestamp(memory.created_at),
+            updated_at: timestamp(memory.updated_at),
+            event_time: memory.event_time.map(timestamp),
+            last_accessed_at: memory.last_accessed_at.map(timestamp),
+            access_count: memory.access_count,
+            links: memory
+                .links
+                .iter()
+                .map(|link| LinkView { target: link.target.to_string(), relation: link.relation.clone() })
+                .collect(),
+            metadata: memory.metadata.clone(),
+            version: memory.version,
+        }
+    }
+}
+
+/// A short reference to a memory, for listings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemoryRef {
+    pub urn: String,
+    pub title: String,
+    pub namespace: String,
+    pub kind: String,
+    pub status: String,
+    pub occurred_at: String,
+}
+
+impl From<&Memory> for MemoryRef {
+    fn from(memory: &Memory) -> Self {
+        MemoryRef {
+            urn: memory.urn().to_string(),
+            title: memory.title.clone(),
+            namespace: memory.namespace.to_string(),
+            kind: memory.kind.to_string(),
+            status: memory.status.to_string(),
+            occurred_at: timestamp(memory.occurred_at()),
+        }
+    }
+}
+
+/// The result of a capture.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CaptureOutcome {
+    pub urn: String,
+    pub title: String,
+    /// False when an identical active memory already existed; `urn` is then that memory's URN.
+    pub created: bool,
+    /// True when the memory has a vector for semantic search (an embedder is configured).
+    pub embedded: bool,
+    /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// One recall result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecallHit {
+    pub urn: String,
+    pub title: String,
+    pub domain: String,
+    pub namespace: String,
+    pub kind: String,
+    pub tags: Vec<String>,
+    /// Fused relevance, 0..1, comparable within one response.
+    pub score: f64,
+    pub confidence: f64,
+    /// Event time if the memory has one, else capture time.
+    pub occurred_at: String,
+    /// A passage of the content around the query terms (light detail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+    /// The whole content (full detail).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub links: Option<Vec<LinkView>>,
+}
+
+/// A page of recall results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecallPage {
+    pub results: Vec<RecallHit>,
+    /// Pass this as `cursor` to get the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// `hybrid` (full-text and vectors fused) or `text` (BM25 only, no embedder configured).
+    pub mode: String,
+    /// True when results were cut short to stay within `max_tokens`.
+    pub truncated: bool,
+    /// Estimated tokens of the results returned.
+    pub estimated_tokens: usize,
+    pub resource_template: String,
+}
+
+/// The result of an update, forget or restore.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChangeOutcome {
+    pub urn: String,
+    pub status: String,
+    /// The memory's version after the change.
+    pub version: u32,
+    /// False when nothing had to change (e.g. forgetting a forgotten memory).
+    pub changed: bool,
+}
+
+/// One superseded version in a memory's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VersionView {
+    pub version: u32,
+    pub superseded_at: String,
+    pub reason: String,
+    pub memory: MemoryView,
+}
+
+impl From<&MemoryVersion> for VersionView {
+    fn from(version: &MemoryVersion) -> Self {
+        VersionView {
+            version: version.version,
+            superseded_at: timestamp(version.superseded_at),
+            reason: version.reason.clone(),
+            memory: MemoryView::from(&version.memory),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HistoryView {
+    pub urn: String,
+    pub current: MemoryView,
+    /// Superseded versions, newest first.
+    pub versions: Vec<VersionView>,
+}
+
+/// Counts, locations and health of one domain's store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DomainStatus {
+    pub domain: String,
+    pub uri: String,
+    pub backend: String,
+    pub location: String,
+    pub total: u64,
+    pub by_status: BTreeMap<String, u64>,
+    pub by_namespace: BTreeMap<String, u64>,
+    pub by_kind: BTreeMap<String, u64>,
+    pub vectors_by_model: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    pub index: IndexHealth,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IndexHealth {
+    /// Full-text entries match the number of memories.
+    pub text_index_ok: bool,
+    /// Memories with no vector from the current embedder (run `kenning reindex`).
+    pub missing_vectors: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EmbedderStatus {
+    pub model: String,
+    pub dimensions: usize,
+}
+
+/// Everything `memory_status` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusReport {
+    pub total_memories: u64,
+    pub default_domain: String,
+    /// `hybrid` when an embedder is configured, else `text` (BM25 only).
+    pub search_mode: String,
+    /// Absent when no embedder is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedder: Option<EmbedderStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    pub domains: Vec<DomainStatus>,
+    pub resource_template: String,
+}
+
+pub(crate) fn domain_status(domain: &kenning_core::Domain, stats: StoreStats, model: Option<&str>) -> DomainStatus {
+    let active = stats.by_status.get("active").copied().unwrap_or(0);
+    let missing_vectors = match model {
+        Some(model) => active.saturating_sub(stats.vectors_by_model.get(model).copied().unwrap_or(0)),
+        None => 0,
+    };
+    DomainStatus {
+        domain: domain.to_string(),
+        uri: kenning_core::Urn::Domain(domain.clone()).to_string(),
+        backend: stats.backend,
+        location: stats.location,
+        total: stats.total,
+        by_status: stats.by_status,
+        by_namespace: stats.by_namespace,
+        by_kind: stats.by_kind,
+        vectors_by_model: stats.vectors_by_model,
+        size_bytes: stats.size_bytes,
+        index: IndexHealth { text_index_ok: stats.text_index_entries == stats.total, missing_vectors },
+    }
+}
+
+/// A page of memories in a domain or namespace, for resources and `list` commands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListingPage {
+    pub uri: String,
+    pub total: u64,
+    pub memories: Vec<MemoryRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// What `reindex` did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReindexReport {
+    pub model: Option<String>,
+    pub embedded: u64,
+    pub text_indexed: u64,
+}
