@@ -1,1 +1,21 @@
+//! kenning's MCP front end: the only crate that knows the Model Context Protocol.
+//!
+//! - [`KenningServer`] implements rmcp's `ServerHandler`: tools grouped in toolsets (see
+//!   [`TOOLSETS`]) and selected by [`ServerOptions`], plus memories, namespaces and domains as
+//!   resources ([`resources`]).
+//! - Tool functions live in [`tools`], one module per toolset; each unpacks its arguments
+//!   ([`params`]), calls one engine method on the blocking pool and returns the engine's view
+//!   as structured content.
+//! - [`error`] maps engine errors onto the protocol: invalid input becomes JSON-RPC -32602 with
+//!   `{field, problem, received, suggestion}`, a failed tool becomes an `isError` result.
+//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check.
 
+pub mod error;
+pub mod params;
+pub mod resources;
+mod server;
+pub mod tools;
+pub mod transport;
+
+pub use server::{KenningServer, ServerOptions, TOOLSETS};
+pub use transport::{ServeError, serve_http, serve_stdio};

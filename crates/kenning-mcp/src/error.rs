@@ -1,0 +1,86 @@
+//! How engine errors reach an MCP client.
+//!
+//! A malformed request (a field with the wrong type or an invalid value) is a JSON-RPC error,
+//! code -32602, whose `data` names the field, the problem, the value received and a suggestion.
+//! A tool that ran and failed (an unknown URN, a storage failure) returns a result with
+//! `isError: true` and a structured body the agent can read and act on.
+
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
+use serde_json::{Value, json};
+
+use kenning_core::FieldError;
+use kenning_engine::Error as EngineError;
+
+/// The error type of every tool function.
+#[derive(Debug)]
+pub enum ToolError {
+    /// A tool result with `isError: true` and this structured content.
+    Failed(Value),
+    /// A JSON-RPC error response.
+    Rpc(McpError),
+}
+
+impl From<McpError> for ToolError {
+    fn from(error: McpError) -> Self {
+        ToolError::Rpc(error)
+    }
+}
+
+impl IntoCallToolResult for ToolError {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, McpError> {
+        match self {
+            ToolError::Failed(body) => Ok(CallToolResult::structured_error(body).into()),
+            ToolError::Rpc(error) => Err(error),
+        }
+    }
+}
+
+/// The seed's invalid-params error: code -32602 with field, problem, received and suggestion.
+pub fn invalid_params(error: &FieldError) -> McpError {
+    McpError::invalid_params(
+        format!("invalid `{}`: {}", error.field, error.problem),
+        Some(serde_json::to_value(error).expect("field errors serialise")),
+    )
+}
+
+impl From<EngineError> for ToolError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::Invalid(field) => ToolError::Rpc(invalid_params(&field)),
+            EngineError::NotFound { urn } => ToolError::Failed(json!({
+                "error": "not_found",
+                "message": format!("no memory at {urn}"),
+                "urn": urn,
+                "suggestion": "check the URN, or call memory_recall to find the memory",
+            })),
+            EngineError::Busy { urn } => ToolError::Failed(json!({
+                "error": "busy",
+                "message": format!("{urn} kept changing under concurrent writers"),
+                "urn": urn,
+                "suggestion": "retry the call",
+            })),
+            EngineError::Storage(message) => ToolError::Failed(json!({
+                "error": "storage_failure",
+                "message": message,
+                "suggestion": "retry; if it persists, run `kenning status` and check the server's log on stderr",
+            })),
+            EngineError::Embedding(message) => ToolError::Failed(json!({
+                "error": "embedding_failure",
+                "message": message,
+                "suggestion": "check the configured embedding model; `kenning status` shows it",
+            })),
+        }
+    }
+}
+
+/// Runs engine work on the blocking pool: stores and embedders block, tool futures must not.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ToolError::Rpc(McpError::internal_error(format!("tool task failed: {error}"), None)))?
+        .map_err(ToolError::from)
+}

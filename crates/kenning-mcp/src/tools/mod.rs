@@ -1,0 +1,3 @@
+//! Toolsets: each is one `#[tool_router]` block on [`crate::KenningServer`].
+
+pub mod memory;
