@@ -141,7 +141,7 @@ impl MemoryService {
         let embeddings = self.embed_memories(&memories)?;
         let batch: Vec<(Memory, Option<Embedding>)> = memories.into_iter().zip(embeddings).collect();
         let inserted = entry.store.insert(&batch)?;
-        Ok(batch
+        batch
             .iter()
             .zip(inserted)
             .map(|((memory, embedding), inserted)| {
@@ -152,7 +152,7 @@ impl MemoryService {
                         memory.namespace
                     ));
                 }
-                match inserted {
+                Ok(match inserted {
                     Inserted::Created => CaptureOutcome {
                         urn: memory.urn().to_string(),
                         title: memory.title.clone(),
@@ -160,19 +160,20 @@ impl MemoryService {
                         embedded: embedding.is_some(),
                         warnings,
                     },
-                    Inserted::Duplicate(existing) => {
+                    Inserted::Duplicate(existing_id) => {
                         warnings.push("an identical memory already exists in this namespace; nothing new was stored".into());
+                        let existing = entry.store.get(&existing_id)?;
                         CaptureOutcome {
-                            urn: MemoryUrn::new(entry.domain.clone(), memory.namespace.clone(), existing).to_string(),
-                            title: memory.title.clone(),
+                            urn: MemoryUrn::new(entry.domain.clone(), memory.namespace.clone(), existing_id).to_string(),
+                            title: existing.map_or_else(|| memory.title.clone(), |existing| existing.title),
                             created: false,
                             embedded: embedding.is_some(),
                             warnings,
                         }
                     }
-                }
+                })
             })
-            .collect())
+            .collect()
     }
 
     fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {

@@ -79,7 +79,7 @@ fn catalogue(memory: &MemoryService) -> Result<(Vec<Resource>, Vec<(Domain, usiz
                     .with_mime_type(JSON),
             );
         }
-        for (kind, count) in &status.by_kind {
+        for (kind, count) in status.by_kind.iter().filter(|(_, count)| **count > 0) {
             resources.push(
                 Resource::new(format!("{}?kind={kind}", status.uri), format!("{}?kind={kind}", status.domain))
                     .with_title(format!("{kind} memories ({})", status.domain))

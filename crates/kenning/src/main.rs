@@ -1,1 +1,219 @@
-fn main() {}
+//! The `kenning` binary: command line, configuration, and the composition of stores,
+//! embedder, engine and MCP server.
+
+mod cli;
+mod compose;
+mod config;
+mod project;
+mod render;
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Read, Write};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow};
+use clap::Parser;
+use kenning_core::{CaptureInput, LinkInput, UpdateInput};
+use kenning_engine::{ExportLine, MemoryService, RecallRequest};
+use kenning_mcp::{KenningServer, ServerOptions};
+use serde::Serialize;
+
+use crate::cli::{Cli, Command, ServeArgs};
+use crate::config::Config;
+use crate::project::Project;
+
+fn main() -> std::process::ExitCode {
+    // stdout belongs to the MCP stdio transport and to command output: logs go to stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KENNING_LOG").unwrap_or_else(|_| "warn,rmcp=error".into()),
+        )
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kenning: {}", describe(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Renders an error chain; invalid input shows its field, problem, value and suggestion.
+fn describe(error: &anyhow::Error) -> String {
+    if let Some(kenning_engine::Error::Invalid(field)) = error.downcast_ref::<kenning_engine::Error>() {
+        return format!(
+            "invalid `{}`: {}\n  received: {}\n  suggestion: {}",
+            field.field, field.problem, field.received, field.suggestion
+        );
+    }
+    format!("{error:#}")
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    let project_hint = Project::discover(&cwd, None);
+    let config = Config::load(project_hint.as_ref().map(|project| project.root.as_path()))?;
+    let project = match &config.project_id {
+        Some(id) => Project::discover(&cwd, Some(id)),
+        None => project_hint,
+    };
+    let memory = compose::memory_service(&config, project.as_ref())?;
+    let json = cli.json;
+    match cli.command {
+        Command::Serve(args) => serve(memory, &config, args),
+        Command::Capture(args) => {
+            let content = if args.content == "-" { read_stdin()? } else { args.content };
+            let input = CaptureInput {
+                content,
+                title: args.title,
+                kind: args.kind,
+                namespace: args.namespace,
+                tags: args.tags,
+                category: args.category,
+                source: Some(args.source.unwrap_or_else(|| "told-by-user".to_owned())),
+                confidence: args.confidence,
+                salience: args.salience,
+                event_time: args.event_time,
+                links: args.links.into_iter().map(|target| LinkInput { target, relation: None }).collect(),
+                metadata: parse_metadata(&args.metadata)?,
+            };
+            let outcome = memory.capture(input, args.domain.as_deref())?;
+            print(json, &outcome, render::capture)
+        }
+        Command::Recall(args) => {
+            let page = memory.recall(RecallRequest {
+                query: args.query,
+                limit: args.limit,
+                cursor: args.cursor,
+                max_tokens: args.max_tokens,
+                detail: args.detail,
+                kinds: args.kinds,
+                namespaces: args.namespaces,
+                tags: args.tags,
+                domains: args.domains,
+                since: args.since,
+                until: args.until,
+                min_confidence: args.min_confidence,
+            })?;
+            print(json, &page, render::recall)
+        }
+        Command::Get { urn } => print(json, &memory.get(&urn)?, render::memory),
+        Command::Update(args) => {
+            let input = UpdateInput {
+                reason: args.reason,
+                title: args.title,
+                content: args.content,
+                kind: args.kind,
+                tags: args.tags,
+                confidence: args.confidence,
+                salience: args.salience,
+                ..UpdateInput::default()
+            };
+            print(json, &memory.update(&args.urn, input)?, render::change)
+        }
+        Command::Forget { urn, reason } => print(json, &memory.forget(&urn, &reason)?, render::change),
+        Command::Restore { urn, reason } => print(json, &memory.restore(&urn, &reason)?, render::change),
+        Command::History { urn } => print(json, &memory.history(&urn)?, render::history),
+        Command::Status => print(json, &memory.status()?, render::status),
+        Command::Reindex => {
+            let report = memory.reindex(64)?;
+            print(json, &report, |report| {
+                format!(
+                    "re-indexed {} memories for full-text search; embedded {} with {}\n",
+                    report.text_indexed,
+                    report.embedded,
+                    report.model.as_deref().unwrap_or("no model (none configured)")
+                )
+            })
+        }
+        Command::Export { domain, output, no_vectors } => {
+            let mut writer: Box<dyn Write> = match &output {
+                Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)),
+                None => Box::new(BufWriter::new(std::io::stdout().lock())),
+            };
+            let count = memory.export(domain.as_deref(), |mut line| {
+                if no_vectors {
+                    line.embedding = None;
+                }
+                serde_json::to_writer(&mut writer, &line).map_err(|error| kenning_engine::Error::Storage(error.to_string()))?;
+                writer.write_all(b"\n").map_err(|error| kenning_engine::Error::Storage(error.to_string()))
+            })?;
+            writer.flush()?;
+            eprintln!("exported {count} memories");
+            Ok(())
+        }
+        Command::Import { file, into } => {
+            let text = if file.as_os_str() == "-" {
+                read_stdin()?
+            } else {
+                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?
+            };
+            let mut lines = Vec::new();
+            for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+                let parsed: ExportLine = serde_json::from_str(line)
+                    .with_context(|| format!("line {} of {} is not an export record", number + 1, file.display()))?;
+                lines.push(parsed);
+            }
+            let report = memory.import(lines, into.as_deref())?;
+            print(json, &report, |report| {
+                format!("read {}, imported {}, skipped {} (already present or duplicates)\n", report.read, report.written, report.skipped)
+            })
+        }
+    }
+}
+
+fn serve(memory: MemoryService, config: &Config, args: ServeArgs) -> Result<()> {
+    let options = ServerOptions {
+        toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
+        read_only: args.read_only || config.read_only,
+    };
+    let server = KenningServer::new(Arc::new(memory), &options).map_err(kenning_engine::Error::Invalid)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match args.http {
+            None => kenning_mcp::serve_stdio(server).await?,
+            Some(address) => {
+                let listener = tokio::net::TcpListener::bind(&address)
+                    .await
+                    .with_context(|| format!("binding {address}"))?;
+                eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
+                let shutdown = async {
+                    let _ = tokio::signal::ctrl_c().await;
+                };
+                kenning_mcp::serve_http(server, listener, shutdown).await?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn print<T: Serialize>(json: bool, value: &T, human: impl Fn(&T) -> String) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, value)?;
+        writeln!(stdout)?;
+    } else {
+        stdout.write_all(human(value).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn read_stdin() -> Result<String> {
+    let mut text = String::new();
+    std::io::stdin().lock().read_to_string(&mut text).context("reading standard input")?;
+    Ok(text)
+}
+
+fn parse_metadata(pairs: &[String]) -> Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(key, value)| (key.trim().to_owned(), value.to_owned()))
+                .ok_or_else(|| anyhow!("--meta `{pair}` is not KEY=VALUE; write e.g. --meta turn_id=D1:3"))
+        })
+        .collect()
+}
+

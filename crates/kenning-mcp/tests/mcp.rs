@@ -1,0 +1,127 @@
+//! The MCP surface in process: the tools/list snapshot, toolset selection and resource reads.
+//! End-to-end tests with a real client live in the `kenning` crate.
+
+use std::sync::Arc;
+
+use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_engine::{DomainStore, MemoryService};
+use kenning_mcp::resources;
+use kenning_mcp::{KenningServer, ServerOptions};
+use kenning_sqlite::SqliteStore;
+
+fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    Arc::new(MemoryService::new(vec![DomainStore { domain: Domain::User, store }], None))
+}
+
+fn tool_names(server: &KenningServer) -> Vec<String> {
+    server.tools().into_iter().map(|tool| tool.name.into_owned()).collect()
+}
+
+#[test]
+fn tools_list_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = KenningServer::new(service(&dir), &ServerOptions::default()).unwrap();
+    let tools = serde_json::to_value(server.tools()).unwrap();
+    let bytes = serde_json::to_string(&tools).unwrap().len();
+    insta::assert_json_snapshot!("tools_list", tools);
+    // The default tool list goes into every agent's context: keep it lean.
+    assert!(bytes < 24_000, "tools/list grew to {bytes} bytes");
+}
+
+#[test]
+fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = KenningServer::new(service(&dir), &ServerOptions::default()).unwrap();
+    for tool in server.tools() {
+        let name = tool.name.as_ref();
+        assert!(tool.title.is_some(), "{name} has no title");
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(description.ends_with('.') && description.matches(". ").count() == 0, "{name}: `{description}` is not one sentence");
+        assert!(tool.output_schema.is_some(), "{name} has no output schema");
+        let annotations = tool.annotations.as_ref().unwrap_or_else(|| panic!("{name} has no annotations"));
+        assert!(annotations.read_only_hint.is_some() && annotations.destructive_hint.is_some() && annotations.idempotent_hint.is_some(), "{name}");
+        assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name} must use underscores");
+    }
+}
+
+#[test]
+fn read_only_drops_every_tool_that_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = KenningServer::new(service(&dir), &ServerOptions { read_only: true, ..ServerOptions::default() }).unwrap();
+    assert_eq!(tool_names(&server), ["memory_get", "memory_history", "memory_recall", "memory_status"]);
+}
+
+#[test]
+fn unknown_toolsets_are_refused_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ServerOptions { toolsets: Some(vec!["memroy".into()]), ..ServerOptions::default() };
+    let Err(error) = KenningServer::new(service(&dir), &options) else { panic!("an unknown toolset was accepted") };
+    assert_eq!((error.field.as_str(), error.received.clone()), ("toolsets", serde_json::json!("memroy")));
+    assert!(error.suggestion.contains("did you mean `memory`"), "{}", error.suggestion);
+}
+
+#[test]
+fn resources_read_memories_namespaces_domains_and_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let capture = |content: &str, namespace: &str, kind: &str| {
+        memory
+            .capture(
+                CaptureInput { content: content.into(), namespace: Some(namespace.into()), kind: Some(kind.into()), ..CaptureInput::default() },
+                None,
+            )
+            .unwrap()
+            .urn
+    };
+    let decision = capture("Use PostgreSQL", "decisions", "episodic");
+    capture("Pool size 20", "learnings", "semantic");
+
+    let read = |uri: &str| -> serde_json::Value { serde_json::from_str(&resources::read(&memory, uri).unwrap()).unwrap() };
+    assert_eq!(read(&decision)["content"], "Use PostgreSQL");
+    let namespace = read("kenning://user/decisions");
+    assert_eq!((namespace["total"].as_u64(), namespace["memories"][0]["urn"].as_str()), (Some(1), Some(decision.as_str())));
+    let domain = read("kenning://user");
+    assert_eq!(domain["namespaces"].as_array().unwrap().len(), 2);
+    let semantic = read("kenning://user?kind=semantic");
+    assert_eq!(semantic["memories"][0]["title"], "Pool size 20");
+    assert_eq!(read(resources::STATS_URI)["total_memories"], 2);
+
+    for (uri, expected) in [
+        ("kenning://user/decisions/nope", "NotFound"),
+        ("kenning://org:acme", "NotFound"),
+        ("kenning://user?kind=feelings", "Invalid"),
+        ("kenning://user?page=2", "Invalid"),
+        ("memory://semantic/list", "Invalid"),
+    ] {
+        let error = resources::read(&memory, uri).unwrap_err();
+        assert!(format!("{error:?}").starts_with(expected), "{uri}: {error:?}");
+    }
+
+    let (page, next) = resources::list_page(&memory, 0).unwrap();
+    let uris: Vec<&str> = page.iter().map(|resource| resource.uri.as_str()).collect();
+    assert!(uris.contains(&"kenning://stats") && uris.contains(&"kenning://user/decisions") && uris.contains(&decision.as_str()), "{uris:?}");
+    assert_eq!(next, None);
+}
+
+#[test]
+fn resource_listing_pages_cover_every_memory_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let inputs = (0..250).map(|i| CaptureInput { content: format!("note {i}"), ..CaptureInput::default() }).collect();
+    memory.capture_many(inputs, None).unwrap();
+    let mut seen = Vec::new();
+    let mut offset = Some(0);
+    while let Some(start) = offset {
+        let (page, next) = resources::list_page(&memory, start).unwrap();
+        assert!(page.len() <= resources::PAGE_SIZE);
+        seen.extend(page.into_iter().map(|resource| resource.uri.clone()));
+        offset = next;
+    }
+    let memories = seen.iter().filter(|uri| uri.matches('/').count() == 4).count();
+    assert_eq!(memories, 250);
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "a resource was listed twice");
+}

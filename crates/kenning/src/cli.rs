@@ -1,0 +1,164 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "kenning", version, about = "Durable, searchable memory for coding agents: an MCP server and CLI.")]
+pub struct Cli {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdio (default) or streamable HTTP.
+    Serve(ServeArgs),
+    /// Store a memory.
+    Capture(CaptureArgs),
+    /// Search memories.
+    Recall(RecallArgs),
+    /// Show one memory by URN.
+    Get { urn: String },
+    /// Change a memory, keeping its previous version.
+    Update(UpdateArgs),
+    /// Mark a memory obsolete (soft delete).
+    Forget {
+        urn: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Bring a forgotten memory back.
+    Restore {
+        urn: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Show a memory's earlier versions.
+    History { urn: String },
+    /// Show counts, store locations, the embedder and index health.
+    Status,
+    /// Rebuild the full-text index and embed memories that lack a vector from the current model.
+    Reindex,
+    /// Write every memory, with history and vectors, as JSON lines.
+    Export {
+        /// Only this domain (`project`, `user`, ...).
+        #[arg(long)]
+        domain: Option<String>,
+        /// Output file; standard output when absent.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Leave vectors out (they are rebuilt by `kenning reindex`).
+        #[arg(long)]
+        no_vectors: bool,
+    },
+    /// Read memories exported by `kenning export`.
+    Import {
+        /// JSON-lines file, or `-` for standard input.
+        file: PathBuf,
+        /// Import everything into this domain instead of each record's own.
+        #[arg(long)]
+        into: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Comma-separated toolsets to enable (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub toolsets: Option<Vec<String>>,
+    /// Expose only tools that do not write.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The content (markdown); `-` reads standard input.
+    pub content: String,
+    #[arg(long)]
+    pub title: Option<String>,
+    /// episodic, semantic or procedural.
+    #[arg(long)]
+    pub kind: Option<String>,
+    #[arg(long, short)]
+    pub namespace: Option<String>,
+    #[arg(long = "tag", short = 't')]
+    pub tags: Vec<String>,
+    #[arg(long)]
+    pub category: Option<String>,
+    /// Default: told-by-user.
+    #[arg(long)]
+    pub source: Option<String>,
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    #[arg(long)]
+    pub salience: Option<f64>,
+    /// When it happened (RFC 3339 or YYYY-MM-DD).
+    #[arg(long)]
+    pub event_time: Option<String>,
+    /// `project`, `user`, ...; default the project inside a git repository, else user.
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Caller metadata as KEY=VALUE; repeatable.
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    pub metadata: Vec<String>,
+    /// Link to another memory's URN; repeatable.
+    #[arg(long = "link", value_name = "URN")]
+    pub links: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    pub query: String,
+    #[arg(long, short)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// light or full.
+    #[arg(long)]
+    pub detail: Option<String>,
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    #[arg(long = "kind")]
+    pub kinds: Vec<String>,
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    #[arg(long = "tag", short = 't')]
+    pub tags: Vec<String>,
+    #[arg(long = "domain")]
+    pub domains: Vec<String>,
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long)]
+    pub min_confidence: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    pub urn: String,
+    #[arg(long)]
+    pub reason: String,
+    #[arg(long)]
+    pub content: Option<String>,
+    #[arg(long)]
+    pub title: Option<String>,
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Replaces all tags; repeatable.
+    #[arg(long = "tag", short = 't')]
+    pub tags: Option<Vec<String>>,
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    #[arg(long)]
+    pub salience: Option<f64>,
+}

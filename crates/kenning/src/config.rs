@@ -1,0 +1,222 @@
+//! Configuration: `kenning.toml` in the user's config directory, then in the project (the
+//! repository root or its `.kenning/` folder), then `KENNING_*` environment variables; each
+//! later source overrides the earlier ones field by field.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// The merged configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    pub embedder: EmbedderChoice,
+    /// Folder of a sentence-transformers model, for the transformer embedder.
+    pub model_dir: Option<PathBuf>,
+    /// Where the user domain's SQLite file lives; default `{data_dir}/kenning/user.db`.
+    pub user_db: Option<PathBuf>,
+    /// Overrides the project id derived from the git remote.
+    pub project_id: Option<String>,
+    /// Turns the project domain off even inside a git repository.
+    pub project_disabled: bool,
+    pub toolsets: Option<Vec<String>>,
+    pub read_only: bool,
+    /// Files that contributed, for `kenning status`.
+    pub sources: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EmbedderChoice {
+    /// Full-text search only.
+    #[default]
+    None,
+    /// all-MiniLM-L6-v2 or another BERT sentence-transformer, run locally with candle.
+    Transformer,
+}
+
+impl EmbedderChoice {
+    fn parse(origin: &str, text: &str) -> Result<Self> {
+        match text {
+            "none" => Ok(EmbedderChoice::None),
+            "transformer" => Ok(EmbedderChoice::Transformer),
+            other => bail!("{origin}: embedder `{other}` is not known; use `none` or `transformer` (with model_dir)"),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    embedder: Option<EmbedderSection>,
+    storage: Option<StorageSection>,
+    project: Option<ProjectSection>,
+    server: Option<ServerSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmbedderSection {
+    kind: Option<String>,
+    model_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StorageSection {
+    user_db: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProjectSection {
+    id: Option<String>,
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerSection {
+    toolsets: Option<Vec<String>>,
+    read_only: Option<bool>,
+}
+
+impl Config {
+    /// Loads the user file, the project file (if `project_root` is given) and the environment.
+    pub fn load(project_root: Option<&Path>) -> Result<Config> {
+        let mut config = Config::default();
+        let mut files = Vec::new();
+        if let Some(dir) = std::env::var_os("KENNING_CONFIG_DIR").map(PathBuf::from).or_else(|| dirs::config_dir().map(|dir| dir.join("kenning"))) {
+            files.push(dir.join("kenning.toml"));
+        }
+        if let Some(root) = project_root {
+            files.push(root.join("kenning.toml"));
+            files.push(root.join(".kenning").join("kenning.toml"));
+        }
+        for file in files {
+            if file.is_file() {
+                config.apply_file(&file)?;
+            }
+        }
+        config.apply_env(|name| std::env::var(name).ok())?;
+        Ok(config)
+    }
+
+    fn apply_file(&mut self, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file: FileConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let origin = path.display().to_string();
+        let base = path.parent().unwrap_or(Path::new("."));
+        if let Some(embedder) = file.embedder {
+            if let Some(kind) = embedder.kind {
+                self.embedder = EmbedderChoice::parse(&origin, &kind)?;
+            }
+            if let Some(dir) = embedder.model_dir {
+                self.model_dir = Some(base.join(dir));
+            }
+        }
+        if let Some(user_db) = file.storage.and_then(|storage| storage.user_db) {
+            self.user_db = Some(base.join(user_db));
+        }
+        if let Some(project) = file.project {
+            self.project_id = project.id.or(self.project_id.take());
+            if let Some(enabled) = project.enabled {
+                self.project_disabled = !enabled;
+            }
+        }
+        if let Some(server) = file.server {
+            self.toolsets = server.toolsets.or(self.toolsets.take());
+            self.read_only = server.read_only.unwrap_or(self.read_only);
+        }
+        self.sources.push(path.to_owned());
+        Ok(())
+    }
+
+    fn apply_env(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(kind) = var("KENNING_EMBEDDER") {
+            self.embedder = EmbedderChoice::parse("KENNING_EMBEDDER", &kind)?;
+        }
+        if let Some(dir) = var("KENNING_MODEL_DIR") {
+            self.model_dir = Some(PathBuf::from(dir));
+            if var("KENNING_EMBEDDER").is_none() && self.embedder == EmbedderChoice::None {
+                self.embedder = EmbedderChoice::Transformer;
+            }
+        }
+        if let Some(path) = var("KENNING_USER_DB") {
+            self.user_db = Some(PathBuf::from(path));
+        }
+        if let Some(id) = var("KENNING_PROJECT_ID") {
+            self.project_id = Some(id);
+        }
+        if let Some(value) = var("KENNING_PROJECT") {
+            self.project_disabled = parse_bool("KENNING_PROJECT", &value)? == false;
+        }
+        if let Some(list) = var("KENNING_TOOLSETS") {
+            self.toolsets = Some(split_list(&list));
+        }
+        if let Some(value) = var("KENNING_READ_ONLY") {
+            self.read_only = parse_bool("KENNING_READ_ONLY", &value)?;
+        }
+        Ok(())
+    }
+
+    /// The user store's path: configured, else under the user's data directory.
+    pub fn user_db_path(&self) -> Result<PathBuf> {
+        if let Some(path) = &self.user_db {
+            return Ok(path.clone());
+        }
+        let data = std::env::var_os("KENNING_DATA_DIR")
+            .map(PathBuf::from)
+            .or_else(|| dirs::data_dir().map(|dir| dir.join("kenning")))
+            .context("no user data directory is known; set KENNING_DATA_DIR or storage.user_db")?;
+        Ok(data.join("user.db"))
+    }
+}
+
+pub fn split_list(text: &str) -> Vec<String> {
+    text.split(',').map(str::trim).filter(|item| !item.is_empty()).map(str::to_owned).collect()
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => bail!("{name}: `{other}` is not a boolean; use true or false"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[server]\ntoolsets = [\"memory\"]\nread_only = true\n[embedder]\nkind = \"none\"\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert!(config.read_only);
+        config
+            .apply_env(|name| match name {
+                "KENNING_READ_ONLY" => Some("false".into()),
+                "KENNING_MODEL_DIR" => Some("/models/minilm".into()),
+                _ => None,
+            })
+            .unwrap();
+        assert!(!config.read_only);
+        assert_eq!(config.embedder, EmbedderChoice::Transformer);
+        assert_eq!(config.toolsets, Some(vec!["memory".to_owned()]));
+    }
+
+    #[test]
+    fn unknown_keys_and_values_are_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[embedder]\nkind = \"openai-magic\"\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err().to_string();
+        assert!(error.contains("kenning.toml") && error.contains("openai-magic"), "{error}");
+        std::fs::write(&file, "[storage]\nuser_dbb = \"x\"\n").unwrap();
+        let error = format!("{:#}", Config::default().apply_file(&file).unwrap_err());
+        assert!(error.contains("user_dbb"), "{error}");
+    }
+}
