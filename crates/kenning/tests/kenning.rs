@@ -1,0 +1,346 @@
+//! End-to-end tests of the `kenning` binary: CLI scenarios in throw-away stores, and the MCP
+//! server driven by the official Python SDK (`tests/e2e` at the workspace root).
+//!
+//! Every command runs with its own user data folder, an empty config folder and, for project
+//! scenarios, a real git repository whose `origin` remote names the project `widget-service`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kenning");
+const REMOTE: &str = "https://github.com/acme/widget-service.git";
+const PROJECT: &str = "project:widget-service";
+
+/// A temporary home for one scenario: data and config folders, a git repository and a folder
+/// outside any repository.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let sandbox = Sandbox { dir: tempfile::tempdir().expect("temp dir") };
+        for folder in ["data", "config", "repo", "outside"] {
+            std::fs::create_dir_all(sandbox.path(folder)).expect("create folder");
+        }
+        sandbox.git(&["init", "-q"]);
+        sandbox.git(&["remote", "add", "origin", REMOTE]);
+        sandbox
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.path("repo")
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let output = Command::new("git")
+            .arg("-C")
+            .arg(self.repo())
+            .args(args)
+            .env("GIT_CEILING_DIRECTORIES", self.dir.path())
+            .output()
+            .expect("git must be installed to run these tests");
+        assert!(output.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+
+    /// `kenning ARGS` in `cwd`, isolated from the caller's KENNING_* and GIT_* settings; git
+    /// discovery stops at the sandbox so `outside` is never inside a repository.
+    fn command(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        command.args(args).current_dir(cwd).stdin(Stdio::null());
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if name.starts_with("KENNING_") || name.starts_with("GIT_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("KENNING_DATA_DIR", self.path("data"))
+            .env("KENNING_CONFIG_DIR", self.path("config"))
+            .env("GIT_CEILING_DIRECTORIES", self.dir.path());
+        command
+    }
+
+    fn run(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.command(cwd, args).output().expect("run kenning")
+    }
+
+    /// Runs `kenning --json ARGS` in the repository, which must succeed, and parses stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        self.json_in(&self.repo(), args)
+    }
+
+    fn json_in(&self, cwd: &Path, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let output = self.run(cwd, &all);
+        assert!(
+            output.status.success(),
+            "kenning {all:?} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("kenning {all:?} printed no JSON ({error}):\n{}", String::from_utf8_lossy(&output.stdout)))
+    }
+
+    /// Runs `kenning ARGS` in the repository, which must fail; returns stderr.
+    fn failure(&self, args: &[&str]) -> String {
+        let output = self.run(&self.repo(), args);
+        assert!(!output.status.success(), "kenning {args:?} should have failed");
+        assert!(output.stdout.is_empty(), "a failed command printed to stdout: {}", String::from_utf8_lossy(&output.stdout));
+        String::from_utf8(output.stderr).expect("utf-8")
+    }
+
+    fn export(&self) -> String {
+        let output = self.run(&self.repo(), &["export"]);
+        assert!(output.status.success(), "export failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).expect("utf-8")
+    }
+}
+
+fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or_else(|| panic!("no string at {pointer} in {value:#}"))
+}
+
+fn recalled_urns(page: &Value) -> Vec<String> {
+    page["results"].as_array().expect("results").iter().map(|hit| text(hit, "/urn").to_owned()).collect()
+}
+
+#[test]
+fn cli_memory_lifecycle() {
+    let sandbox = Sandbox::new();
+    let content = "We chose SQLite with WAL mode because the store must work offline.";
+    let first = sandbox.json(&["capture", content, "--namespace", "decisions", "--tag", "storage"]);
+    let urn = text(&first, "/urn").to_owned();
+    assert!(urn.starts_with(&format!("kenning://{PROJECT}/decisions/")), "{urn}");
+    assert_eq!(first["created"], true);
+    let again = sandbox.json(&["capture", content, "--namespace", "decisions", "--tag", "storage"]);
+    assert_eq!(again["created"], false);
+    assert_eq!(again["urn"], urn.as_str());
+
+    let user = sandbox.json(&["capture", "The user prefers small pull requests.", "--domain", "user", "-n", "preferences"]);
+    assert!(text(&user, "/urn").starts_with("kenning://user/preferences/"));
+    sandbox.json(&["capture", "Deploys run from the release branch every Tuesday."]);
+    sandbox.json(&["capture", "The frontend is written in TypeScript.", "--kind", "semantic"]);
+
+    let page = sandbox.json(&["recall", "why SQLite WAL offline"]);
+    assert_eq!(recalled_urns(&page)[0], urn);
+    assert_eq!(page["mode"], "text");
+    let filtered = sandbox.json(&["recall", "pull requests", "--domain", "user"]);
+    assert_eq!(recalled_urns(&filtered), vec![text(&user, "/urn").to_owned()]);
+    let by_kind = sandbox.json(&["recall", "frontend TypeScript SQLite", "--kind", "semantic"]);
+    assert!(by_kind["results"].as_array().unwrap().iter().all(|hit| hit["kind"] == "semantic"), "{by_kind:#}");
+
+    let got = sandbox.json(&["get", &urn]);
+    assert_eq!(got["content"], content);
+    assert_eq!(got["tags"], serde_json::json!(["storage"]));
+    let count = got["access_count"].as_u64().unwrap();
+    assert_eq!(sandbox.json(&["get", &urn])["access_count"].as_u64().unwrap(), count + 1);
+
+    let updated = sandbox.json(&["update", &urn, "--reason", "added backups", "--content", "SQLite with WAL; backups nightly."]);
+    assert_eq!(updated["version"], 2);
+    assert_eq!(updated["changed"], true);
+    let history = sandbox.json(&["history", &urn]);
+    assert_eq!(history["current"]["content"], "SQLite with WAL; backups nightly.");
+    assert_eq!(history["versions"].as_array().unwrap().len(), 1);
+    assert_eq!(history["versions"][0]["reason"], "added backups");
+    assert_eq!(history["versions"][0]["memory"]["content"], content);
+
+    let forgotten = sandbox.json(&["forget", &urn, "--reason", "moved to the wiki"]);
+    assert_eq!(forgotten["status"], "forgotten");
+    assert!(!recalled_urns(&sandbox.json(&["recall", "SQLite WAL backups"])).contains(&urn));
+    assert_eq!(sandbox.json(&["get", &urn])["status"], "forgotten");
+    let restored = sandbox.json(&["restore", &urn, "--reason", "the wiki is gone"]);
+    assert_eq!(restored["status"], "active");
+    assert_eq!(recalled_urns(&sandbox.json(&["recall", "SQLite WAL backups"]))[0], urn);
+
+    let status = sandbox.json(&["status"]);
+    assert_eq!(status["total_memories"], 4);
+    assert_eq!(status["default_domain"], PROJECT);
+    let project = status["domains"].as_array().unwrap().iter().find(|d| d["domain"] == PROJECT).expect("project domain");
+    assert_eq!(project["by_namespace"]["decisions"], 1);
+    assert_eq!(project["total"], 3);
+
+    // Human output is not JSON but names what happened.
+    let output = sandbox.run(&sandbox.repo(), &["status"]);
+    let human = String::from_utf8(output.stdout).unwrap();
+    assert!(human.contains(PROJECT) && human.contains("decisions"), "{human}");
+}
+
+#[test]
+fn cli_export_then_import_into_a_fresh_store_is_lossless() {
+    let source = Sandbox::new();
+    let decision = source.json(&[
+        "capture",
+        "Timestamps are stored in UTC.\n\nLocal time only at the edges.",
+        "--title",
+        "UTC timestamps",
+        "-n",
+        "decisions",
+        "--kind",
+        "semantic",
+        "-t",
+        "time",
+        "-t",
+        "api",
+        "--category",
+        "architecture",
+        "--confidence",
+        "0.8",
+        "--salience",
+        "0.9",
+        "--event-time",
+        "2024-05-01",
+        "--meta",
+        "ticket=ENG-42",
+    ]);
+    let decision = text(&decision, "/urn").to_owned();
+    let linked = source.json(&["capture", "Parsing local times caused the March outage.", "-n", "learnings", "--link", &decision]);
+    let linked = text(&linked, "/urn").to_owned();
+    let user = source.json(&["capture", "The user reads dates as YYYY-MM-DD.", "--domain", "user"]);
+    let user = text(&user, "/urn").to_owned();
+    source.json(&["update", &decision, "--reason", "clarified", "--content", "All timestamps are stored in UTC."]);
+    source.json(&["update", &decision, "--reason", "tags", "--tag", "time"]);
+    source.json(&["forget", &linked, "--reason", "written up elsewhere"]);
+    source.json(&["get", &user]);
+
+    let exported = source.export();
+    assert_eq!(exported.lines().count(), 3, "{exported}");
+    let decision_line: Value = exported
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("export lines are JSON"))
+        .find(|line| decision.ends_with(text(line, "/memory/id")))
+        .expect("the decision is exported");
+    let reasons: Vec<&str> = decision_line["history"].as_array().unwrap().iter().map(|v| text(v, "/reason")).collect();
+    assert_eq!(reasons.len(), 2, "{decision_line:#}");
+    assert!(reasons.contains(&"clarified") && reasons.contains(&"tags"));
+
+    let file = source.path("export.jsonl");
+    std::fs::write(&file, &exported).unwrap();
+    let target = Sandbox::new();
+    let report = target.json(&["import", file.to_str().unwrap()]);
+    assert_eq!(report["read"], 3);
+    assert_eq!(report["written"], 3);
+    assert_eq!(target.export(), exported, "export → import → export changed the data");
+
+    // Importing again changes nothing.
+    let report = target.json(&["import", file.to_str().unwrap()]);
+    assert_eq!(report["written"], 0);
+    assert_eq!(report["skipped"], 3);
+    assert_eq!(target.export(), exported);
+
+    // The imported store answers like the original.
+    assert_eq!(target.json(&["get", &linked])["status"], "forgotten");
+    assert_eq!(target.json(&["history", &decision])["versions"].as_array().unwrap().len(), 2);
+    assert_eq!(recalled_urns(&target.json(&["recall", "UTC timestamps"]))[0], decision);
+}
+
+#[test]
+fn cli_invalid_input_names_field_problem_value_and_suggestion() {
+    let sandbox = Sandbox::new();
+    let stderr = sandbox.failure(&["capture", "Too sure.", "--confidence", "1.5"]);
+    assert!(stderr.contains("`confidence`"), "{stderr}");
+    assert!(stderr.contains("between 0 and 1"), "{stderr}");
+    assert!(stderr.contains("received: 1.5"), "{stderr}");
+    assert!(stderr.contains("suggestion:"), "{stderr}");
+
+    let stderr = sandbox.failure(&["get", "not-a-urn"]);
+    assert!(stderr.contains("`urn`") && stderr.contains("received: \"not-a-urn\"") && stderr.contains("suggestion:"), "{stderr}");
+
+    let stderr = sandbox.failure(&["recall", "anything", "--limit", "0"]);
+    assert!(stderr.contains("`limit`") && stderr.contains("received: 0") && stderr.contains("suggestion:"), "{stderr}");
+
+    let stderr = sandbox.failure(&["capture", "Unknown kind.", "--kind", "episodicc"]);
+    assert!(stderr.contains("`kind`") && stderr.contains("episodicc") && stderr.contains("suggestion:"), "{stderr}");
+
+    let stderr = sandbox.failure(&["get", &format!("kenning://{PROJECT}/decisions/01jzzzzzzzzzzzzzzzzzzzzzzz")]);
+    assert!(stderr.contains("no memory"), "{stderr}");
+
+    let stderr = sandbox.failure(&["serve", "--toolsets", "bogus"]);
+    assert!(stderr.contains("`toolsets`") && stderr.contains("bogus") && stderr.contains("memory"), "{stderr}");
+
+    // Nothing was stored by the failed commands.
+    assert_eq!(sandbox.json(&["status"])["total_memories"], 0);
+}
+
+#[test]
+fn project_domain_exists_only_inside_a_git_repository() {
+    let sandbox = Sandbox::new();
+    let domains = |status: &Value| -> Vec<String> {
+        status["domains"].as_array().unwrap().iter().map(|d| text(d, "/domain").to_owned()).collect()
+    };
+
+    let inside = sandbox.json(&["status"]);
+    assert_eq!(inside["default_domain"], PROJECT);
+    assert_eq!(domains(&inside), vec![PROJECT.to_owned(), "user".to_owned()]);
+
+    let nested = sandbox.repo().join("src").join("deep");
+    std::fs::create_dir_all(&nested).unwrap();
+    let captured = sandbox.json_in(&nested, &["capture", "Captured from a subfolder of the repository."]);
+    assert!(text(&captured, "/urn").starts_with(&format!("kenning://{PROJECT}/")));
+    // The project store lives inside .git, so the work tree stays clean.
+    assert!(sandbox.repo().join(".git/kenning/project.db").is_file());
+    std::fs::remove_dir_all(sandbox.repo().join("src")).unwrap();
+    assert_eq!(sandbox.git(&["status", "--porcelain", "--untracked-files=all"]), "");
+
+    let outside_dir = sandbox.path("outside");
+    let outside = sandbox.json_in(&outside_dir, &["status"]);
+    assert_eq!(outside["default_domain"], "user");
+    assert_eq!(domains(&outside), vec!["user".to_owned()]);
+    let captured = sandbox.json_in(&outside_dir, &["capture", "Captured outside any repository."]);
+    assert!(text(&captured, "/urn").starts_with("kenning://user/"));
+    // The project's memories are not visible from outside; the user's are visible from inside.
+    assert!(recalled_urns(&sandbox.json_in(&outside_dir, &["recall", "captured subfolder repository"]))
+        .iter()
+        .all(|urn| urn.starts_with("kenning://user/")));
+    assert_eq!(sandbox.json(&["status"])["total_memories"], 2);
+
+    let output = sandbox.command(&sandbox.repo(), &["--json", "status"]).env("KENNING_PROJECT", "false").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let disabled: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(disabled["default_domain"], "user");
+    assert_eq!(domains(&disabled), vec!["user".to_owned()]);
+}
+
+/// The MCP server (stdio and streamable HTTP) against the official Python SDK: see tests/e2e.
+#[test]
+fn python_mcp_sdk_end_to_end() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let requirements = workspace.join("tests/e2e/requirements.txt");
+    let probe = Command::new(&python).args(["-c", "import mcp, pytest"]).output();
+    match probe {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => panic!(
+            "the Python MCP SDK or pytest is not installed for `{python}`:\n{}\n\
+             run `pip install -r tests/e2e/requirements.txt` in {} (or `{python} -m pip install -r {}`)",
+            String::from_utf8_lossy(&output.stderr).trim(),
+            workspace.display(),
+            requirements.display()
+        ),
+        Err(error) => panic!(
+            "cannot run `{python}` ({error}); install Python 3.10+ and run `pip install -r {}`",
+            requirements.display()
+        ),
+    }
+
+    let output = Command::new(&python)
+        .args(["-m", "pytest", "tests/e2e", "-q", "-rxs", "-p", "no:cacheprovider"])
+        .current_dir(&workspace)
+        .env("KENNING_BIN", BIN)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run pytest");
+    let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the Python end-to-end tests failed ({}):\n{report}", output.status);
+    println!("{report}");
+}

@@ -1,0 +1,53 @@
+"""Hybrid recall with the local MiniLM embedder (KENNING_MODEL_DIR): finding a memory by meaning."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness import Workspace, connect
+
+pytestmark = pytest.mark.anyio
+
+MODEL_DIR = Path(os.environ.get("KENNING_E2E_MODEL_DIR", "/work/shared/models/all-MiniLM-L6-v2"))
+
+UNRELATED = [
+    "Makefiles must be indented with tabs, not spaces.",
+    "The billing service stores invoices in Postgres.",
+    "Release notes are written in Markdown and published on Fridays.",
+    "The CI pipeline caches cargo builds between runs.",
+    "Our office coffee machine is descaled every month.",
+]
+TARGET = "The login page times out after thirty seconds."
+
+
+@pytest.mark.skipif(
+    not (MODEL_DIR / "model.safetensors").is_file(),
+    reason=f"no all-MiniLM-L6-v2 model at {MODEL_DIR} (set KENNING_E2E_MODEL_DIR)",
+)
+async def test_hybrid_recall_finds_memories_by_meaning(ws: Workspace) -> None:
+    async with connect(ws, "stdio", env={"KENNING_MODEL_DIR": str(MODEL_DIR)}) as conn:
+        status = await conn.ok("memory_status", {})
+        assert status["search_mode"] == "hybrid"
+        assert status["embedder"]["model"] == "all-MiniLM-L6-v2", status["embedder"]
+        assert status["embedder"]["dimensions"] == 384
+
+        for text in UNRELATED[:3]:
+            assert (await conn.ok("memory_capture", {"content": text}))["embedded"] is True
+        target = await conn.ok("memory_capture", {"content": TARGET, "namespace": "learnings"})
+        assert target["embedded"] is True
+        for text in UNRELATED[3:]:
+            await conn.ok("memory_capture", {"content": text})
+
+        # No word in common with the target memory.
+        page = await conn.ok("memory_recall", {"query": "authentication screen slow"})
+        assert page["mode"] == "hybrid"
+        assert page["results"], page
+        assert page["results"][0]["urn"] == target["urn"], [hit["title"] for hit in page["results"]]
+
+        status = await conn.ok("memory_status", {})
+        project = next(d for d in status["domains"] if d["domain"].startswith("project:"))
+        assert project["index"]["missing_vectors"] == 0
+        assert sum(project["vectors_by_model"].values()) == len(UNRELATED) + 1
