@@ -1,0 +1,78 @@
+//! The conformance suite every [`MemoryStore`] backend must pass.
+//!
+//! Each check in [`checks`] takes a factory that opens a fresh, empty store and exercises one
+//! part of the trait's contract: round trips, duplicate detection, compare-and-swap with
+//! history, every [`kenning_core::SearchFilter`] field in listing, text and vector search,
+//! ranking, export and import, statistics, index rebuilds and access counts. [`fixtures`] builds
+//! the memories and vectors they use.
+//!
+//! A backend's test binary instantiates the suite with [`conformance_tests!`], which expands to
+//! one `#[test]` per check so that a failure names the rule that broke:
+//!
+//! ```ignore
+//! kenning_conformance::conformance_tests!({
+//!     let dir = tempfile::tempdir().unwrap();
+//!     let next = std::sync::atomic::AtomicUsize::new(0);
+//!     move || -> Box<dyn kenning_core::MemoryStore> {
+//!         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+//!         Box::new(MyStore::open(&dir.path().join(format!("{n}.db"))).unwrap())
+//!     }
+//! });
+//! ```
+//!
+//! The expression is evaluated once per test, so the factory can own what its stores need,
+//! such as a temporary directory, and it is dropped when the test ends.
+//!
+//! Durability and multi-process behaviour are part of the contract too, but checking them needs
+//! processes to kill and spawn, so backends test those themselves.
+
+use kenning_core::MemoryStore;
+
+pub mod checks;
+pub mod fixtures;
+
+/// Opens a fresh, empty store each time it is called.
+pub type MakeStore<'a> = &'a dyn Fn() -> Box<dyn MemoryStore>;
+
+/// Expands to one `#[test]` per conformance check, named after the check. The argument is an
+/// expression, evaluated at the start of each test, that yields an
+/// `impl Fn() -> Box<dyn MemoryStore>` opening a fresh, empty store per call.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            insert_get_round_trip,
+            duplicates_across_calls_are_not_written,
+            duplicates_within_a_batch_are_not_written,
+            forgotten_memories_do_not_block_a_new_capture,
+            replace_is_compare_and_swap_with_history,
+            replace_keeps_text_search_in_step,
+            replace_keeps_or_drops_vectors,
+            status_filter,
+            filters_in_list_and_count,
+            filters_in_search_text,
+            filters_in_search_vector,
+            search_text_survives_hostile_queries,
+            search_text_ranks_best_first,
+            search_vector_ranks_by_cosine,
+            vectors_of_other_models_are_never_compared,
+            missing_and_set_embeddings,
+            list_paginates_newest_first,
+            export_import_is_lossless,
+            import_skips_existing_unless_newer,
+            import_never_duplicates_active_content,
+            stats_counts,
+            rebuild_index_restores_text_search,
+            record_access_bumps_counts,
+        );
+    };
+    (@each $make:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let make = $make;
+                $crate::checks::$check(&make);
+            }
+        )+
+    };
+}

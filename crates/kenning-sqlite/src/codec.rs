@@ -1,0 +1,32 @@
+//! How records and times are represented in columns.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use kenning_core::Memory;
+
+use crate::error::{Error, Result};
+
+/// A time as fixed-width RFC 3339 text with nanoseconds (`2026-05-08T13:56:00.000000000Z`).
+/// Text comparison of these strings is time order for years 0 to 9999, which is every year
+/// RFC 3339 can express, and parsing it back gives the same instant.
+pub(crate) fn time_key(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+pub(crate) fn parse_time_key(text: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&Utc))
+        .map_err(|error| Error::Corrupt(format!("stored time `{text}`: {error}")))
+}
+
+pub(crate) fn encode_memory(memory: &Memory) -> Result<String> {
+    Ok(serde_json::to_string(memory)?)
+}
+
+pub(crate) fn decode_memory(body: &str) -> Result<Memory> {
+    Ok(serde_json::from_str(body)?)
+}
+
+/// Converts a count or offset for binding; values beyond `i64::MAX` mean "no limit" anyway.
+pub(crate) fn sql_count(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,133 @@
+//! Connections: how they are configured, shared between threads, and retried under contention.
+//!
+//! One writer connection sits behind a mutex, so writes from this process are serialised here
+//! and SQLite only ever arbitrates between processes. Reads take a connection from a small pool
+//! so that they run alongside writes, which WAL mode allows.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+use crate::schema;
+
+/// How long SQLite itself waits for a lock before reporting SQLITE_BUSY.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`retry`] keeps trying an operation that SQLite reported as busy or locked. Some
+/// contention (a WAL recovery, a lock needed while opening) is reported without waiting on the
+/// busy timeout, so the timeout alone does not keep "database is locked" from callers.
+const RETRY_FOR: Duration = Duration::from_secs(60);
+/// Idle read connections kept for reuse; more are opened when more threads read at once.
+const IDLE_READERS: usize = 4;
+/// How much of the database file readers map into memory; address space, not memory in use.
+const MMAP_BYTES: i64 = 1 << 30;
+
+pub(crate) struct Db {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Db {
+    pub(crate) fn open(path: &Path) -> Result<Db> {
+        if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| Error::CreateDir { path: parent.to_owned(), source })?;
+        }
+        let mut writer = retry(|| open_writer(path))?;
+        retry(|| schema::migrate(&mut writer, path))?;
+        Ok(Db { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` in a write transaction, committing if it succeeds. The transaction starts
+    /// with BEGIN IMMEDIATE, taking the write lock up front: a deferred transaction that reads
+    /// first and then writes can fail with SQLITE_BUSY without waiting on the busy timeout.
+    /// `work` is run again from the start if SQLite reports contention, so it must not have
+    /// effects outside the transaction.
+    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = lock(&self.writer);
+        retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+
+    /// Runs `work` in a read transaction, so that everything it reads comes from one snapshot.
+    pub(crate) fn read<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+        let pooled = lock(&self.readers).pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => retry(|| open_reader(&self.path))?,
+        };
+        let result = retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        });
+        let mut idle = lock(&self.readers);
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the connection inside
+/// is still sound, because a transaction that was open then rolled back when it was dropped.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn open_writer(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Corrupt(format!("{} refused WAL mode (journal mode is {mode})", path.display())));
+    }
+    // FULL syncs the WAL on every commit. In WAL mode NORMAL already survives a crash of the
+    // process, because committed pages are in the OS cache, but it can lose the last commits
+    // if the machine loses power or the OS crashes. An acknowledged memory must not vanish,
+    // and one fsync per write transaction is cheap next to the embedding that precedes it.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // A guard against a future read path that writes by mistake.
+    conn.pragma_update(None, "query_only", true)?;
+    // A vector search reads every vector of its model. Reading the pages in place through a
+    // memory map took half the time of copying each out of the OS cache with read(), and the
+    // mapping is shared by all readers instead of each keeping its own page cache.
+    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    Ok(conn)
+}
+
+/// Runs `attempt` until it succeeds, fails with something other than lock contention, or
+/// contention outlasts [`RETRY_FOR`]. Sleeps are short, growing and jittered, so that two
+/// processes that collided do not collide again in lockstep.
+fn retry<T>(mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match attempt() {
+            Err(error) if error.is_busy() && started.elapsed() < RETRY_FOR => {
+                tracing::debug!(%error, "sqlite busy; retrying");
+                let jitter = Duration::from_micros(fastrand::u64(0..=pause.as_micros() as u64));
+                std::thread::sleep(pause + jitter);
+                pause = (pause * 2).min(Duration::from_millis(250));
+            }
+            result => return result,
+        }
+    }
+}

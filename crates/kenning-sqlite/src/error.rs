@@ -1,0 +1,64 @@
+//! The crate's error type and how it maps onto the core's.
+
+use std::path::PathBuf;
+
+use kenning_core::FieldError;
+use rusqlite::ErrorCode;
+
+/// Everything that can go wrong inside the SQLite backend.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot create the store directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("memory JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A stored value that this code could not have written, such as a truncated vector.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+    #[error(
+        "the store at {path} has schema version {found}, newer than the {supported} this build knows; upgrade kenning"
+    )]
+    NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("memory not found: {0}")]
+    NotFound(String),
+    #[error("memory {id} was changed concurrently (expected version {expected})")]
+    Conflict { id: String, expected: u32 },
+    #[error("memory id {0} already exists")]
+    IdTaken(String),
+    /// A replace would make two active memories in one namespace hold the same content.
+    #[error("memory {id} would duplicate the active memory {existing}")]
+    Duplicate { id: String, existing: String },
+}
+
+impl Error {
+    /// Whether the error is SQLite reporting lock contention with another connection, which
+    /// goes away if the operation is simply tried again.
+    pub(crate) fn is_busy(&self) -> bool {
+        match self {
+            Error::Sqlite(error) => {
+                matches!(error.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl From<Error> for kenning_core::Error {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::NotFound(id) => kenning_core::Error::NotFound(id),
+            Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
+            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::new(
+                "content",
+                format!("would duplicate the active memory {existing} in the same namespace"),
+                id,
+                format!("update or forget {existing} instead, or change the content"),
+            )),
+            other => kenning_core::Error::Storage(other.to_string()),
+        }
+    }
+}
+
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,108 @@
+//! [`SqliteStore`]: the [`MemoryStore`] implementation, which routes each call to a read or a
+//! write transaction.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use kenning_core::{
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
+};
+
+use crate::db::Db;
+use crate::error::Error;
+use crate::{read, text, vector, write};
+
+/// A memory store in one SQLite database file.
+///
+/// Safe to share between threads and to open from several processes at once: writes from this
+/// process are serialised on one connection, SQLite's locks serialise them across processes,
+/// and contention is retried rather than reported.
+pub struct SqliteStore {
+    db: Db,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating the file, its directory and the schema if needed and
+    /// upgrading an older schema.
+    pub fn open(path: &Path) -> Result<SqliteStore, Error> {
+        Ok(SqliteStore { db: Db::open(path)? })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.db.path()
+    }
+}
+
+type CoreResult<T> = kenning_core::Result<T>;
+
+impl MemoryStore for SqliteStore {
+    fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> CoreResult<Vec<Inserted>> {
+        Ok(self.db.write(|tx| write::insert(tx, batch))?)
+    }
+
+    fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
+        Ok(self.db.read(|tx| read::get(tx, id.as_str()))?)
+    }
+
+    fn get_many(&self, ids: &[MemoryId]) -> CoreResult<Vec<Memory>> {
+        Ok(self.db.read(|tx| read::get_many(tx, ids))?)
+    }
+
+    fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> CoreResult<()> {
+        Ok(self.db.write(|tx| write::replace(tx, next, previous, embedding))?)
+    }
+
+    fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
+        Ok(self.db.read(|tx| read::history(tx, id.as_str()))?)
+    }
+
+    fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
+        Ok(self.db.write(|tx| write::record_access(tx, ids, at))?)
+    }
+
+    fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {
+        Ok(self.db.read(|tx| read::list(tx, filter, offset, limit))?)
+    }
+
+    fn count(&self, filter: &SearchFilter) -> CoreResult<u64> {
+        Ok(self.db.read(|tx| read::count(tx, filter))?)
+    }
+
+    fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
+        Ok(self.db.read(|tx| text::search(tx, query, filter, limit))?)
+    }
+
+    fn search_vector(
+        &self,
+        query: &[f32],
+        model: &str,
+        filter: &SearchFilter,
+        limit: usize,
+    ) -> CoreResult<Vec<ScoredId>> {
+        Ok(self.db.read(|tx| vector::search(tx, query, model, filter, limit))?)
+    }
+
+    fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
+        Ok(self.db.read(|tx| read::missing_embeddings(tx, model, limit))?)
+    }
+
+    fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {
+        Ok(self.db.write(|tx| write::set_embeddings(tx, items))?)
+    }
+
+    fn export(&self, offset: usize, limit: usize) -> CoreResult<Vec<MemoryRecord>> {
+        Ok(self.db.read(|tx| read::export(tx, offset, limit))?)
+    }
+
+    fn import(&self, records: &[MemoryRecord]) -> CoreResult<usize> {
+        Ok(self.db.write(|tx| write::import(tx, records))?)
+    }
+
+    fn stats(&self) -> CoreResult<StoreStats> {
+        Ok(self.db.read(|tx| read::stats(tx, self.db.path()))?)
+    }
+
+    fn rebuild_index(&self) -> CoreResult<u64> {
+        Ok(self.db.write(|tx| write::rebuild_index(tx))?)
+    }
+}

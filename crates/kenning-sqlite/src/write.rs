@@ -1,0 +1,243 @@
+//! Every change to the store. Each function runs inside one write transaction opened by the
+//! caller, and keeps the filter columns, tags, text index and vectors in step with the record.
+
+use chrono::{DateTime, Utc};
+use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::codec::{decode_memory, encode_memory, time_key};
+use crate::error::{Error, Result};
+use crate::{text, vector};
+
+pub(crate) fn insert(conn: &Connection, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (memory, embedding) in batch {
+        // Checked before the id, so that retrying a capture whose acknowledgement was lost
+        // reports the duplicate instead of failing.
+        if let Some(existing) = active_duplicate(conn, memory, None)? {
+            outcomes.push(Inserted::Duplicate(existing));
+            continue;
+        }
+        if stored(conn, memory.id.as_str())?.is_some() {
+            return Err(Error::IdTaken(memory.id.to_string()));
+        }
+        write_row(conn, memory, None)?;
+        if let Some(embedding) = embedding {
+            vector::put(conn, memory.id.as_str(), embedding)?;
+        }
+        outcomes.push(Inserted::Created);
+    }
+    Ok(outcomes)
+}
+
+/// Compare-and-swap on the version. The row is read and written under the transaction's write
+/// lock, so no other writer can move the version in between.
+pub(crate) fn replace(
+    conn: &Connection,
+    next: &Memory,
+    previous: &MemoryVersion,
+    embedding: Option<&Embedding>,
+) -> Result<()> {
+    let id = next.id.as_str();
+    let Some(current) = stored(conn, id)? else {
+        return Err(Error::NotFound(id.to_owned()));
+    };
+    if current.version != previous.version {
+        return Err(Error::Conflict { id: id.to_owned(), expected: previous.version });
+    }
+    if let Some(existing) = active_duplicate(conn, next, Some(id))? {
+        return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
+    }
+    write_row(conn, next, Some(current.seq))?;
+    put_version(conn, id, previous, true)?;
+    let text_changed = current.memory.search_text() != next.search_text();
+    update_vectors(conn, id, text_changed, embedding)
+}
+
+/// Bumps access counts without a new version: reading a memory does not change what it says.
+pub(crate) fn record_access(conn: &Connection, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
+    for id in ids {
+        let Some(mut current) = stored(conn, id.as_str())? else {
+            continue;
+        };
+        current.memory.access_count += 1;
+        // Two processes may record reads out of order; the latest read time must still win.
+        current.memory.last_accessed_at = current.memory.last_accessed_at.max(Some(at));
+        conn.prepare_cached("UPDATE memories SET body = ? WHERE seq = ?")?
+            .execute(params![encode_memory(&current.memory)?, current.seq])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn set_embeddings(conn: &Connection, items: &[(MemoryId, Embedding)]) -> Result<()> {
+    for (id, embedding) in items {
+        if stored(conn, id.as_str())?.is_none() {
+            tracing::warn!(%id, "not storing a vector for a memory that does not exist");
+            continue;
+        }
+        vector::put(conn, id.as_str(), embedding)?;
+    }
+    Ok(())
+}
+
+/// Writes records as they are. A record is skipped when its id exists at the same or a newer
+/// version, and when it is active and another active memory already holds its content, because
+/// the store never holds two active copies of one content.
+pub(crate) fn import(conn: &Connection, records: &[MemoryRecord]) -> Result<usize> {
+    let mut written = 0;
+    for record in records {
+        let memory = &record.memory;
+        let id = memory.id.as_str();
+        let current = stored(conn, id)?;
+        if current.as_ref().is_some_and(|current| current.version >= memory.version) {
+            continue;
+        }
+        if let Some(existing) = active_duplicate(conn, memory, Some(id))? {
+            tracing::info!(%id, %existing, "import skipped a duplicate of an active memory");
+            continue;
+        }
+        write_row(conn, memory, current.as_ref().map(|current| current.seq))?;
+        for version in &record.history {
+            put_version(conn, id, version, true)?;
+        }
+        let text_changed = match &current {
+            Some(current) => {
+                // The version being overwritten stays in the history unless the incoming
+                // history already has an entry for it.
+                let overwritten = MemoryVersion {
+                    version: current.version,
+                    superseded_at: memory.updated_at,
+                    reason: format!("replaced by imported version {}", memory.version),
+                    memory: current.memory.clone(),
+                };
+                put_version(conn, id, &overwritten, false)?;
+                current.memory.search_text() != memory.search_text()
+            }
+            None => false,
+        };
+        update_vectors(conn, id, text_changed, record.embedding.as_ref())?;
+        written += 1;
+    }
+    Ok(written)
+}
+
+/// Refills the text index and the tag table from the records themselves.
+pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
+    conn.execute("DELETE FROM memories_fts", [])?;
+    conn.execute("DELETE FROM memory_tags", [])?;
+    let mut statement = conn.prepare("SELECT seq, body FROM memories")?;
+    let mut rows = statement.query([])?;
+    let mut indexed = 0;
+    while let Some(row) = rows.next()? {
+        let memory = decode_memory(&row.get::<_, String>(1)?)?;
+        let seq: i64 = row.get(0)?;
+        text::index(conn, seq, &memory)?;
+        write_tags(conn, &memory)?;
+        indexed += 1;
+    }
+    // Merges the index's segments, which a refill leaves many of.
+    conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", [])?;
+    Ok(indexed)
+}
+
+/// A stored memory with its row key and version column.
+struct Stored {
+    seq: i64,
+    version: u32,
+    memory: Memory,
+}
+
+fn stored(conn: &Connection, id: &str) -> Result<Option<Stored>> {
+    let row = conn
+        .prepare_cached("SELECT seq, version, body FROM memories WHERE id = ?")?
+        .query_row([id], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, u32>(1)?, row.get::<_, String>(2)?)))
+        .optional()?;
+    row.map(|(seq, version, body)| Ok(Stored { seq, version, memory: decode_memory(&body)? })).transpose()
+}
+
+/// The id of an active memory, other than `except`, that `memory` would duplicate if it is active.
+fn active_duplicate(conn: &Connection, memory: &Memory, except: Option<&str>) -> Result<Option<MemoryId>> {
+    if memory.status != Status::Active {
+        return Ok(None);
+    }
+    let existing: Option<String> = conn
+        .prepare_cached(
+            "SELECT id FROM memories WHERE namespace = ? AND content_hash = ? AND status = 'active' \
+             AND id IS NOT ?",
+        )?
+        .query_row(params![memory.namespace.as_str(), memory.content_hash(), except], |row| row.get(0))
+        .optional()?;
+    existing.map(|id| MemoryId::parse(&id).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
+}
+
+/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags and text index entry.
+/// Inserting NULL into `seq` makes SQLite assign a fresh key.
+fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()> {
+    let seq: i64 = conn
+        .prepare_cached(
+            "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
+             content_hash, version, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (seq) DO UPDATE SET id = excluded.id, namespace = excluded.namespace, \
+             kind = excluded.kind, status = excluded.status, confidence = excluded.confidence, \
+             created_at = excluded.created_at, occurred_at = excluded.occurred_at, \
+             content_hash = excluded.content_hash, version = excluded.version, body = excluded.body \
+             RETURNING seq",
+        )?
+        .query_row(
+            params![
+                seq,
+                memory.id.as_str(),
+                memory.namespace.as_str(),
+                memory.kind.as_str(),
+                memory.status.as_str(),
+                memory.confidence,
+                time_key(memory.created_at),
+                time_key(memory.occurred_at()),
+                memory.content_hash(),
+                memory.version,
+                encode_memory(memory)?,
+            ],
+            |row| row.get(0),
+        )?;
+    write_tags(conn, memory)?;
+    text::index(conn, seq, memory)
+}
+
+fn write_tags(conn: &Connection, memory: &Memory) -> Result<()> {
+    let id = memory.id.as_str();
+    conn.prepare_cached("DELETE FROM memory_tags WHERE memory_id = ?")?.execute([id])?;
+    let mut statement = conn.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)")?;
+    for tag in &memory.tags {
+        statement.execute(params![id, tag])?;
+    }
+    Ok(())
+}
+
+/// Adds a superseded version to the history; with `overwrite`, over an entry of the same version.
+fn put_version(conn: &Connection, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
+    let sql = if overwrite {
+        "INSERT OR REPLACE INTO memory_versions (memory_id, version, superseded_at, reason, body) VALUES (?, ?, ?, ?, ?)"
+    } else {
+        "INSERT OR IGNORE INTO memory_versions (memory_id, version, superseded_at, reason, body) VALUES (?, ?, ?, ?, ?)"
+    };
+    conn.prepare_cached(sql)?.execute(params![
+        id,
+        version.version,
+        time_key(version.superseded_at),
+        version.reason,
+        encode_memory(&version.memory)?
+    ])?;
+    Ok(())
+}
+
+/// Vectors embed the search text, so they are stale once it changes; `embedding`, when given,
+/// is the vector of the new text.
+fn update_vectors(conn: &Connection, id: &str, text_changed: bool, embedding: Option<&Embedding>) -> Result<()> {
+    if text_changed {
+        vector::delete_all(conn, id)?;
+    }
+    if let Some(embedding) = embedding {
+        vector::put(conn, id, embedding)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! The SQLite store against the shared conformance suite, and what only a real file and real
+//! processes can show: acknowledged writes survive SIGKILL, two processes can write one store at
+//! once, and the index and ranking behave as SQLite-specific choices promise.
+//!
+//! Tests that need other processes spawn this test binary again, running one `child_*` test
+//! with an environment variable that tells it what to do. Without that variable those tests
+//! return at once, so in a normal run they pass trivially.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::TimeDelta;
+use kenning_conformance::fixtures::{at, embedding, id, insert_all, memory, supersede};
+use kenning_core::{Embedding, Error, Inserted, Memory, MemoryRecord, MemoryStore, SearchFilter};
+use kenning_sqlite::SqliteStore;
+
+mod conformance {
+    use super::*;
+
+    kenning_conformance::conformance_tests!({
+        let dir = tempfile::tempdir().unwrap();
+        let next = AtomicUsize::new(0);
+        move || -> Box<dyn MemoryStore> {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Box::new(SqliteStore::open(&dir.path().join(format!("store-{n}.db"))).unwrap())
+        }
+    });
+}
+
+const CHILD_MODE: &str = "KENNING_TEST_CHILD";
+const CHILD_STORE: &str = "KENNING_TEST_STORE";
+const CHILD_PREFIX: &str = "KENNING_TEST_PREFIX";
+const CRASH_MODEL: &str = "crash-model";
+/// Memories each child writes in the two-writer test; every fifth is then updated.
+const PAIR_WRITES: usize = 500;
+
+fn child_mode() -> Option<String> {
+    std::env::var(CHILD_MODE).ok()
+}
+
+fn spawn_child(test: &str, mode: &str, store: &Path, prefix: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD_MODE, mode)
+        .env(CHILD_STORE, store)
+        .env(CHILD_PREFIX, prefix)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn child_store() -> SqliteStore {
+    SqliteStore::open(&PathBuf::from(std::env::var(CHILD_STORE).unwrap())).unwrap()
+}
+
+/// The `n`th memory the crash writer captures, with its vector; deterministic so that the
+/// parent can check every acknowledged one field by field.
+fn crash_memory(n: u64) -> (Memory, Embedding) {
+    let mut m =
+        memory(&format!("crash-{n}"), "progress", &format!("Crash-test memory number {n}. {}", "Padding. ".repeat(20)));
+    m.tags = vec!["crash".into(), format!("n{}", n % 7)];
+    m.created_at = at(n as i64);
+    m.updated_at = m.created_at;
+    let angle = n as f32;
+    (m, embedding(CRASH_MODEL, &[angle.sin(), angle.cos(), 0.5]))
+}
+
+/// Captures memories one transaction at a time, printing each id only once `insert` returned,
+/// until the parent kills it.
+#[test]
+fn child_crash_writer() {
+    if child_mode().as_deref() != Some("crash-writer") {
+        return;
+    }
+    let store = child_store();
+    let mut stdout = std::io::stdout().lock();
+    for n in 0.. {
+        let (m, vector) = crash_memory(n);
+        assert_eq!(store.insert(&[(m, Some(vector))]).unwrap(), [Inserted::Created]);
+        writeln!(stdout, "ACK {n}").unwrap();
+        stdout.flush().unwrap();
+    }
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.db");
+    let mut child = spawn_child("child_crash_writer", "crash-writer", &path, "");
+    let mut acknowledged: Vec<u64> = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        if let Some(n) = line.unwrap().strip_prefix("ACK ") {
+            acknowledged.push(n.parse().unwrap());
+            if acknowledged.len() >= 300 {
+                break;
+            }
+        }
+    }
+    // `Child::kill` sends SIGKILL: the writer gets no chance to finish or clean up.
+    child.kill().unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(acknowledged.len() >= 300, "the writer stopped early: {}", String::from_utf8_lossy(&output.stderr));
+
+    let store = SqliteStore::open(&path).unwrap();
+    let records: HashMap<String, MemoryRecord> =
+        store.export(0, usize::MAX).unwrap().into_iter().map(|record| (record.memory.id.to_string(), record)).collect();
+    for &n in &acknowledged {
+        let (memory, vector) = crash_memory(n);
+        let expected = MemoryRecord { memory, history: Vec::new(), embedding: Some(vector) };
+        assert_eq!(store.get(&expected.memory.id).unwrap().as_ref(), Some(&expected.memory), "acknowledged memory {n}");
+        assert_eq!(records.get(expected.memory.id.as_str()), Some(&expected), "acknowledged record {n}");
+    }
+    let stats = store.stats().unwrap();
+    assert!(stats.total >= acknowledged.len() as u64);
+    assert_eq!(stats.text_index_entries, stats.total, "text index out of step after the crash");
+    assert_eq!(stats.vectors_by_model.get(CRASH_MODEL).copied(), Some(stats.total), "a memory lost its vector");
+    let found = store.search_text("crash test memory", &SearchFilter::active(), 10).unwrap();
+    assert_eq!(found.len(), 10);
+}
+
+fn pair_memory(prefix: &str, n: usize) -> Memory {
+    let mut m = memory(&format!("{prefix}-{n}"), "learnings", &format!("Writer {prefix} captured memory {n}."));
+    m.created_at = at(n as i64);
+    m.updated_at = m.created_at;
+    m
+}
+
+fn pair_updated_content(prefix: &str, n: usize) -> String {
+    format!("Writer {prefix} revised memory {n}.")
+}
+
+/// Writes its share of the two-writer test: one transaction per capture, and an update of every
+/// fifth memory right after capturing it.
+#[test]
+fn child_pair_writer() {
+    if child_mode().as_deref() != Some("pair-writer") {
+        return;
+    }
+    let prefix = std::env::var(CHILD_PREFIX).unwrap();
+    let store = child_store();
+    for n in 0..PAIR_WRITES {
+        let m = pair_memory(&prefix, n);
+        assert_eq!(store.insert(&[(m.clone(), None)]).unwrap(), [Inserted::Created]);
+        if n % 5 == 0 {
+            let (next, previous) = supersede(&m, "revised", |m| m.content = pair_updated_content(&prefix, n));
+            store.replace(&next, &previous, None).unwrap();
+        }
+    }
+}
+
+#[test]
+fn two_processes_write_one_store_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Both children open a store that does not exist yet, so they also race to create it.
+    let path = dir.path().join("nested").join("shared.db");
+    let prefixes = ["left", "right"];
+    let children: Vec<Child> =
+        prefixes.iter().map(|prefix| spawn_child("child_pair_writer", "pair-writer", &path, prefix)).collect();
+    // Each child's output is drained on its own thread so neither blocks on a full pipe.
+    let outputs: Vec<Output> = std::thread::scope(|scope| {
+        let waits: Vec<_> =
+            children.into_iter().map(|child| scope.spawn(|| child.wait_with_output().unwrap())).collect();
+        waits.into_iter().map(|wait| wait.join().unwrap()).collect()
+    });
+    for (prefix, output) in prefixes.iter().zip(&outputs) {
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "writer {prefix} failed:\n{text}");
+        assert!(!text.contains("locked") && !text.contains("busy"), "writer {prefix} saw contention:\n{text}");
+    }
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.count(&SearchFilter::default()).unwrap(), 2 * PAIR_WRITES as u64);
+    for prefix in prefixes {
+        for n in 0..PAIR_WRITES {
+            let stored = store.get(&id(&format!("{prefix}-{n}"))).unwrap().expect("every write is present");
+            if n % 5 == 0 {
+                assert_eq!(stored.version, 2);
+                assert_eq!(stored.content, pair_updated_content(prefix, n));
+                assert_eq!(store.history(&stored.id).unwrap().len(), 1);
+            } else {
+                assert_eq!(stored, pair_memory(prefix, n));
+            }
+        }
+    }
+    assert_eq!(store.stats().unwrap().text_index_entries, 2 * PAIR_WRITES as u64);
+}
+
+#[test]
+fn threads_share_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("threads.db")).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let store = &store;
+            scope.spawn(move || {
+                for n in 0..50 {
+                    let m = memory(&format!("t{thread}-{n}"), "learnings", &format!("Thread {thread} wrote note {n}."));
+                    assert_eq!(store.insert(&[(m, None)]).unwrap(), [Inserted::Created]);
+                    store.search_text("thread note", &SearchFilter::active(), 5).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(store.count(&SearchFilter::active()).unwrap(), 200);
+}
+
+#[test]
+fn bm25_prefers_a_rare_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("rank.db")).unwrap();
+    let mut memories: Vec<Memory> = (0..30)
+        .map(|n| {
+            memory(&format!("common-{n}"), "learnings", &format!("Database migration {n} ran against the database."))
+        })
+        .collect();
+    memories.push(memory("repeats", "learnings", "Database, database, database: the database of databases."));
+    memories.push(memory("rare", "learnings", "Notes on zymurgy, which mentions a database once."));
+    insert_all(&store, &memories);
+
+    let hits = store.search_text("database zymurgy", &SearchFilter::active(), 5).unwrap();
+    assert_eq!(hits[0].id.as_str(), "rare", "{hits:?}");
+    assert!(hits.iter().all(|hit| hit.score > 0.0), "scores are positive, higher is better: {hits:?}");
+    assert!(hits[0].score > hits[1].score);
+}
+
+#[test]
+fn open_creates_directories_and_data_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a").join("b").join("memories.db");
+    let m = memory("persisted", "context", "Written before the store was closed.");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.insert(&[(m.clone(), Some(embedding("model", &[1.0, 2.0])))]).unwrap();
+        assert_eq!(store.path(), path);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.get(&m.id).unwrap(), Some(m));
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.backend, "sqlite");
+    assert_eq!(stats.location, path.display().to_string());
+    assert!(stats.size_bytes.unwrap() > 0);
+    assert_eq!(stats.text_index_entries, 1);
+}
+
+#[test]
+fn a_store_from_a_newer_build_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("future.db");
+    drop(SqliteStore::open(&path).unwrap());
+    rusqlite::Connection::open(&path).unwrap().execute_batch("PRAGMA user_version = 999").unwrap();
+    let error = SqliteStore::open(&path).err().expect("a newer schema must not be opened");
+    assert!(error.to_string().contains("upgrade kenning"), "{error}");
+}
+
+#[test]
+fn rebuild_index_repairs_a_damaged_text_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.db");
+    let store = SqliteStore::open(&path).unwrap();
+    insert_all(
+        &store,
+        &[memory("one", "learnings", "Flaky test in the parser."), memory("two", "learnings", "Parser rewrite plan.")],
+    );
+    rusqlite::Connection::open(&path).unwrap().execute_batch("DELETE FROM memories_fts").unwrap();
+    assert!(store.search_text("parser", &SearchFilter::active(), 10).unwrap().is_empty());
+    assert_eq!(store.stats().unwrap().text_index_entries, 0);
+
+    assert_eq!(store.rebuild_index().unwrap(), 2);
+    assert_eq!(store.search_text("parser", &SearchFilter::active(), 10).unwrap().len(), 2);
+    assert_eq!(store.stats().unwrap().text_index_entries, 2);
+}
+
+#[test]
+fn a_replace_that_would_duplicate_active_content_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("dup.db")).unwrap();
+    let keep = memory("keep", "learnings", "Use cargo nextest in CI.");
+    let other = memory("other", "learnings", "Use cargo test in CI.");
+    insert_all(&store, &[keep.clone(), other.clone()]);
+    let (next, previous) = supersede(&other, "copy", |m| m.content = keep.content.clone());
+    match store.replace(&next, &previous, None) {
+        Err(Error::Invalid(error)) => assert!(error.problem.contains("keep"), "{error}"),
+        result => panic!("expected a rejection, got {result:?}"),
+    }
+    assert_eq!(store.get(&other.id).unwrap(), Some(other));
+}
+
+#[test]
+fn an_insert_batch_is_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("atomic.db")).unwrap();
+    let first = memory("taken", "learnings", "The first memory with this id.");
+    insert_all(&store, &[first]);
+    let fresh = memory("fresh", "learnings", "Would be written, but its batch fails.");
+    let clash = memory("taken", "learnings", "Different content under an id that is taken.");
+    let result = store.insert(&[(fresh.clone(), None), (clash, None)]);
+    assert!(matches!(result, Err(Error::Storage(ref message)) if message.contains("already exists")), "{result:?}");
+    assert_eq!(store.get(&fresh.id).unwrap(), None);
+}
+
+#[test]
+fn record_access_keeps_the_latest_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("access.db")).unwrap();
+    let m = memory("read", "learnings", "Read by two processes.");
+    insert_all(&store, std::slice::from_ref(&m));
+    store.record_access(std::slice::from_ref(&m.id), at(30)).unwrap();
+    store.record_access(std::slice::from_ref(&m.id), at(30) - TimeDelta::minutes(5)).unwrap();
+    let read = store.get(&m.id).unwrap().unwrap();
+    assert_eq!((read.access_count, read.last_accessed_at), (2, Some(at(30))));
+}
