@@ -422,17 +422,12 @@ async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
         assert caught.value.code == -32602
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug in kenning-engine (recall.rs, RecallPlan): a bad `kinds` entry is reported as field `kind`, "
-    "while bad `namespaces` entries are remapped to `namespaces`; remove this mark once fixed",
-)
 async def test_bad_kinds_entry_names_the_kinds_argument(ws: Workspace) -> None:
     async with connect(ws, "stdio") as conn:
         error = await rpc_error(conn, "memory_recall", {"query": "anything", "kinds": ["mythical"]})
         assert error.code == -32602
         assert error.data["received"] == "mythical"
-        assert error.data["field"] in ("kinds", "kinds[0]", "kinds.0"), error.data
+        assert error.data["field"] == "kinds", error.data
 
 
 async def test_read_only_server(ws: Workspace, transport: str) -> None:

@@ -160,7 +160,11 @@ impl MemoryService {
             other => other,
         };
         let filter = SearchFilter {
-            kinds: request.kinds.iter().map(|kind| MemoryKind::parse(kind)).collect::<Result<_, _>>()?,
+            kinds: request
+                .kinds
+                .iter()
+                .map(|kind| MemoryKind::parse(kind).map_err(|error| FieldError { field: "kinds".into(), ..error }))
+                .collect::<Result<_, _>>()?,
             namespaces: request
                 .namespaces
                 .iter()

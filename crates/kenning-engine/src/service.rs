@@ -19,7 +19,7 @@ use crate::views::{
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
 
 /// How many times a write retries after losing a compare-and-swap race to another writer.
-const CAS_ATTEMPTS: usize = 8;
+const CAS_ATTEMPTS: u32 = 40;
 
 /// One domain and the store that keeps it.
 #[derive(Clone)]
@@ -221,7 +221,7 @@ impl MemoryService {
         apply: impl Fn(&Memory, DateTime<Utc>) -> Result<Option<(Memory, kenning_core::MemoryVersion)>, FieldError>,
     ) -> Result<ChangeOutcome> {
         let (urn, entry) = self.parse_memory_urn(field, urn)?;
-        for _ in 0..CAS_ATTEMPTS {
+        for attempt in 0..CAS_ATTEMPTS {
             let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
             let Some((next, previous)) = apply(&current, self.now())? else {
                 return Ok(ChangeOutcome {
@@ -242,7 +242,12 @@ impl MemoryService {
                         changed: true,
                     });
                 }
-                Err(kenning_core::Error::Conflict { .. }) => continue,
+                Err(kenning_core::Error::Conflict { .. }) => {
+                    // Writers that lost a race would otherwise collide again in lockstep; a short
+                    // random pause, growing with each attempt, lets one of them through.
+                    let ceiling_ms = u64::from(attempt.min(10) + 1) * 2;
+                    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(0..=ceiling_ms)));
+                }
                 Err(kenning_core::Error::Invalid(field)) => return Err(Error::Invalid(field)),
                 Err(other) => return Err(other.into()),
             }

@@ -1,0 +1,263 @@
+//! The memory service over real SQLite stores: capture, recall across domains, filters,
+//! paging, token budgets, concurrent updates, export and import, and hybrid search.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kenning_core::{CaptureInput, Domain, Embedder, MemoryStore, UpdateInput};
+use kenning_engine::{DomainStore, Error, MemoryService, RecallRequest};
+use kenning_sqlite::SqliteStore;
+
+fn store(dir: &tempfile::TempDir, name: &str) -> Arc<dyn MemoryStore> {
+    Arc::new(SqliteStore::open(&dir.path().join(name)).unwrap())
+}
+
+fn two_domains(dir: &tempfile::TempDir, embedder: Option<Arc<dyn Embedder>>) -> MemoryService {
+    MemoryService::new(
+        vec![
+            DomainStore { domain: Domain::Project("my-app".into()), store: store(dir, "project.db") },
+            DomainStore { domain: Domain::User, store: store(dir, "user.db") },
+        ],
+        embedder,
+    )
+}
+
+fn note(content: &str, namespace: &str) -> CaptureInput {
+    CaptureInput { content: content.into(), namespace: Some(namespace.into()), ..CaptureInput::default() }
+}
+
+fn recall(query: &str) -> RecallRequest {
+    RecallRequest { query: query.into(), ..RecallRequest::default() }
+}
+
+fn urns(page: &kenning_engine::views::RecallPage) -> Vec<String> {
+    page.results.iter().map(|hit| hit.urn.clone()).collect()
+}
+
+#[test]
+fn recall_searches_project_and_user_together_unless_filtered() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let project = memory.capture(note("The billing service retries webhooks three times", "learnings"), None).unwrap();
+    let user = memory.capture(note("I prefer webhooks signed with HMAC", "preferences"), Some("user")).unwrap();
+    assert!(project.urn.starts_with("kenning://project:my-app/learnings/"));
+    assert!(user.urn.starts_with("kenning://user/preferences/"));
+
+    let both = memory.recall(recall("webhooks")).unwrap();
+    assert_eq!(both.results.len(), 2);
+    assert_eq!(both.mode, "text");
+    let only_user = memory.recall(RecallRequest { domains: vec!["user".into()], ..recall("webhooks") }).unwrap();
+    assert_eq!(urns(&only_user), [user.urn.clone()]);
+    let full_name = memory.recall(RecallRequest { domains: vec!["project:my-app".into()], ..recall("webhooks") }).unwrap();
+    assert_eq!(urns(&full_name), [project.urn]);
+
+    let Err(Error::Invalid(error)) = memory.recall(RecallRequest { domains: vec!["org".into()], ..recall("webhooks") }) else {
+        panic!("an unconfigured domain was accepted");
+    };
+    assert_eq!(error.field, "domains");
+    assert!(error.suggestion.contains("project:my-app, user"), "{}", error.suggestion);
+}
+
+#[test]
+fn recall_filters_by_kind_namespace_tags_time_and_confidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let capture = |input: CaptureInput| memory.capture(input, None).unwrap().urn;
+    let old = capture(CaptureInput { event_time: Some("2024-01-10".into()), tags: vec!["db".into()], confidence: Some(0.9), ..note("cache invalidation on deploy", "learnings") });
+    let new = capture(CaptureInput { event_time: Some("2026-03-01".into()), tags: vec!["db".into(), "ops".into()], confidence: Some(0.4), ..note("cache warmup after deploy", "progress") });
+    let procedure = capture(CaptureInput { kind: Some("procedural".into()), ..note("how to deploy the cache", "patterns") });
+
+    let only = |request: RecallRequest| urns(&memory.recall(request).unwrap());
+    assert_eq!(only(RecallRequest { kinds: vec!["procedural".into()], ..recall("cache deploy") }), [procedure.clone()]);
+    assert_eq!(only(RecallRequest { namespaces: vec!["progress".into()], ..recall("cache deploy") }), [new.clone()]);
+    assert_eq!(only(RecallRequest { tags: vec!["db".into(), "ops".into()], ..recall("cache deploy") }), [new.clone()]);
+    assert_eq!(only(RecallRequest { until: Some("2025-01-01".into()), ..recall("cache deploy") }), [old.clone()]);
+    assert_eq!(only(RecallRequest { since: Some("2026-01-01T00:00:00Z".into()), tags: vec!["db".into()], ..recall("cache deploy") }), [new]);
+    assert_eq!(only(RecallRequest { min_confidence: Some(0.8), tags: vec!["db".into()], ..recall("cache deploy") }), [old]);
+
+    for (request, field) in [
+        (RecallRequest { kinds: vec!["semantik".into()], ..recall("x") }, "kinds"),
+        (RecallRequest { namespaces: vec!["Bad NS".into()], ..recall("x") }, "namespaces"),
+        (RecallRequest { since: Some("last May".into()), ..recall("x") }, "since"),
+        (RecallRequest { since: Some("2026-02-01".into()), until: Some("2026-01-01".into()), ..recall("x") }, "since"),
+        (RecallRequest { min_confidence: Some(2.0), ..recall("x") }, "min_confidence"),
+        (RecallRequest { limit: Some(0), ..recall("x") }, "limit"),
+        (RecallRequest { cursor: Some("bogus".into()), ..recall("x") }, "cursor"),
+        (RecallRequest { detail: Some("medium".into()), ..recall("x") }, "detail"),
+        (recall("   "), "query"),
+    ] {
+        match memory.recall(request) {
+            Err(Error::Invalid(error)) => assert_eq!(error.field, field),
+            other => panic!("{field}: expected a field error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn recall_pages_with_cursors_and_respects_the_token_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let inputs = (0..25).map(|i| note(&format!("deployment checklist item {i}: {}", "verify the rollout carefully ".repeat(20)), "patterns")).collect();
+    memory.capture_many(inputs, None).unwrap();
+
+    let first = memory.recall(RecallRequest { limit: Some(10), ..recall("deployment checklist") }).unwrap();
+    let second = memory.recall(RecallRequest { limit: Some(10), cursor: first.next_cursor.clone(), ..recall("deployment checklist") }).unwrap();
+    let third = memory.recall(RecallRequest { limit: Some(10), cursor: second.next_cursor.clone(), ..recall("deployment checklist") }).unwrap();
+    let mut all: Vec<String> = [urns(&first), urns(&second), urns(&third)].concat();
+    assert_eq!((first.results.len(), second.results.len(), third.results.len()), (10, 10, 5));
+    assert!(third.next_cursor.is_none());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 25, "pages overlap");
+
+    let budget = memory.recall(RecallRequest { limit: Some(25), max_tokens: Some(400), detail: Some("full".into()), ..recall("deployment checklist") }).unwrap();
+    assert!(budget.truncated);
+    assert!(budget.estimated_tokens <= 400, "{} tokens", budget.estimated_tokens);
+    assert!(!budget.results.is_empty() && budget.results.len() < 25);
+    let rest = memory.recall(RecallRequest { limit: Some(25), cursor: budget.next_cursor.clone(), ..recall("deployment checklist") }).unwrap();
+    assert_eq!(budget.results.len() + rest.results.len(), 25, "the cursor resumes after the last returned result");
+
+    let tiny = memory.recall(RecallRequest { limit: Some(5), max_tokens: Some(60), detail: Some("full".into()), ..recall("deployment checklist") }).unwrap();
+    assert_eq!(tiny.results.len(), 1, "a tiny budget still returns the best hit, cut down");
+    assert!(tiny.results[0].content.as_deref().unwrap().ends_with('…'));
+}
+
+#[test]
+fn light_detail_gives_snippets_and_full_detail_gives_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let long = format!("{} the flaky test was caused by a shared temp dir {}", "context ".repeat(60), "more ".repeat(60));
+    memory.capture(CaptureInput { metadata: [("turn_id".to_owned(), "D1:3".to_owned())].into(), ..note(&long, "learnings") }, None).unwrap();
+    let light = memory.recall(recall("flaky shared temp dir")).unwrap();
+    let hit = &light.results[0];
+    assert!(hit.content.is_none() && hit.metadata.is_none());
+    assert!(hit.snippet.as_deref().unwrap().contains("flaky test"), "{:?}", hit.snippet);
+    let full = memory.recall(RecallRequest { detail: Some("full".into()), ..recall("flaky shared temp dir") }).unwrap();
+    assert_eq!(full.results[0].content.as_deref(), Some(long.as_str()));
+    assert_eq!(full.results[0].metadata.as_ref().unwrap()["turn_id"], "D1:3");
+}
+
+#[test]
+fn forgotten_memories_leave_recall_and_come_back_on_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let urn = memory.capture(note("Staging database lives in eu-west-1", "config"), None).unwrap().urn;
+    let forgotten = memory.forget(&urn, "staging moved to us-east-1").unwrap();
+    assert_eq!((forgotten.status.as_str(), forgotten.version, forgotten.changed), ("forgotten", 2, true));
+    assert!(memory.recall(recall("staging database")).unwrap().results.is_empty());
+    assert!(!memory.forget(&urn, "again").unwrap().changed);
+    // Capturing the same text again is a new memory: the forgotten one does not count as a duplicate.
+    let again = memory.capture(note("Staging database lives in eu-west-1", "config"), None).unwrap();
+    assert!(again.created && again.urn != urn);
+    memory.forget(&again.urn, "still wrong").unwrap();
+    memory.restore(&urn, "the move was rolled back").unwrap();
+    assert_eq!(urns(&memory.recall(recall("staging database")).unwrap()), [urn.clone()]);
+    let history = memory.history(&urn).unwrap();
+    let reasons: Vec<&str> = history.versions.iter().map(|version| version.reason.as_str()).collect();
+    assert_eq!(reasons, ["the move was rolled back", "staging moved to us-east-1"]);
+}
+
+#[test]
+fn get_counts_accesses_and_unknown_urns_are_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let urn = memory.capture(note("Use UTC everywhere", "standards"), None).unwrap().urn;
+    memory.get(&urn).unwrap();
+    let view = memory.get(&urn).unwrap();
+    assert_eq!(view.access_count, 2);
+    assert!(view.last_accessed_at.is_some());
+    let missing = urn.rsplit_once('/').unwrap().0.to_owned() + "/01nothere";
+    assert!(matches!(memory.get(&missing), Err(Error::NotFound { urn }) if urn == missing));
+    assert!(matches!(memory.get("kenning://org:acme/standards/x"), Err(Error::NotFound { .. })));
+    assert!(matches!(memory.get("not-a-urn"), Err(Error::Invalid(error)) if error.field == "urn"));
+}
+
+#[test]
+fn concurrent_updates_all_land_in_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(two_domains(&dir, None));
+    let urn = memory.capture(note("counter", "progress"), None).unwrap().urn;
+    let threads: Vec<_> = (0..4)
+        .map(|thread| {
+            let memory = memory.clone();
+            let urn = urn.clone();
+            std::thread::spawn(move || {
+                for step in 0..10 {
+                    let input = UpdateInput { content: Some(format!("counter {thread}-{step}")), reason: format!("step {thread}-{step}"), ..UpdateInput::default() };
+                    memory.update(&urn, input).unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let history = memory.history(&urn).unwrap();
+    assert_eq!(history.current.version, 41);
+    assert_eq!(history.versions.len(), 40);
+    let mut reasons: Vec<String> = history.versions.iter().map(|version| version.reason.clone()).collect();
+    reasons.sort();
+    reasons.dedup();
+    assert_eq!(reasons.len(), 40, "every update's reason is kept exactly once");
+}
+
+#[test]
+fn export_then_import_is_lossless() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let urn = memory.capture(CaptureInput { tags: vec!["a".into()], metadata: [("k".to_owned(), "v".to_owned())].into(), ..note("first", "learnings") }, None).unwrap().urn;
+    memory.update(&urn, UpdateInput { content: Some("second".into()), reason: "fix".into(), ..UpdateInput::default() }).unwrap();
+    memory.capture(note("user note", "preferences"), Some("user")).unwrap();
+    let mut exported = Vec::new();
+    memory.export(None, |line| {
+        exported.push(line);
+        Ok(())
+    }).unwrap();
+    assert_eq!(exported.len(), 2);
+
+    let other = tempfile::tempdir().unwrap();
+    let copy = two_domains(&other, None);
+    let report = copy.import(exported.clone(), None).unwrap();
+    assert_eq!((report.written, report.skipped), (2, 0));
+    let mut reexported = Vec::new();
+    copy.export(None, |line| {
+        reexported.push(line);
+        Ok(())
+    }).unwrap();
+    assert_eq!(reexported, exported);
+    assert_eq!(copy.import(exported, None).unwrap().skipped, 2, "a second import changes nothing");
+    assert_eq!(urns(&copy.recall(recall("second")).unwrap()), [urn]);
+}
+
+fn model_dir() -> PathBuf {
+    std::env::var_os("KENNING_TEST_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/all-MiniLM-L6-v2"))
+}
+
+#[test]
+fn hybrid_recall_finds_meaning_without_shared_words_and_reindex_fills_vectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = two_domains(&dir, None);
+    plain.capture(note("The login page times out after thirty seconds", "blockers"), None).unwrap();
+    plain.capture(note("Invoices are rendered as PDF by a nightly job", "context"), None).unwrap();
+    plain.capture(note("We pin Rust to the stable toolchain", "standards"), None).unwrap();
+    assert!(plain.recall(recall("authentication screen slow")).unwrap().results.is_empty(), "BM25 alone shares no word with the query");
+
+    let dir_path = model_dir();
+    let embedder: Arc<dyn Embedder> = Arc::new(
+        kenning_embed::TransformerEmbedder::load(&dir_path)
+            .unwrap_or_else(|error| panic!("the MiniLM model must be at {} (or set KENNING_TEST_MODEL_DIR): {error}", dir_path.display())),
+    );
+    let hybrid = two_domains(&dir, Some(embedder));
+    let status = hybrid.status().unwrap();
+    assert_eq!(status.search_mode, "hybrid");
+    assert_eq!(status.domains[0].index.missing_vectors, 3);
+    let report = hybrid.reindex(2).unwrap();
+    assert_eq!(report.embedded, 3);
+    assert_eq!(hybrid.status().unwrap().domains[0].index.missing_vectors, 0);
+
+    let page = hybrid.recall(recall("authentication screen slow")).unwrap();
+    assert_eq!(page.mode, "hybrid");
+    assert_eq!(page.results[0].title, "The login page times out after thirty seconds");
+}
