@@ -11,7 +11,9 @@ from harness import Workspace, connect
 
 pytestmark = pytest.mark.anyio
 
-MODEL_DIR = Path(os.environ.get("KENNING_E2E_MODEL_DIR", "/work/shared/models/all-MiniLM-L6-v2"))
+# The evaluation models live in `shared/` beside the repository, never inside it.
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[3] / "shared" / "models" / "all-MiniLM-L6-v2"
+MODEL_DIR = Path(os.environ.get("KENNING_E2E_MODEL_DIR", str(DEFAULT_MODEL_DIR)))
 
 UNRELATED = [
     "Makefiles must be indented with tabs, not spaces.",
@@ -23,11 +25,10 @@ UNRELATED = [
 TARGET = "The login page times out after thirty seconds."
 
 
-@pytest.mark.skipif(
-    not (MODEL_DIR / "model.safetensors").is_file(),
-    reason=f"no all-MiniLM-L6-v2 model at {MODEL_DIR} (set KENNING_E2E_MODEL_DIR)",
-)
 async def test_hybrid_recall_finds_memories_by_meaning(ws: Workspace) -> None:
+    assert (MODEL_DIR / "model.safetensors").is_file(), (
+        f"no all-MiniLM-L6-v2 model at {MODEL_DIR}: put shared/ beside the repository or set KENNING_E2E_MODEL_DIR"
+    )
     async with connect(ws, "stdio", env={"KENNING_MODEL_DIR": str(MODEL_DIR)}) as conn:
         status = await conn.ok("memory_status", {})
         assert status["search_mode"] == "hybrid"
