@@ -682,3 +682,21 @@ pub fn record_access_bumps_counts(make: MakeStore) {
     assert!(store.history(&read.id).unwrap().is_empty());
     assert_eq!(store.get(&unread.id).unwrap(), Some(unread));
 }
+
+/// Regression: a replace built from a copy read before other reads were recorded must not
+/// wind the access count back, because reads are tracked outside the versioned record.
+pub fn replace_keeps_reads_recorded_since_the_caller_read(make: MakeStore) {
+    let store = make();
+    let original = memory("busy", "learnings", "Read while being edited.");
+    insert_all(&*store, std::slice::from_ref(&original));
+    let stale_copy = store.get(&original.id).unwrap().unwrap();
+    store.record_access(std::slice::from_ref(&original.id), at(30)).unwrap();
+    store.record_access(std::slice::from_ref(&original.id), at(31)).unwrap();
+
+    let (next, previous) = supersede(&stale_copy, "edited from a stale copy", |memory| memory.content = "Edited.".into());
+    store.replace(&next, &previous, None).unwrap();
+    let stored = store.get(&original.id).unwrap().unwrap();
+    assert_eq!(stored.content, "Edited.");
+    assert_eq!(stored.access_count, 2);
+    assert_eq!(stored.last_accessed_at, Some(at(31)));
+}

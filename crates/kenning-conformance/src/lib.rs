@@ -64,6 +64,7 @@ macro_rules! conformance_tests {
             stats_counts,
             rebuild_index_restores_text_search,
             record_access_bumps_counts,
+            replace_keeps_reads_recorded_since_the_caller_read,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

@@ -81,7 +81,8 @@ pub trait MemoryStore: Send + Sync {
 
     /// Replaces a memory whose stored version is `previous.version` with `next`, appending
     /// `previous` to its history. Fails with [`crate::Error::Conflict`] if the stored version
-    /// moved on, and [`crate::Error::NotFound`] if the memory does not exist. `embedding`
+    /// moved on, and [`crate::Error::NotFound`] if the memory does not exist. Access counts
+    /// and times are not versioned: the store keeps the higher of its own and `next`'s. `embedding`
     /// replaces the stored vector when given; otherwise the vector is dropped if the content changed.
     fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> Result<()>;
 

@@ -48,7 +48,11 @@ pub(crate) fn replace(
     if let Some(existing) = active_duplicate(conn, next, Some(id))? {
         return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
     }
-    write_row(conn, next, Some(current.seq))?;
+    // Reads are recorded outside versions, so the stored counters are newer than the caller's copy.
+    let mut next = next.clone();
+    next.access_count = next.access_count.max(current.memory.access_count);
+    next.last_accessed_at = next.last_accessed_at.max(current.memory.last_accessed_at);
+    write_row(conn, &next, Some(current.seq))?;
     put_version(conn, id, previous, true)?;
     let text_changed = current.memory.search_text() != next.search_text();
     update_vectors(conn, id, text_changed, embedding)
