@@ -114,7 +114,7 @@ impl Namespace {
         let suggestion = match closest(text, BUILT_IN_NAMESPACES.iter().copied()) {
             Some(near) if near != normalised => format!("did you mean `{near}`? Names are lower-case [a-z0-9-]"),
             _ if !normalised.is_empty() => format!("use `{normalised}`: names are lower-case [a-z0-9-], at most 64 characters"),
-            _ => format!("use a built-in namespace such as `learnings`, or a lower-case [a-z0-9-] name"),
+            _ => "use a built-in namespace such as `learnings`, or a lower-case [a-z0-9-] name".to_string(),
         };
         Err(FieldError::new(
             "namespace",

@@ -128,13 +128,11 @@ pub fn snippet(content: &str, query: &str, max_chars: usize) -> String {
         start -= 1;
     }
     let mut end = (start + max_chars).min(chars.len());
-    if end < chars.len() {
-        if let Some(space) = chars[start..end].iter().rposition(|c| c.is_whitespace()) {
-            if space > max_chars / 2 {
+    if end < chars.len()
+        && let Some(space) = chars[start..end].iter().rposition(|c| c.is_whitespace())
+            && space > max_chars / 2 {
                 end = start + space;
             }
-        }
-    }
     let mut out = String::new();
     if start > 0 {
         out.push('…');

@@ -176,11 +176,10 @@ impl MemoryService {
             min_confidence,
             status: Some(kenning_core::Status::Active),
         };
-        if let (Some(since), Some(until)) = (filter.since, filter.until) {
-            if since > until {
+        if let (Some(since), Some(until)) = (filter.since, filter.until)
+            && since > until {
                 return Err(FieldError::new("since", "is later than `until`", timestamp(since), "swap the two bounds"));
             }
-        }
         let stores = if request.domains.is_empty() {
             self.domains.iter().collect()
         } else {

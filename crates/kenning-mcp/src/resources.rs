@@ -52,9 +52,12 @@ pub fn templates() -> Vec<ResourceTemplate> {
     ]
 }
 
+/// Active memories per domain, in the service's domain order.
+type ActiveCounts = Vec<(Domain, usize)>;
+
 /// The fixed entries of `resources/list` (stats, then each domain, its namespaces and its
 /// kinds) and the number of active memories per domain.
-fn catalogue(memory: &MemoryService) -> Result<(Vec<Resource>, Vec<(Domain, usize)>), EngineError> {
+fn catalogue(memory: &MemoryService) -> Result<(Vec<Resource>, ActiveCounts), EngineError> {
     let status = memory.status()?;
     let mut resources = vec![
         Resource::new(STATS_URI, "stats")
