@@ -148,7 +148,7 @@ impl Config {
             self.project_id = Some(id);
         }
         if let Some(value) = var("KENNING_PROJECT") {
-            self.project_disabled = parse_bool("KENNING_PROJECT", &value)? == false;
+            self.project_disabled = !parse_bool("KENNING_PROJECT", &value)?;
         }
         if let Some(list) = var("KENNING_TOOLSETS") {
             self.toolsets = Some(split_list(&list));
