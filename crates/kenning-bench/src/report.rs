@@ -1,0 +1,179 @@
+//! What a benchmark run reports, and how.
+//!
+//! The JSON object on stdout is the record: it carries the machine and the settings next to the
+//! figures, so that results from different machines and commits can be compared without knowing
+//! how they were run. The table on stderr is for the person watching the run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::stats::Summary;
+
+/// The machine the figures were taken on. Fields the platform does not expose are `null`.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub os: &'static str,
+    pub arch: &'static str,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    /// What `std::thread::available_parallelism` reports: cores this process may use.
+    pub cpus: usize,
+    pub memory_total_bytes: Option<u64>,
+    /// Where the store was created. Its filesystem decides what an fsync costs, and every
+    /// capture ends in one; set `TMPDIR` to measure another disk.
+    pub temp_dir: String,
+}
+
+impl Machine {
+    pub fn detect() -> Machine {
+        let proc_file = |path: &str| std::fs::read_to_string(path).ok();
+        Machine {
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+            kernel: proc_file("/proc/sys/kernel/osrelease").map(|text| text.trim().to_owned()),
+            cpu_model: proc_file("/proc/cpuinfo").and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("model name"))
+                    .and_then(|line| line.split_once(':'))
+                    .map(|(_, model)| model.trim().to_owned())
+            }),
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            memory_total_bytes: proc_file("/proc/meminfo").and_then(|text| status_kib(&text, "MemTotal:")),
+            temp_dir: std::env::temp_dir().display().to_string(),
+        }
+    }
+}
+
+/// A `Key:   1234 kB` line of a /proc status file, in bytes.
+pub fn status_kib(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(key))?;
+    let kib: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The `latency` benchmark's result.
+#[derive(Debug, Serialize)]
+pub struct LatencyReport {
+    pub benchmark: &'static str,
+    /// How the service was driven: `in-process` calls `MemoryService` directly, so the figures
+    /// leave out serialisation and transport, which an MCP client would add.
+    pub transport: &'static str,
+    pub kenning_version: &'static str,
+    pub started_at: String,
+    pub machine: Machine,
+    pub memories: usize,
+    pub seed: u64,
+    pub queries: usize,
+    /// `none` or `transformer`.
+    pub embedder: &'static str,
+    /// The embedding model's id, when there is one.
+    pub model: Option<String>,
+    pub model_load_ms: Option<f64>,
+    pub corpus: CorpusFigures,
+    /// One `capture` call per memory.
+    pub single_capture: Option<Throughput>,
+    /// `capture_many` calls of `batch_size` memories; `null` when the single phase covered them all.
+    pub bulk_capture: Option<Throughput>,
+    pub recall: RecallFigures,
+    /// The database, its write-ahead log and shared-memory index after loading, before recall.
+    pub store_bytes: u64,
+    /// The process's peak resident set (VmHWM): corpus generation, store caches and the model.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CorpusFigures {
+    pub mean_content_bytes: f64,
+    /// Generated memories the store recognised as exact duplicates and did not store again.
+    pub duplicates: usize,
+}
+
+/// A write phase: how many memories, how long all the calls took, and each call's latency.
+#[derive(Debug, Serialize)]
+pub struct Throughput {
+    pub memories: usize,
+    pub batch_size: usize,
+    pub seconds: f64,
+    pub memories_per_second: f64,
+    pub call_latency: Summary,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RecallFigures {
+    pub limit: usize,
+    pub mean_results: f64,
+    /// Queries that found nothing; a high share means the queries do not exercise ranking.
+    pub empty_results: usize,
+    pub latency: Summary,
+}
+
+/// Prints the JSON record on stdout (and to `json_out`, if given) and the table on stderr.
+pub fn emit(report: &LatencyReport, json_out: Option<&Path>) -> Result<()> {
+    let json = serde_json::to_string_pretty(report)?;
+    println!("{json}");
+    if let Some(path) = json_out {
+        std::fs::write(path, format!("{json}\n")).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprint!("{}", table(report));
+    Ok(())
+}
+
+fn table(report: &LatencyReport) -> String {
+    let mut out = String::new();
+    let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
+    let _ = writeln!(
+        out,
+        "latency, {}: {} memories, seed {}, embedder {}{model}, {} CPUs",
+        report.transport, report.memories, report.seed, report.embedder, report.machine.cpus
+    );
+    for (name, phase) in [("single capture", &report.single_capture), ("bulk capture", &report.bulk_capture)] {
+        if let Some(phase) = phase {
+            let _ = writeln!(
+                out,
+                "  {name:<15} {:>7} memories {:>9.1}/s   per call ({}): {}",
+                phase.memories,
+                phase.memories_per_second,
+                phase.batch_size,
+                percentiles(&phase.call_latency)
+            );
+        }
+    }
+    let recall = &report.recall;
+    let _ = writeln!(
+        out,
+        "  {:<15} {:>7} queries  {:>9.1} hits  {}",
+        "recall",
+        recall.latency.samples,
+        recall.mean_results,
+        percentiles(&recall.latency)
+    );
+    let per_memory = report.store_bytes as f64 / report.memories.max(1) as f64;
+    let _ = writeln!(out, "  {:<15} {:>10.1} MiB ({per_memory:.0} bytes a memory)", "store on disk", mib(report.store_bytes));
+    if let Some(peak) = report.peak_rss_bytes {
+        let _ = writeln!(out, "  {:<15} {:>10.1} MiB", "peak RSS", mib(peak));
+    }
+    out
+}
+
+fn percentiles(summary: &Summary) -> String {
+    format!("p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms", summary.p50_ms, summary.p95_ms, summary.p99_ms)
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_are_read_in_bytes() {
+        let status = "Name:\tkenning-bench\nVmHWM:\t   51200 kB\nVmRSS:\t   40000 kB\n";
+        assert_eq!(status_kib(status, "VmHWM:"), Some(51200 * 1024));
+        assert_eq!(status_kib(status, "VmSwap:"), None);
+    }
+}
