@@ -101,6 +101,8 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     for query in &queries {
         service.recall(recall_request(query))?;
     }
+    // Each recall also records an access on the memories it returns, a write transaction with
+    // an fsync. An agent waits for that too, so it is part of the timed call.
     let mut recall = Vec::with_capacity(queries.len());
     let (mut results, mut empty_results) = (0, 0);
     for query in &queries {

@@ -80,7 +80,9 @@ pub struct LatencyReport {
     pub recall: RecallFigures,
     /// The database, its write-ahead log and shared-memory index after loading, before recall.
     pub store_bytes: u64,
-    /// The process's peak resident set (VmHWM): corpus generation, store caches and the model.
+    /// The process's peak resident set (VmHWM): the heap, the model if any, and the pages of
+    /// the store that SQLite's readers memory-map, which count as resident once touched although
+    /// the kernel can drop them at will. At large stores the mapped pages dominate.
     pub peak_rss_bytes: Option<u64>,
 }
 
