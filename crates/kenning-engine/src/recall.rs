@@ -56,16 +56,7 @@ impl MemoryService {
 
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
-        let query_vector = match &self.embedder {
-            Some(embedder) => Some(
-                embedder
-                    .embed(&[plan.query.as_str()])
-                    .map_err(|error| crate::Error::Embedding(error.to_string()))?
-                    .pop()
-                    .ok_or_else(|| crate::Error::Embedding("the embedder returned no vector".into()))?,
-            ),
-            None => None,
-        };
+        let query_vector = self.embed_one(&plan.query)?.map(|embedding| embedding.vector);
         for (index, entry) in plan.stores.iter().enumerate() {
             for hit in entry.store.search_text(&plan.query, &plan.filter, depth)? {
                 text_leg.push((hit.score, (index, hit.id)));

@@ -110,7 +110,8 @@ impl MemoryService {
         Ok((urn, entry))
     }
 
-    fn embed_one(&self, text: &str) -> Result<Option<Embedding>> {
+    /// The current model's vector for one text, or `None` without an embedder.
+    pub(crate) fn embed_one(&self, text: &str) -> Result<Option<Embedding>> {
         let Some(embedder) = &self.embedder else { return Ok(None) };
         let mut vectors = embedder.embed(&[text]).map_err(|error| Error::Embedding(error.to_string()))?;
         let vector = vectors.pop().ok_or_else(|| Error::Embedding("the embedder returned no vector".into()))?;
