@@ -8,9 +8,15 @@
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
 //! - [`search`] holds filters, reciprocal rank fusion, token estimates, cursors and snippets.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
+//! - [`calibration`] holds the statistics of decisions and outcomes: [`calibrate`] turns
+//!   [`Evidence`] (stated confidence, outcome score, time) into a [`Calibration`] (Beta posterior,
+//!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
+//!   [`guidance`] advises on a proposed confidence, and [`beta_cdf`] / [`beta_quantile`] /
+//!   [`lower_credible_bound`] are the exact Beta functions underneath.
 //!
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
+pub mod calibration;
 pub mod error;
 pub mod input;
 pub mod memory;
@@ -18,6 +24,10 @@ pub mod search;
 pub mod store;
 pub mod urn;
 
+pub use calibration::{
+    Calibration, CalibrationStatus, Evidence, Guidance, ReliabilityBin, Trend, TrendDetail, TrendWindow, beta_cdf,
+    beta_quantile, brier_score, calibrate, guidance, lower_credible_bound,
+};
 pub use error::{Error, FieldError, Result, closest};
 pub use input::{CaptureInput, LinkInput, UpdateInput};
 pub use memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, BUILT_IN_NAMESPACES};
