@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use clap::{Args, ValueEnum};
-use kenning_core::{Domain, Embedder, MemoryStore};
-use kenning_embed::TransformerEmbedder;
+use clap::Args;
+use kenning_core::{Domain, MemoryStore};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
 
 use crate::corpus::Corpus;
+use crate::embedder::EmbedderArgs;
 use crate::report::{CorpusFigures, LatencyReport, Machine, RecallFigures, Throughput, status_kib};
 use crate::stats::{Summary, round};
 
@@ -38,38 +38,23 @@ pub struct LatencyArgs {
     /// How many recall queries to time (after one untimed warm-up pass over the same queries).
     #[arg(long, default_value_t = 200)]
     queries: usize,
-    #[arg(long, value_enum, default_value_t = EmbedderChoice::None)]
-    embedder: EmbedderChoice,
-    /// The sentence-transformers model folder for `--embedder transformer`; the default is
-    /// relative to the repository root, where the benchmark is meant to be run.
-    #[arg(long, env = "KENNING_MODEL_DIR", default_value = "../shared/models/all-MiniLM-L6-v2")]
-    model_dir: PathBuf,
+    #[command(flatten)]
+    embedder: EmbedderArgs,
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum EmbedderChoice {
-    /// Full-text (BM25) recall only, the default configuration.
-    None,
-    /// Hybrid recall with a local sentence-transformers model; every capture is embedded.
-    Transformer,
 }
 
 pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     ensure!(args.memories > 0, "--memories must be at least 1");
     ensure!(args.queries > 0, "--queries must be at least 1");
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let load_started = Instant::now();
-    let embedder = load_embedder(args)?;
-    let model_load_ms = embedder.is_some().then(|| round(load_started.elapsed().as_secs_f64() * 1000.0));
-    let model = embedder.as_ref().map(|embedder| embedder.model_id().to_owned());
+    let loaded = args.embedder.load()?;
 
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
     let db_path = dir.path().join("user.db");
     let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&db_path)?);
-    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], embedder);
+    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder);
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
 
@@ -123,12 +108,9 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         memories: args.memories,
         seed: args.seed,
         queries: args.queries,
-        embedder: match args.embedder {
-            EmbedderChoice::None => "none",
-            EmbedderChoice::Transformer => "transformer",
-        },
-        model,
-        model_load_ms,
+        embedder: args.embedder.embedder.name(),
+        model: loaded.model,
+        model_load_ms: loaded.load_ms,
         corpus: CorpusFigures {
             mean_content_bytes: round(load.content_bytes as f64 / args.memories as f64),
             duplicates: load.duplicates,
@@ -161,18 +143,6 @@ struct Load {
 impl Load {
     fn count(&mut self, inputs: &[kenning_core::CaptureInput]) {
         self.content_bytes += inputs.iter().map(|input| input.content.len()).sum::<usize>();
-    }
-}
-
-fn load_embedder(args: &LatencyArgs) -> Result<Option<Arc<dyn Embedder>>> {
-    match args.embedder {
-        EmbedderChoice::None => Ok(None),
-        EmbedderChoice::Transformer => {
-            let embedder = TransformerEmbedder::load(&args.model_dir).with_context(|| {
-                format!("loading the model in {} (pass --model-dir)", args.model_dir.display())
-            })?;
-            Ok(Some(Arc::new(embedder)))
-        }
     }
 }
 

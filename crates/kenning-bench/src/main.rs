@@ -4,16 +4,22 @@
 //! table on stderr. The workload is synthetic and seeded ([`corpus`]), so a run is repeatable on
 //! any machine. Subcommands:
 //!
+//! - `retrieval`: how often recall ranks the turns that answer a question near the top, on a
+//!   conversational data set in the LoCoMo format (one store per conversation).
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in process.
 //!
-//! Modules: [`corpus`] generates memories and queries, [`latency`] runs that benchmark,
-//! [`stats`] summarises samples, [`report`] describes the machine and prints results. Other
-//! benchmarks (through the MCP transport, cold start, retrieval quality) belong beside
-//! `latency`, reusing the corpus, the statistics and the machine description.
+//! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
+//! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`]; [`embedder`]
+//! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
+//! the machine and prints results.
 
 mod corpus;
+mod embedder;
 mod latency;
+mod locomo;
+mod metrics;
 mod report;
+mod retrieval;
 mod stats;
 
 use anyhow::Result;
@@ -28,15 +34,21 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Retrieval quality on a LoCoMo-format conversation data set: recall@k and session recall.
+    Retrieval(retrieval::RetrievalArgs),
     /// Capture throughput, recall latency, store size and peak memory on a synthetic corpus.
     Latency(latency::LatencyArgs),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Command::Retrieval(args) => {
+            let report = retrieval::run(&args)?;
+            report::emit(&serde_json::to_string(&report)?, &retrieval::table(&report), args.json_out.as_deref())
+        }
         Command::Latency(args) => {
             let report = latency::run(&args)?;
-            report::emit(&report, args.json_out.as_deref())
+            report::emit(&serde_json::to_string_pretty(&report)?, &report::latency_table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -113,17 +113,16 @@ pub struct RecallFigures {
 }
 
 /// Prints the JSON record on stdout (and to `json_out`, if given) and the table on stderr.
-pub fn emit(report: &LatencyReport, json_out: Option<&Path>) -> Result<()> {
-    let json = serde_json::to_string_pretty(report)?;
+pub fn emit(json: &str, table: &str, json_out: Option<&Path>) -> Result<()> {
     println!("{json}");
     if let Some(path) = json_out {
         std::fs::write(path, format!("{json}\n")).with_context(|| format!("writing {}", path.display()))?;
     }
-    eprint!("{}", table(report));
+    eprint!("{table}");
     Ok(())
 }
 
-fn table(report: &LatencyReport) -> String {
+pub fn latency_table(report: &LatencyReport) -> String {
     let mut out = String::new();
     let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
     let _ = writeln!(
