@@ -1,0 +1,179 @@
+//! Turning text into search terms: words split the way SQLite's `unicode61` tokenizer splits
+//! them, folded to lower case without diacritics, and stemmed with the Snowball English stemmer
+//! so that a question about "deploying" finds a memory about "deployment".
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Words that carry no topic in an English question. Queries leave them out, because every one of
+/// them matches most of a store and only costs time; BM25 would weigh them down anyway. Documents
+/// keep them, so that a query made only of such words still finds something.
+pub const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "but",
+    "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "he", "her", "him", "his",
+    "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "was", "we",
+    "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
+];
+
+/// More query terms than this only slow a search down without changing which memories rank first.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// Words longer than this are kept as they are: they are identifiers, hashes or encoded data,
+/// which a stemmer can only damage.
+const MAX_STEMMED_CHARS: usize = 40;
+
+/// Splits text into folded words and stems them.
+pub struct Analyzer {
+    stemmer: Stemmer,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer { stemmer: Stemmer::create(Algorithm::English) }
+    }
+}
+
+impl Analyzer {
+    /// The stem of one folded word.
+    pub fn stem(&self, word: &str) -> String {
+        if word.chars().count() > MAX_STEMMED_CHARS || word.bytes().any(|byte| byte.is_ascii_digit()) {
+            return word.to_owned();
+        }
+        self.stemmer.stem(word).into_owned()
+    }
+
+    /// The stemmed terms of a query, without stop words (unless it has nothing else), each once,
+    /// at most [`MAX_QUERY_TERMS`].
+    pub fn query_terms(&self, text: &str) -> Vec<String> {
+        let mut words: Vec<String> = Vec::new();
+        for_each_word(text, |word| {
+            if !words.iter().any(|known| known == word) {
+                words.push(word.to_owned());
+            }
+        });
+        let topical: Vec<&String> = words.iter().filter(|word| !is_stop_word(word)).collect();
+        let chosen = if topical.is_empty() { words.iter().collect() } else { topical };
+        let mut terms: Vec<String> = Vec::new();
+        for word in chosen {
+            let term = self.stem(word);
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
+            if terms.len() == MAX_QUERY_TERMS {
+                break;
+            }
+        }
+        terms
+    }
+}
+
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word)
+}
+
+/// Calls `visit` with every word of `text`, lower-cased and without diacritics. A word is a run
+/// of letters and digits; everything else separates words.
+pub fn for_each_word(text: &str, mut visit: impl FnMut(&str)) {
+    let mut word = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_ascii() {
+                word.push(c.to_ascii_lowercase());
+            } else {
+                fold_into(c, &mut word);
+            }
+        } else if !word.is_empty() {
+            visit(&word);
+            word.clear();
+        }
+    }
+    if !word.is_empty() {
+        visit(&word);
+    }
+}
+
+/// Appends the lower-case form of `c` without its diacritic, for the Latin letters that carry
+/// one; other letters are only lower-cased.
+fn fold_into(c: char, out: &mut String) {
+    for lower in c.to_lowercase() {
+        match strip_diacritic(lower) {
+            Some(base) => out.push_str(base),
+            None => out.push(lower),
+        }
+    }
+}
+
+fn strip_diacritic(c: char) -> Option<&'static str> {
+    Some(match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ă' | 'ą' => "a",
+        'æ' => "ae",
+        'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => "c",
+        'ď' | 'đ' => "d",
+        'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => "e",
+        'ĝ' | 'ğ' | 'ġ' | 'ģ' => "g",
+        'ĥ' | 'ħ' => "h",
+        'ì' | 'í' | 'î' | 'ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => "i",
+        'ĵ' => "j",
+        'ķ' => "k",
+        'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => "l",
+        'ñ' | 'ń' | 'ņ' | 'ň' => "n",
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ŏ' | 'ő' => "o",
+        'œ' => "oe",
+        'ŕ' | 'ŗ' | 'ř' => "r",
+        'ś' | 'ŝ' | 'ş' | 'š' => "s",
+        'ß' => "ss",
+        'ţ' | 'ť' | 'ŧ' => "t",
+        'ù' | 'ú' | 'û' | 'ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' => "u",
+        'ŵ' => "w",
+        'ý' | 'ÿ' | 'ŷ' => "y",
+        'ź' | 'ż' | 'ž' => "z",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for_each_word(text, |word| out.push(word.to_owned()));
+        out
+    }
+
+    #[test]
+    fn words_split_on_anything_but_letters_and_digits() {
+        assert_eq!(words("title:foo* AND (bar-baz) v2.1"), ["title", "foo", "and", "bar", "baz", "v2", "1"]);
+        assert_eq!(words("  \t?!.\"'()*:^-+"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn words_are_folded() {
+        assert_eq!(words("Ünïcödé CAFÉ—naïve Straße"), ["unicode", "cafe", "naive", "strasse"]);
+        assert_eq!(words("Ωμέγα 東京"), ["ωμέγα", "東京"]);
+    }
+
+    #[test]
+    fn stems_meet_across_inflections() {
+        let analyzer = Analyzer::default();
+        assert_eq!(analyzer.stem("deploying"), analyzer.stem("deployment"));
+        assert_eq!(analyzer.stem("connections"), analyzer.stem("connection"));
+        assert_eq!(analyzer.stem("sha256"), "sha256");
+    }
+
+    #[test]
+    fn queries_drop_stop_words_unless_nothing_else_is_left() {
+        let analyzer = Analyzer::default();
+        assert_eq!(analyzer.query_terms(r#"What did "Caroline" do in May?"#), ["carolin", "may"]);
+        assert_eq!(analyzer.query_terms("What is it?"), ["what", "is", "it"]);
+        assert!(analyzer.query_terms("?!").is_empty());
+    }
+
+    #[test]
+    fn query_terms_are_unique_and_capped() {
+        let analyzer = Analyzer::default();
+        assert_eq!(analyzer.query_terms("Rust rust RUST"), ["rust"]);
+        let long: String = (0..100).map(|n| format!("word{n} ")).collect();
+        assert_eq!(analyzer.query_terms(&long).len(), MAX_QUERY_TERMS);
+    }
+}

@@ -1,0 +1,83 @@
+//! Keeping the best `k` of a stream of scored documents.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use crate::docs::Slot;
+
+/// The best `k` (score, slot) pairs seen so far; equal scores go to the smaller memory id, so
+/// that results do not depend on the order documents were indexed in.
+pub(crate) struct TopK<'a> {
+    k: usize,
+    heap: BinaryHeap<Reverse<Candidate<'a>>>,
+}
+
+struct Candidate<'a> {
+    score: f64,
+    slot: Slot,
+    id: &'a str,
+}
+
+impl PartialEq for Candidate<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Candidate<'_> {}
+
+impl Ord for Candidate<'_> {
+    /// Better candidates are greater: a higher score, or an equal score and a smaller id.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score.total_cmp(&other.score).then_with(|| other.id.cmp(self.id))
+    }
+}
+
+impl PartialOrd for Candidate<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<'a> TopK<'a> {
+    pub fn new(k: usize) -> TopK<'a> {
+        TopK { k, heap: BinaryHeap::with_capacity(k.saturating_add(1).min(4096)) }
+    }
+
+    /// A cheap pre-check, so that filters are only evaluated for scores that may make the cut.
+    pub fn admits(&self, score: f64) -> bool {
+        !score.is_nan()
+            && (self.heap.len() < self.k || self.heap.peek().is_some_and(|Reverse(worst)| score >= worst.score))
+    }
+
+    pub fn push(&mut self, score: f64, slot: Slot, id: &'a str) {
+        if self.k == 0 {
+            return;
+        }
+        self.heap.push(Reverse(Candidate { score, slot, id }));
+        if self.heap.len() > self.k {
+            self.heap.pop();
+        }
+    }
+
+    pub fn into_sorted(self) -> Vec<(f64, Slot)> {
+        // Ascending order of `Reverse` is best first.
+        self.heap.into_sorted_vec().into_iter().map(|Reverse(c)| (c.score, c.slot)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_best_and_breaks_ties_by_id() {
+        let mut top = TopK::new(2);
+        for (score, slot, id) in [(0.1, 0, "a"), (0.9, 1, "b"), (0.5, 2, "d"), (0.5, 3, "c"), (0.2, 4, "e")] {
+            if top.admits(score) {
+                top.push(score, slot, id);
+            }
+        }
+        assert_eq!(top.into_sorted(), [(0.9, 1), (0.5, 3)]);
+    }
+}

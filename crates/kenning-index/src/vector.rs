@@ -1,0 +1,193 @@
+//! The vector leg: nearest neighbours by cosine similarity among one model's vectors.
+//!
+//! Every vector is held twice, compactly: as 8-bit integers with a per-vector scale (a quarter
+//! of its `f32` size, and within about half a percent of it in every dot product), and as a
+//! binary code of the signs of its components (one bit a dimension). A small store is searched
+//! exactly over the 8-bit vectors. A larger one is searched in two steps: the Hamming distance
+//! between binary codes, a few instructions a vector, picks the closest few hundred
+//! candidates, and the 8-bit dot product ranks those. How close the two-step answer stays to
+//! the exact one is measured by `kenning-bench`, not assumed.
+
+use std::collections::BinaryHeap;
+
+use crate::docs::{CompiledFilter, DocTable, FastMap, Slot};
+use crate::topk::TopK;
+
+/// Up to this many vectors passing the filter, every one is scored: the exact answer costs
+/// little more than the two-step one.
+const EXACT_ROWS: usize = 4096;
+/// How many candidates the binary codes pass on per result asked for, and at least.
+const CANDIDATES_PER_RESULT: usize = 10;
+const MIN_CANDIDATES: usize = 400;
+
+pub(crate) struct VectorIndex {
+    dims: usize,
+    /// 64-bit words per binary code.
+    words: usize,
+    codes: Vec<u64>,
+    values: Vec<i8>,
+    scales: Vec<f32>,
+    row_slots: Vec<Slot>,
+    slot_rows: FastMap<Slot, u32>,
+}
+
+impl VectorIndex {
+    pub fn new(dims: usize) -> VectorIndex {
+        VectorIndex {
+            dims,
+            words: dims.div_ceil(64),
+            codes: Vec::new(),
+            values: Vec::new(),
+            scales: Vec::new(),
+            row_slots: Vec::new(),
+            slot_rows: FastMap::default(),
+        }
+    }
+
+    /// Stores `vector` (of this index's length) as the vector of `slot`, replacing its old one.
+    pub fn set(&mut self, slot: Slot, vector: &[f32]) {
+        debug_assert_eq!(vector.len(), self.dims);
+        self.remove(slot);
+        let row = u32::try_from(self.row_slots.len()).expect("fewer than four billion vectors");
+        let (values, scale) = quantise(vector);
+        self.values.extend_from_slice(&values);
+        self.scales.push(scale);
+        self.codes.extend(sign_code(vector));
+        self.row_slots.push(slot);
+        self.slot_rows.insert(slot, row);
+    }
+
+    /// Drops the vector of `slot`, moving the last row into its place.
+    pub fn remove(&mut self, slot: Slot) {
+        let Some(row) = self.slot_rows.remove(&slot) else { return };
+        let row = row as usize;
+        let last = self.row_slots.len() - 1;
+        if row != last {
+            let moved = self.row_slots[last];
+            self.row_slots[row] = moved;
+            self.scales[row] = self.scales[last];
+            self.values.copy_within(last * self.dims..(last + 1) * self.dims, row * self.dims);
+            self.codes.copy_within(last * self.words..(last + 1) * self.words, row * self.words);
+            self.slot_rows.insert(moved, row as u32);
+        }
+        self.row_slots.pop();
+        self.scales.pop();
+        self.values.truncate(last * self.dims);
+        self.codes.truncate(last * self.words);
+    }
+
+    /// The `limit` slots admitted by `filter` whose vectors are closest to `query` (L2-normalised,
+    /// of this index's length), best first, with their cosine similarities.
+    pub fn search(&self, query: &[f32], docs: &DocTable, filter: &CompiledFilter, limit: usize) -> Vec<(f64, Slot)> {
+        if limit == 0 || self.row_slots.is_empty() {
+            return Vec::new();
+        }
+        let rows: Vec<u32> = (0..self.row_slots.len() as u32).filter(|row| filter.admits(docs, self.row_slots[*row as usize])).collect();
+        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES);
+        let candidates = if rows.len() <= EXACT_ROWS.max(wanted) { rows } else { self.closest_codes(query, &rows, wanted) };
+        let mut best = TopK::new(limit);
+        for row in candidates {
+            let row = row as usize;
+            let score = f64::from(self.dot(query, row));
+            if best.admits(score) {
+                let slot = self.row_slots[row];
+                let id = docs.get(slot).map_or("", |meta| &meta.id);
+                best.push(score, slot, id);
+            }
+        }
+        best.into_sorted()
+    }
+
+    /// The `wanted` rows among `rows` whose binary codes are nearest the query's in Hamming distance.
+    fn closest_codes(&self, query: &[f32], rows: &[u32], wanted: usize) -> Vec<u32> {
+        let code: Vec<u64> = sign_code(query).collect();
+        let mut nearest: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(wanted + 1);
+        for &row in rows {
+            let start = row as usize * self.words;
+            let distance = hamming(&code, &self.codes[start..start + self.words]);
+            if nearest.len() < wanted {
+                nearest.push((distance, row));
+            } else if nearest.peek().is_some_and(|(worst, _)| distance < *worst) {
+                nearest.pop();
+                nearest.push((distance, row));
+            }
+        }
+        nearest.into_iter().map(|(_, row)| row).collect()
+    }
+
+    fn dot(&self, query: &[f32], row: usize) -> f32 {
+        let values = &self.values[row * self.dims..(row + 1) * self.dims];
+        let mut sums = [0f32; 8];
+        let mut query_chunks = query.chunks_exact(8);
+        let mut value_chunks = values.chunks_exact(8);
+        for (q, v) in (&mut query_chunks).zip(&mut value_chunks) {
+            for lane in 0..8 {
+                sums[lane] += q[lane] * f32::from(v[lane]);
+            }
+        }
+        let mut total: f32 = sums.iter().sum();
+        for (q, v) in query_chunks.remainder().iter().zip(value_chunks.remainder()) {
+            total += q * f32::from(*v);
+        }
+        total * self.scales[row]
+    }
+}
+
+/// Symmetric 8-bit quantisation: the largest component maps to ±127.
+fn quantise(vector: &[f32]) -> (Vec<i8>, f32) {
+    let largest = vector.iter().fold(0f32, |max, value| max.max(value.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        return (vec![0; vector.len()], 0.0);
+    }
+    let scale = largest / 127.0;
+    let values = vector.iter().map(|value| (value / scale).round().clamp(-127.0, 127.0) as i8).collect();
+    (values, scale)
+}
+
+/// One bit a component, set where the component is positive.
+fn sign_code(vector: &[f32]) -> impl Iterator<Item = u64> + '_ {
+    vector.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |code, (bit, value)| code | (u64::from(*value > 0.0) << bit)))
+}
+
+fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantisation_keeps_dot_products_close() {
+        let vector: Vec<f32> = (0..384).map(|n| ((n * 37 % 101) as f32 - 50.0) / 200.0).collect();
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let vector: Vec<f32> = vector.iter().map(|v| v / norm).collect();
+        let mut index = VectorIndex::new(384);
+        index.set(7, &vector);
+        let exact: f32 = vector.iter().map(|v| v * v).sum();
+        assert!((index.dot(&vector, 0) - exact).abs() < 0.005);
+    }
+
+    #[test]
+    fn removing_moves_the_last_row_into_the_gap() {
+        let mut index = VectorIndex::new(2);
+        index.set(1, &[1.0, 0.0]);
+        index.set(2, &[0.0, 1.0]);
+        index.set(3, &[-1.0, 0.0]);
+        index.remove(1);
+        assert_eq!(index.row_slots.len(), 2);
+        assert_eq!(index.row_slots, [3, 2]);
+        assert_eq!(index.slot_rows[&3], 0);
+        assert!(index.dot(&[-1.0, 0.0], 0) > 0.99);
+        index.set(2, &[0.6, 0.8]);
+        assert_eq!(index.row_slots.len(), 2);
+        assert!(index.dot(&[0.6, 0.8], index.slot_rows[&2] as usize) > 0.99);
+    }
+
+    #[test]
+    fn hamming_counts_differing_signs() {
+        let a: Vec<u64> = sign_code(&[1.0, -1.0, 1.0, -1.0]).collect();
+        let b: Vec<u64> = sign_code(&[1.0, 1.0, -1.0, -1.0]).collect();
+        assert_eq!(hamming(&a, &b), 2);
+    }
+}

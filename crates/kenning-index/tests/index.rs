@@ -1,0 +1,306 @@
+//! The search index against plain reference computations: BM25 scored by brute force over the
+//! documents as they stand, filters checked record by record, and exact cosine similarity.
+//! Random histories of inserts, edits and status changes check that an index kept up to date
+//! answers exactly as one built afresh from the final records.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeZone, Utc};
+use kenning_core::{MemoryKind, Namespace, ScoredId, SearchFilter, Status};
+use kenning_index::analyzer::{Analyzer, for_each_word};
+use kenning_index::{DocInput, SearchIndex};
+use proptest::prelude::*;
+
+/// A record as a store would hold it.
+#[derive(Debug, Clone)]
+struct Record {
+    id: String,
+    kind: MemoryKind,
+    status: Status,
+    namespace: String,
+    tags: Vec<String>,
+    confidence: f64,
+    occurred_at: DateTime<Utc>,
+    text: String,
+    vector: Option<Vec<f32>>,
+}
+
+impl Record {
+    fn doc(&self) -> DocInput<'_> {
+        DocInput {
+            id: &self.id,
+            kind: self.kind,
+            status: self.status,
+            namespace: &self.namespace,
+            tags: &self.tags,
+            confidence: self.confidence,
+            occurred_at: self.occurred_at,
+            text: &self.text,
+        }
+    }
+}
+
+const MODEL: &str = "test-model";
+
+fn upsert(index: &mut SearchIndex, key: i64, record: &Record) {
+    let vectors: Vec<(&str, &[f32])> = record.vector.iter().map(|vector| (MODEL, vector.as_slice())).collect();
+    index.upsert(key, &record.doc(), &vectors);
+}
+
+fn fresh(records: &BTreeMap<i64, Record>) -> SearchIndex {
+    let mut index = SearchIndex::new();
+    index.add_model(MODEL);
+    for (key, record) in records {
+        upsert(&mut index, *key, record);
+    }
+    index
+}
+
+fn passes(record: &Record, filter: &SearchFilter) -> bool {
+    (filter.kinds.is_empty() || filter.kinds.contains(&record.kind))
+        && (filter.namespaces.is_empty() || filter.namespaces.iter().any(|namespace| namespace.as_str() == record.namespace))
+        && filter.tags.iter().all(|tag| record.tags.contains(tag))
+        && filter.since.is_none_or(|since| record.occurred_at >= since)
+        && filter.until.is_none_or(|until| record.occurred_at <= until)
+        && filter.min_confidence.is_none_or(|min| record.confidence >= min)
+        && filter.status.is_none_or(|status| record.status == status)
+}
+
+/// BM25 (k1 = 1.2, b = 0.75, Lucene's IDF) computed from scratch for every record passing the filter.
+fn reference_bm25(records: &BTreeMap<i64, Record>, query: &str, filter: &SearchFilter) -> Vec<(String, f64)> {
+    let analyzer = Analyzer::default();
+    let terms: Vec<String> = analyzer.query_terms(query);
+    let analysed: Vec<(&Record, Vec<String>)> = records
+        .values()
+        .map(|record| {
+            let mut words = Vec::new();
+            for_each_word(&record.text, |word| words.push(analyzer.stem(word)));
+            (record, words)
+        })
+        .collect();
+    let documents = analysed.len() as f64;
+    let mean_length = (analysed.iter().map(|(_, words)| words.len()).sum::<usize>() as f64 / documents).max(1.0);
+    let mut scored = Vec::new();
+    for (record, words) in &analysed {
+        if !passes(record, filter) {
+            continue;
+        }
+        let mut score = 0.0;
+        for term in &terms {
+            let frequency = analysed.iter().filter(|(_, words)| words.contains(term)).count() as f64;
+            let count = words.iter().filter(|word| *word == term).count() as f64;
+            if count == 0.0 {
+                continue;
+            }
+            let idf = (1.0 + (documents - frequency + 0.5) / (frequency + 0.5)).ln();
+            let norm = 1.2 * (1.0 - 0.75 + 0.75 * words.len() as f64 / mean_length);
+            score += idf * count * 2.2 / (count + norm);
+        }
+        if score > 0.0 {
+            scored.push((record.id.clone(), score));
+        }
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored
+}
+
+fn reference_cosine(records: &BTreeMap<i64, Record>, query: &[f32], filter: &SearchFilter) -> Vec<(String, f64)> {
+    let mut scored: Vec<(String, f64)> = records
+        .values()
+        .filter(|record| passes(record, filter))
+        .filter_map(|record| {
+            let vector = record.vector.as_ref()?;
+            Some((record.id.clone(), vector.iter().zip(query).map(|(a, b)| f64::from(a * b)).sum()))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored
+}
+
+/// Compares a ranking with the reference: the same scores in the same order, where ranks whose
+/// reference scores are nearly tied may come in either order.
+fn assert_ranks_like(found: &[ScoredId], expected: &[(String, f64)], tolerance: f64, context: &str) {
+    assert_eq!(found.len(), expected.len(), "{context}: {found:?} vs {expected:?}");
+    for (rank, (hit, (id, score))) in found.iter().zip(expected).enumerate() {
+        assert!((hit.score - score).abs() <= tolerance, "{context}: rank {rank} scores {} where {id} scores {score}", hit.score);
+        if hit.id.as_str() != id {
+            let tied = expected.iter().any(|(other, other_score)| other == hit.id.as_str() && (other_score - score).abs() <= tolerance);
+            assert!(tied, "{context}: rank {rank} is {} where the reference has {id}", hit.id);
+        }
+    }
+}
+
+const WORDS: &[&str] = &[
+    "deploy", "deploying", "deployment", "database", "pool", "connection", "connections", "cache", "redis", "timeout",
+    "retry", "the", "a", "of", "migration", "schema", "Café", "naïve", "index", "rust", "v2", "2023",
+];
+const NAMESPACES: &[&str] = &["decisions", "learnings", "config"];
+const TAGS: &[&str] = &["infra", "db", "perf"];
+
+fn arb_vector() -> impl Strategy<Value = Vec<f32>> {
+    proptest::collection::vec(-1.0f32..1.0, 8).prop_map(|vector| {
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-6);
+        vector.iter().map(|v| v / norm).collect()
+    })
+}
+
+fn arb_record(id: String) -> impl Strategy<Value = Record> {
+    (
+        proptest::collection::vec(0..WORDS.len(), 1..12),
+        0..3usize,
+        any::<bool>(),
+        0..NAMESPACES.len(),
+        proptest::collection::vec(0..TAGS.len(), 0..3),
+        0..=10u32,
+        0..100i64,
+        proptest::option::of(arb_vector()),
+    )
+        .prop_map(move |(words, kind, forgotten, namespace, tags, confidence, day, vector)| Record {
+            id: id.clone(),
+            kind: MemoryKind::ALL[kind],
+            status: if forgotten { Status::Forgotten } else { Status::Active },
+            namespace: NAMESPACES[namespace].to_owned(),
+            tags: tags.iter().map(|tag| TAGS[*tag].to_owned()).collect(),
+            confidence: f64::from(confidence) / 10.0,
+            occurred_at: Utc.timestamp_opt(1_700_000_000 + day * 86_400, 0).unwrap(),
+            text: words.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" "),
+            vector,
+        })
+}
+
+/// A history: records written under keys 0..8, several times each.
+fn arb_history() -> impl Strategy<Value = Vec<(i64, Record)>> {
+    proptest::collection::vec(0..8i64, 1..30).prop_flat_map(|keys| {
+        keys.into_iter().map(|key| arb_record(format!("m{key}")).prop_map(move |record| (key, record))).collect::<Vec<_>>()
+    })
+}
+
+fn arb_filter() -> impl Strategy<Value = SearchFilter> {
+    (
+        proptest::collection::vec(0..3usize, 0..2),
+        proptest::collection::vec(0..NAMESPACES.len() + 1, 0..2),
+        proptest::collection::vec(0..TAGS.len() + 1, 0..2),
+        proptest::option::of(0..100i64),
+        proptest::option::of(0..100i64),
+        proptest::option::of(0..=10u32),
+        proptest::option::of(any::<bool>()),
+    )
+        .prop_map(|(kinds, namespaces, tags, since, until, confidence, active)| SearchFilter {
+            kinds: kinds.iter().map(|kind| MemoryKind::ALL[*kind]).collect(),
+            // One past the known names is a name no record has.
+            namespaces: namespaces
+                .iter()
+                .map(|n| Namespace::parse(NAMESPACES.get(*n).copied().unwrap_or("unheard-of")).unwrap())
+                .collect(),
+            tags: tags.iter().map(|t| TAGS.get(*t).copied().unwrap_or("unheard-of").to_owned()).collect(),
+            since: since.map(|day| Utc.timestamp_opt(1_700_000_000 + day * 86_400, 0).unwrap()),
+            until: until.map(|day| Utc.timestamp_opt(1_700_000_000 + day * 86_400, 0).unwrap()),
+            min_confidence: confidence.map(|c| f64::from(c) / 10.0),
+            status: active.map(|active| if active { Status::Active } else { Status::Forgotten }),
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn text_search_matches_brute_force_bm25(history in arb_history(), filter in arb_filter(), query in proptest::collection::vec(0..WORDS.len(), 1..4)) {
+        let mut index = SearchIndex::new();
+        index.add_model(MODEL);
+        let mut records = BTreeMap::new();
+        for (key, record) in &history {
+            upsert(&mut index, *key, record);
+            records.insert(*key, record.clone());
+        }
+        let query: String = query.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" ");
+        let expected = reference_bm25(&records, &query, &filter);
+        let found = index.search_text(&query, &filter, 100);
+        assert_ranks_like(&found, &expected, 1e-4, "kept up to date");
+        let rebuilt = fresh(&records).search_text(&query, &filter, 100);
+        assert_ranks_like(&rebuilt, &expected, 1e-4, "built afresh");
+        let top = index.search_text(&query, &filter, 2);
+        prop_assert_eq!(top.len(), expected.len().min(2));
+    }
+
+    #[test]
+    fn vector_search_matches_exact_cosine(history in arb_history(), filter in arb_filter(), query in arb_vector()) {
+        let mut index = SearchIndex::new();
+        index.add_model(MODEL);
+        let mut records = BTreeMap::new();
+        for (key, record) in &history {
+            upsert(&mut index, *key, record);
+            records.insert(*key, record.clone());
+        }
+        let expected = reference_cosine(&records, &query, &filter);
+        // Eight-bit vectors move a cosine by well under a hundredth.
+        assert_ranks_like(&index.search_vector(&query, MODEL, &filter, 100), &expected, 0.02, "kept up to date");
+        assert_ranks_like(&fresh(&records).search_vector(&query, MODEL, &filter, 100), &expected, 0.02, "built afresh");
+        prop_assert!(index.search_vector(&query, "other-model", &filter, 100).is_empty());
+        prop_assert!(index.search_vector(&query[..4], MODEL, &filter, 100).is_empty());
+    }
+}
+
+#[test]
+fn a_vector_from_an_unloaded_model_is_ignored_until_loaded() {
+    let mut index = SearchIndex::new();
+    let record = Record {
+        id: "m1".into(),
+        kind: MemoryKind::Semantic,
+        status: Status::Active,
+        namespace: "learnings".into(),
+        tags: Vec::new(),
+        confidence: 0.9,
+        occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+        text: "pool size".into(),
+        vector: Some(vec![1.0, 0.0]),
+    };
+    upsert(&mut index, 1, &record);
+    assert!(index.search_vector(&[1.0, 0.0], MODEL, &SearchFilter::default(), 5).is_empty());
+    index.add_model(MODEL);
+    index.set_vector(1, MODEL, &[1.0, 0.0]);
+    assert_eq!(index.search_vector(&[1.0, 0.0], MODEL, &SearchFilter::default(), 5)[0].id.as_str(), "m1");
+}
+
+/// Above a few thousand vectors the search preselects by binary codes; a stored vector used as
+/// the query has distance zero to its own code, so it must still come first.
+#[test]
+fn two_step_vector_search_finds_a_stored_vector_first() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let mut index = SearchIndex::new();
+    index.add_model(MODEL);
+    let mut vectors = Vec::new();
+    for key in 0..6000i64 {
+        let raw: Vec<f32> = (0..96).map(|_| next()).collect();
+        let norm = raw.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let vector: Vec<f32> = raw.iter().map(|v| v / norm).collect();
+        let record = Record {
+            id: format!("m{key:05}"),
+            kind: MemoryKind::Semantic,
+            status: if key % 3 == 0 { Status::Forgotten } else { Status::Active },
+            namespace: "learnings".into(),
+            tags: Vec::new(),
+            confidence: 0.9,
+            occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+            text: format!("memory {key}"),
+            vector: Some(vector.clone()),
+        };
+        upsert(&mut index, key, &record);
+        vectors.push(vector);
+    }
+    for key in (1..6000).step_by(97) {
+        let hits = index.search_vector(&vectors[key], MODEL, &SearchFilter::active(), 10);
+        assert_eq!(hits.len(), 10);
+        if key % 3 == 0 {
+            assert!(hits.iter().all(|hit| hit.id.as_str() != format!("m{key:05}")), "forgotten m{key:05} was found");
+        } else {
+            assert_eq!(hits[0].id.as_str(), format!("m{key:05}"));
+            assert!(hits[0].score > 0.99);
+        }
+    }
+}
