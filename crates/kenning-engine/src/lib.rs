@@ -5,12 +5,15 @@
 //!   an optional [`kenning_core::Embedder`]. It validates input, assigns ids, embeds, applies
 //!   updates with compare-and-swap retries, and answers [`RecallRequest`]s by fusing full-text
 //!   and vector results from every selected domain.
+//!   Recall queues the reads it served for a background thread to record, so that it never
+//!   waits on a disk write (`access`).
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
 //! The engine picks no backend and reads no configuration: the binary builds the stores and
 //! hands them in. It knows nothing of MCP.
 
+mod access;
 pub mod error;
 mod ids;
 pub mod recall;

@@ -103,16 +103,10 @@ impl MemoryService {
         }
 
         let end = plan.offset + results.len();
+        let now = self.now();
         for (index, entry) in plan.stores.iter().enumerate() {
-            let ids: Vec<MemoryId> = page
-                .iter()
-                .take(results.len())
-                .filter(|((store, _), _)| *store == index)
-                .map(|((_, id), _)| id.clone())
-                .collect();
-            if !ids.is_empty() {
-                entry.store.record_access(&ids, self.now())?;
-            }
+            let ids = page.iter().take(results.len()).filter(|((store, _), _)| *store == index).map(|((_, id), _)| id.clone());
+            self.access.record(&entry.domain, ids, now);
         }
         Ok(RecallPage {
             results,

@@ -9,6 +9,7 @@ use kenning_core::{
     SearchFilter, Status, UpdateInput, Urn,
 };
 
+use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::views::{
@@ -45,6 +46,7 @@ impl Clock for SystemClock {
 pub struct MemoryService {
     pub(crate) domains: Vec<DomainStore>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
+    pub(crate) access: AccessRecorder,
     clock: Arc<dyn Clock>,
 }
 
@@ -53,7 +55,8 @@ impl MemoryService {
     /// at least one, and no domain twice.
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
-        MemoryService { domains, embedder, clock: Arc::new(SystemClock) }
+        let access = AccessRecorder::new(domains.clone());
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock) }
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -188,9 +191,11 @@ impl MemoryService {
             .collect())
     }
 
-    /// Reads one memory by URN and records the access.
+    /// Reads one memory by URN and records the access. The count it reports includes every
+    /// earlier read, recalls too.
     pub fn get(&self, urn: &str) -> Result<MemoryView> {
         let (urn, entry) = self.parse_memory_urn("urn", urn)?;
+        self.access.flush();
         let mut memory = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
         let now = self.now();
         entry.store.record_access(std::slice::from_ref(&memory.id), now)?;

@@ -72,15 +72,15 @@ impl SearchIndex {
                 slot
             }
         };
-        for model in self.models.clone() {
-            let vector = vectors.iter().find(|(name, _)| *name == model).map(|(_, vector)| *vector);
-            for (name, dims, index) in &mut self.vectors {
-                if *name == model && vector.is_none_or(|vector| vector.len() != *dims) {
-                    index.remove(slot);
-                }
+        for (name, dims, index) in &mut self.vectors {
+            let kept = vectors.iter().any(|(model, vector)| model == name && vector.len() == *dims);
+            if !kept {
+                index.remove(slot);
             }
-            if let Some(vector) = vector {
-                self.vector_index(&model, vector.len()).set(slot, vector);
+        }
+        for (model, vector) in vectors {
+            if self.has_model(model) {
+                self.vector_index(model, vector.len()).set(slot, vector);
             }
         }
     }
@@ -89,6 +89,11 @@ impl SearchIndex {
     /// nothing, and [`SearchIndex::upsert`] ignores its vectors.
     pub fn has_model(&self, model: &str) -> bool {
         self.models.iter().any(|known| known == model)
+    }
+
+    /// The models whose vectors are loaded.
+    pub fn models(&self) -> Vec<String> {
+        self.models.clone()
     }
 
     /// Starts keeping vectors of `model`; the store then loads them with [`SearchIndex::set_vector`].

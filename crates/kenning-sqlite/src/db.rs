@@ -21,8 +21,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const RETRY_FOR: Duration = Duration::from_secs(60);
 /// Idle read connections kept for reuse; more are opened when more threads read at once.
 const IDLE_READERS: usize = 4;
-/// How much of the database file readers map into memory; address space, not memory in use.
-const MMAP_BYTES: i64 = 1 << 30;
 
 pub(crate) struct Db {
     path: PathBuf,
@@ -106,10 +104,6 @@ fn open_reader(path: &Path) -> Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
-    // A vector search reads every vector of its model. Reading the pages in place through a
-    // memory map took half the time of copying each out of the OS cache with read(), and the
-    // mapping is shared by all readers instead of each keeping its own page cache.
-    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     Ok(conn)
 }
 

@@ -5,10 +5,13 @@
 //!   `Storage`, with not-found and version conflicts mapped to the core's own variants.
 //!
 //! Each memory is one row whose `body` column holds the whole record as JSON, so records round
-//! trip losslessly; the fields that filters and ordering need are copied into indexed columns.
-//! Beside it live the version history, the tags, an FTS5 index over each memory's search text
-//! (searched with BM25) and the vectors, which are searched exactly by dot product. Every write
-//! updates all of these in one transaction, so the indexes never disagree with the records.
+//! trip losslessly; the fields that filters and ordering need are copied into indexed columns,
+//! beside the memory's search text. The version history, the tags and the vectors live in
+//! tables of their own. Every write updates all of these in one transaction.
+//!
+//! Searches run in memory, on a [`kenning_index::SearchIndex`] built from the database on the
+//! first search and brought up to date before each later one through the rows' change
+//! sequence numbers (see `search`), so writes by other processes are seen too.
 //!
 //! Durability: WAL mode with `synchronous = FULL`, so a write that returned `Ok` survives a
 //! crash of the process and of the machine. Concurrency: writers from several processes are
@@ -18,11 +21,10 @@ mod codec;
 mod db;
 mod error;
 mod filter;
-mod fts_query;
 mod read;
 mod schema;
+mod search;
 mod store;
-mod text;
 mod vector;
 mod write;
 

@@ -107,7 +107,7 @@ pub(crate) fn stats(conn: &Connection, path: &Path) -> Result<StoreStats> {
     stats.vectors_by_model =
         grouped(conn, "SELECT model, COUNT(*) FROM embeddings GROUP BY model")?.into_iter().collect();
     stats.text_index_entries =
-        conn.query_row("SELECT COUNT(*) FROM memories_fts", [], |row| row.get::<_, i64>(0))? as u64;
+        conn.query_row("SELECT COUNT(*) FROM memories WHERE search_text != ''", [], |row| row.get::<_, i64>(0))? as u64;
     stats.size_bytes = size_bytes(path);
     Ok(stats)
 }

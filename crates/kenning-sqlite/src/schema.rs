@@ -70,6 +70,21 @@ const MIGRATIONS: &[&str] = &[
         tokenize = 'porter unicode61 remove_diacritics 2'
     );
     "#,
+    // 2: search moves into memory (kenning-index), kept in step through a change sequence.
+    //
+    // `change_seq` grows with every write of a row's record or vectors (reads recorded by
+    // `record_access` leave it alone), so a process finds what changed since it last looked,
+    // whichever process wrote it, with one indexed range query. `search_text` is the text the
+    // index analyses, kept beside the record so that loading the index needs no JSON decoding.
+    // The FTS5 table, which held the same text, goes.
+    r#"
+    ALTER TABLE memories ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE memories ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
+    UPDATE memories SET change_seq = seq,
+        search_text = coalesce((SELECT text FROM memories_fts WHERE memories_fts.rowid = memories.seq), '');
+    CREATE INDEX memories_change ON memories (change_seq);
+    DROP TABLE memories_fts;
+    "#,
 ];
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped

@@ -10,7 +10,8 @@ use kenning_core::{
 
 use crate::db::Db;
 use crate::error::Error;
-use crate::{read, text, vector, write};
+use crate::search::SearchCache;
+use crate::{read, write};
 
 /// A memory store in one SQLite database file.
 ///
@@ -19,13 +20,14 @@ use crate::{read, text, vector, write};
 /// and contention is retried rather than reported.
 pub struct SqliteStore {
     db: Db,
+    search: SearchCache,
 }
 
 impl SqliteStore {
     /// Opens the store at `path`, creating the file, its directory and the schema if needed and
     /// upgrading an older schema.
     pub fn open(path: &Path) -> Result<SqliteStore, Error> {
-        Ok(SqliteStore { db: Db::open(path)? })
+        Ok(SqliteStore { db: Db::open(path)?, search: SearchCache::default() })
     }
 
     pub fn path(&self) -> &Path {
@@ -69,7 +71,7 @@ impl MemoryStore for SqliteStore {
     }
 
     fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
-        Ok(self.db.read(|tx| text::search(tx, query, filter, limit))?)
+        Ok(self.search.search_text(&self.db, query, filter, limit)?)
     }
 
     fn search_vector(
@@ -79,7 +81,7 @@ impl MemoryStore for SqliteStore {
         filter: &SearchFilter,
         limit: usize,
     ) -> CoreResult<Vec<ScoredId>> {
-        Ok(self.db.read(|tx| vector::search(tx, query, model, filter, limit))?)
+        Ok(self.search.search_vector(&self.db, query, model, filter, limit)?)
     }
 
     fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
@@ -103,6 +105,8 @@ impl MemoryStore for SqliteStore {
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {
-        Ok(self.db.write(|tx| write::rebuild_index(tx))?)
+        let indexed = self.db.write(|tx| write::rebuild_index(tx))?;
+        self.search.reset();
+        Ok(indexed)
     }
 }

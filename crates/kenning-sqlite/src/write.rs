@@ -1,5 +1,7 @@
 //! Every change to the store. Each function runs inside one write transaction opened by the
-//! caller, and keeps the filter columns, tags, text index and vectors in step with the record.
+//! caller, and keeps the filter columns, tags, search text and vectors in step with the record.
+//! Every write of a record or its vectors takes a new change sequence number, which is how
+//! search indexes in this and other processes learn what to reload.
 
 use chrono::{DateTime, Utc};
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
@@ -7,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::codec::{decode_memory, encode_memory, time_key};
 use crate::error::{Error, Result};
-use crate::{text, vector};
+use crate::vector;
 
 pub(crate) fn insert(conn: &Connection, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -80,6 +82,7 @@ pub(crate) fn set_embeddings(conn: &Connection, items: &[(MemoryId, Embedding)])
             continue;
         }
         vector::put(conn, id.as_str(), embedding)?;
+        conn.prepare_cached("UPDATE memories SET change_seq = ? WHERE id = ?")?.execute(params![next_change(conn)?, id.as_str()])?;
     }
     Ok(())
 }
@@ -125,23 +128,29 @@ pub(crate) fn import(conn: &Connection, records: &[MemoryRecord]) -> Result<usiz
     Ok(written)
 }
 
-/// Refills the text index and the tag table from the records themselves.
+/// Rewrites every row's search text and tags from the record itself, under a new change
+/// number, so that every search index reloads it.
 pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
-    conn.execute("DELETE FROM memories_fts", [])?;
     conn.execute("DELETE FROM memory_tags", [])?;
+    let change = next_change(conn)?;
     let mut statement = conn.prepare("SELECT seq, body FROM memories")?;
     let mut rows = statement.query([])?;
     let mut indexed = 0;
     while let Some(row) = rows.next()? {
         let memory = decode_memory(&row.get::<_, String>(1)?)?;
         let seq: i64 = row.get(0)?;
-        text::index(conn, seq, &memory)?;
+        conn.prepare_cached("UPDATE memories SET search_text = ?, change_seq = ? WHERE seq = ?")?
+            .execute(params![memory.search_text(), change, seq])?;
         write_tags(conn, &memory)?;
         indexed += 1;
     }
-    // Merges the index's segments, which a refill leaves many of.
-    conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')", [])?;
     Ok(indexed)
+}
+
+/// The next change sequence number. Write transactions are serialised by SQLite's write lock,
+/// so numbers grow in commit order, across processes too.
+fn next_change(conn: &Connection) -> Result<i64> {
+    Ok(conn.prepare_cached("SELECT coalesce(max(change_seq), 0) + 1 FROM memories")?.query_row([], |row| row.get(0))?)
 }
 
 /// A stored memory with its row key and version column.
@@ -174,37 +183,34 @@ fn active_duplicate(conn: &Connection, memory: &Memory, except: Option<&str>) ->
     existing.map(|id| MemoryId::parse(&id).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
 }
 
-/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags and text index entry.
+/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags and search text.
 /// Inserting NULL into `seq` makes SQLite assign a fresh key.
 fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()> {
-    let seq: i64 = conn
-        .prepare_cached(
-            "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
-             content_hash, version, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (seq) DO UPDATE SET id = excluded.id, namespace = excluded.namespace, \
-             kind = excluded.kind, status = excluded.status, confidence = excluded.confidence, \
-             created_at = excluded.created_at, occurred_at = excluded.occurred_at, \
-             content_hash = excluded.content_hash, version = excluded.version, body = excluded.body \
-             RETURNING seq",
-        )?
-        .query_row(
-            params![
-                seq,
-                memory.id.as_str(),
-                memory.namespace.as_str(),
-                memory.kind.as_str(),
-                memory.status.as_str(),
-                memory.confidence,
-                time_key(memory.created_at),
-                time_key(memory.occurred_at()),
-                memory.content_hash(),
-                memory.version,
-                encode_memory(memory)?,
-            ],
-            |row| row.get(0),
-        )?;
-    write_tags(conn, memory)?;
-    text::index(conn, seq, memory)
+    conn.prepare_cached(
+        "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
+         content_hash, version, body, change_seq, search_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (seq) DO UPDATE SET id = excluded.id, namespace = excluded.namespace, \
+         kind = excluded.kind, status = excluded.status, confidence = excluded.confidence, \
+         created_at = excluded.created_at, occurred_at = excluded.occurred_at, \
+         content_hash = excluded.content_hash, version = excluded.version, body = excluded.body, \
+         change_seq = excluded.change_seq, search_text = excluded.search_text",
+    )?
+    .execute(params![
+        seq,
+        memory.id.as_str(),
+        memory.namespace.as_str(),
+        memory.kind.as_str(),
+        memory.status.as_str(),
+        memory.confidence,
+        time_key(memory.created_at),
+        time_key(memory.occurred_at()),
+        memory.content_hash(),
+        memory.version,
+        encode_memory(memory)?,
+        next_change(conn)?,
+        memory.search_text(),
+    ])?;
+    write_tags(conn, memory)
 }
 
 fn write_tags(conn: &Connection, memory: &Memory) -> Result<()> {

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::TimeDelta;
-use kenning_conformance::fixtures::{at, embedding, id, insert_all, memory, supersede};
+use kenning_conformance::fixtures::{at, embedding, hit_ids, id, insert_all, memory, sorted, supersede, unit};
 use kenning_core::{Embedding, Error, Inserted, Memory, MemoryRecord, MemoryStore, SearchFilter};
 use kenning_sqlite::SqliteStore;
 
@@ -257,7 +257,7 @@ fn a_store_from_a_newer_build_is_refused() {
 }
 
 #[test]
-fn rebuild_index_repairs_a_damaged_text_index() {
+fn rebuild_index_repairs_damaged_search_text() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.db");
     let store = SqliteStore::open(&path).unwrap();
@@ -265,7 +265,9 @@ fn rebuild_index_repairs_a_damaged_text_index() {
         &store,
         &[memory("one", "learnings", "Flaky test in the parser."), memory("two", "learnings", "Parser rewrite plan.")],
     );
-    rusqlite::Connection::open(&path).unwrap().execute_batch("DELETE FROM memories_fts").unwrap();
+    rusqlite::Connection::open(&path).unwrap().execute_batch("UPDATE memories SET search_text = ''").unwrap();
+    // A store opened afterwards builds its index from the damaged rows.
+    let store = SqliteStore::open(&path).unwrap();
     assert!(store.search_text("parser", &SearchFilter::active(), 10).unwrap().is_empty());
     assert_eq!(store.stats().unwrap().text_index_entries, 0);
 
@@ -312,4 +314,83 @@ fn record_access_keeps_the_latest_time() {
     store.record_access(std::slice::from_ref(&m.id), at(30) - TimeDelta::minutes(5)).unwrap();
     let read = store.get(&m.id).unwrap().unwrap();
     assert_eq!((read.access_count, read.last_accessed_at), (2, Some(at(30))));
+}
+
+/// Each store handle keeps its own search index; a handle must see what another handle (as
+/// another process would) wrote after its index was built: inserts, edits, status changes, new
+/// vectors, and vectors dropped when the text changed.
+#[test]
+fn searches_see_writes_made_through_another_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let reader = SqliteStore::open(&path).unwrap();
+    let writer = SqliteStore::open(&path).unwrap();
+    let model = "shared-model";
+    let pool = memory("pool", "config", "The connection pool holds twenty connections.");
+    writer.insert(&[(pool.clone(), Some(embedding(model, &[1.0, 0.0, 0.0])))]).unwrap();
+    let search = |query: &str| hit_ids(&reader.search_text(query, &SearchFilter::active(), 10).unwrap());
+    let nearest = |vector: &[f32]| hit_ids(&reader.search_vector(&unit(vector), model, &SearchFilter::active(), 10).unwrap());
+    assert_eq!(search("connection pool"), ["pool"]);
+    assert_eq!(nearest(&[1.0, 0.0, 0.0]), ["pool"]);
+
+    let cache = memory("cache", "config", "Redis caches sessions for an hour.");
+    writer.insert(&[(cache.clone(), None)]).unwrap();
+    assert_eq!(search("redis sessions"), ["cache"]);
+    writer.set_embeddings(&[(cache.id.clone(), embedding(model, &[0.0, 1.0, 0.0]))]).unwrap();
+    assert_eq!(nearest(&[0.0, 1.0, 0.0])[0], "cache");
+
+    let pool = kenning_conformance::fixtures::update(&writer, &pool, |m| {
+        m.title = "Pool size".into();
+        m.content = "The pool holds forty sockets.".into();
+    });
+    assert!(search("connection").is_empty());
+    assert_eq!(search("sockets"), ["pool"]);
+    assert_eq!(nearest(&[1.0, 0.0, 0.0]), ["cache"], "the edit dropped the pool's stale vector");
+
+    kenning_conformance::fixtures::update(&writer, &pool, |m| m.status = kenning_core::Status::Forgotten);
+    assert!(search("sockets").is_empty());
+    let forgotten = SearchFilter { status: Some(kenning_core::Status::Forgotten), ..SearchFilter::default() };
+    assert_eq!(hit_ids(&reader.search_text("sockets", &forgotten, 10).unwrap()), ["pool"]);
+}
+
+/// A store written by the first schema, whose text index was an FTS5 table, keeps its search
+/// text through the migration.
+#[test]
+fn a_first_schema_store_keeps_its_search_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let m = memory("old", "learnings", "Rotate the signing keys every quarter.");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE memories (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, namespace TEXT NOT NULL, \
+         kind TEXT NOT NULL, status TEXT NOT NULL, confidence REAL NOT NULL, created_at TEXT NOT NULL, \
+         occurred_at TEXT NOT NULL, content_hash TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL);
+         CREATE UNIQUE INDEX memories_active_content ON memories (namespace, content_hash) WHERE status = 'active';
+         CREATE INDEX memories_created ON memories (created_at, id);
+         CREATE INDEX memories_occurred ON memories (occurred_at);
+         CREATE TABLE memory_tags (memory_id TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (memory_id, tag)) WITHOUT ROWID;
+         CREATE TABLE memory_versions (memory_id TEXT NOT NULL, version INTEGER NOT NULL, superseded_at TEXT NOT NULL, \
+         reason TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (memory_id, version)) WITHOUT ROWID;
+         CREATE TABLE embeddings (memory_id TEXT NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL, \
+         vector BLOB NOT NULL, PRIMARY KEY (memory_id, model));
+         CREATE INDEX embeddings_model ON embeddings (model, dim);
+         CREATE VIRTUAL TABLE memories_fts USING fts5 (text, tokenize = 'porter unicode61 remove_diacritics 2');
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO memories VALUES (7, ?, ?, 'semantic', 'active', 0.9, '2026-01-01T00:00:00.000000000Z', \
+         '2026-01-01T00:00:00.000000000Z', ?, 1, ?)",
+        rusqlite::params![m.id.as_str(), m.namespace.as_str(), m.content_hash(), serde_json::to_string(&m).unwrap()],
+    )
+    .unwrap();
+    conn.execute("INSERT INTO memories_fts (rowid, text) VALUES (7, ?)", [m.search_text()]).unwrap();
+    drop(conn);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(hit_ids(&store.search_text("signing key rotation", &SearchFilter::active(), 10).unwrap()), ["old"]);
+    assert_eq!(store.stats().unwrap().text_index_entries, 1);
+    let fresh = memory("new", "learnings", "Signing keys live in the vault.");
+    insert_all(&store, std::slice::from_ref(&fresh));
+    assert_eq!(sorted(hit_ids(&store.search_text("signing keys", &SearchFilter::active(), 10).unwrap())), ["new", "old"]);
 }
