@@ -25,14 +25,51 @@
 //!
 //! Durability and multi-process behaviour are part of the contract too, but checking them needs
 //! processes to kill and spawn, so backends test those themselves.
+//!
+//! A backend that also keeps decisions runs [`decision_conformance_tests!`] the same way, with a
+//! factory of [`DecisionStore`]s; [`decision_checks`] holds those checks.
 
 use kenning_core::MemoryStore;
+use kenning_core::decision::DecisionStore;
 
 pub mod checks;
+pub mod decision_checks;
 pub mod fixtures;
 
 /// Opens a fresh, empty store each time it is called.
 pub type MakeStore<'a> = &'a dyn Fn() -> Box<dyn MemoryStore>;
+
+/// Opens a fresh, empty decision store each time it is called.
+pub type MakeDecisionStore<'a> = &'a dyn Fn() -> Box<dyn DecisionStore>;
+
+/// Expands to one `#[test]` per check of the [`DecisionStore`] contract; the argument is an
+/// expression yielding an `impl Fn() -> Box<dyn DecisionStore>`, as for [`conformance_tests!`].
+#[macro_export]
+macro_rules! decision_conformance_tests {
+    ($make:expr) => {
+        $crate::decision_conformance_tests!(@each $make;
+            decision_and_its_memory_are_written_together,
+            update_decision_is_compare_and_swap,
+            a_stale_memory_version_rolls_the_decision_back,
+            list_and_count_filter_decisions,
+            signals_are_kept_in_order_with_their_edges,
+            an_outcome_stores_lessons_and_edges_once,
+            outcomes_come_oldest_first_across_modules,
+            the_causal_chain_survives_cycles,
+            memory_links_are_mirrored_as_edges,
+            skills_sync_inserts_replaces_and_rewires,
+        );
+    };
+    (@each $make:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let make = $make;
+                $crate::decision_checks::$check(&make);
+            }
+        )+
+    };
+}
 
 /// Expands to one `#[test]` per conformance check, named after the check. The argument is an
 /// expression, evaluated at the start of each test, that yields an

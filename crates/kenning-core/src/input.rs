@@ -274,7 +274,7 @@ pub fn derive_title(content: &str) -> String {
     }
 }
 
-fn truncate_chars(text: &str, chars: usize) -> &str {
+pub(crate) fn truncate_chars(text: &str, chars: usize) -> &str {
     match text.char_indices().nth(chars) {
         Some((index, _)) => &text[..index],
         None => text,
@@ -297,7 +297,7 @@ fn validate_reason(reason: &str) -> Result<String, FieldError> {
     Ok(trimmed.to_owned())
 }
 
-fn unit_interval(field: &str, value: f64) -> Result<f64, FieldError> {
+pub(crate) fn unit_interval(field: &str, value: f64) -> Result<f64, FieldError> {
     if value.is_finite() && (0.0..=1.0).contains(&value) {
         Ok(value)
     } else {

@@ -13,10 +13,13 @@
 //!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
 //!   [`guidance`] advises on a proposed confidence, and [`beta_cdf`] / [`beta_quantile`] /
 //!   [`lower_credible_bound`] are the exact Beta functions underneath.
+//! - [`decision`] holds decisions, signals and outcomes, their similarity, and the
+//!   [`decision::DecisionStore`] seam that keeps them beside the memories.
 //!
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
 pub mod calibration;
+pub mod decision;
 pub mod error;
 pub mod input;
 pub mod memory;

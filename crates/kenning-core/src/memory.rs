@@ -15,7 +15,7 @@ use crate::urn::{Domain, MemoryUrn};
 macro_rules! vocabulary {
     ($(#[$meta:meta])* $name:ident, $field:literal { $($variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
         pub enum $name {
             $(#[serde(rename = $text)] $variant),+
         }
@@ -31,25 +31,26 @@ macro_rules! vocabulary {
                 Self::ALL.iter().map(|value| value.as_str())
             }
 
-            pub fn parse(text: &str) -> Result<Self, FieldError> {
+            pub fn parse(text: &str) -> Result<Self, $crate::error::FieldError> {
                 Self::ALL.iter().copied().find(|value| value.as_str() == text).ok_or_else(|| {
                     let allowed = Self::names().collect::<Vec<_>>().join(", ");
-                    let suggestion = match closest(text, Self::names()) {
+                    let suggestion = match $crate::error::closest(text, Self::names()) {
                         Some(near) => format!("did you mean `{near}`? allowed: {allowed}"),
                         None => format!("use one of: {allowed}"),
                     };
-                    FieldError::new($field, "is not an allowed value", text, suggestion)
+                    $crate::error::FieldError::new($field, "is not an allowed value", text, suggestion)
                 })
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
     };
 }
+pub(crate) use vocabulary;
 
 vocabulary!(
     /// The three kinds of long-term memory.

@@ -13,15 +13,22 @@
 //! first search and brought up to date before each later one through the rows' change
 //! sequence numbers (see `search`), so writes by other processes are seen too.
 //!
+//! The same file keeps the domain's decisions (the [`DecisionStore`](kenning_core::decision::DecisionStore)
+//! half of [`SqliteStore`]): decision rows beside their memories, signals, outcomes, and a
+//! `relations` table holding the decision graph and a copy of every memory's links, walked
+//! with a recursive common table expression.
+//!
 //! Durability: WAL mode with `synchronous = FULL`, so a write that returned `Ok` survives a
 //! crash of the process and of the machine. Concurrency: writers from several processes are
 //! serialised by SQLite's lock and retried on contention, never failing with "database is locked".
 
 mod codec;
 mod db;
+mod decisions;
 mod error;
 mod filter;
 mod read;
+mod relations;
 mod schema;
 mod search;
 mod store;

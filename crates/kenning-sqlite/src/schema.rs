@@ -85,6 +85,67 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX memories_change ON memories (change_seq);
     DROP TABLE memories_fts;
     "#,
+    // 3: decisions and the graph around them.
+    //
+    // A decision is also a memory (namespace `decisions`, same id); `decisions.body` holds the
+    // structured record as JSON, the other columns what filters and ordering need. Signals and
+    // outcomes hang off it. `relations` holds the graph: decision -> signal -> outcome -> lesson
+    // -> skill edges (`origin = 'graph'`) and a copy of every memory's own links
+    // (`origin = 'link'`, kept in step by every write of the memory), so both can be walked
+    // with recursive SQL. The copy of existing links is made here from the records.
+    r#"
+    CREATE TABLE decisions (
+        id TEXT PRIMARY KEY,
+        module TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        body TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX decisions_created ON decisions (created_at, id);
+    CREATE INDEX decisions_module ON decisions (module, created_at);
+
+    CREATE TABLE decision_files (
+        decision_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        PRIMARY KEY (decision_id, path)
+    ) WITHOUT ROWID;
+    CREATE INDEX decision_files_path ON decision_files (path);
+
+    CREATE TABLE decision_signals (
+        id TEXT PRIMARY KEY,
+        decision_id TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        body TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX decision_signals_decision ON decision_signals (decision_id, recorded_at);
+
+    CREATE TABLE decision_outcomes (
+        decision_id TEXT PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        module TEXT NOT NULL,
+        completed_at TEXT NOT NULL,
+        body TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX decision_outcomes_module ON decision_outcomes (module, completed_at);
+
+    CREATE TABLE relations (
+        from_kind TEXT NOT NULL,
+        from_id TEXT NOT NULL,
+        relation TEXT NOT NULL,
+        to_kind TEXT NOT NULL,
+        to_id TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (from_kind, from_id, relation, to_kind, to_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX relations_to ON relations (to_kind, to_id);
+
+    INSERT OR IGNORE INTO relations (from_kind, from_id, relation, to_kind, to_id, origin, created_at)
+    SELECT 'memory', m.id, json_extract(link.value, '$.relation'), 'urn', json_extract(link.value, '$.target'),
+           'link', m.created_at
+    FROM memories m, json_each(m.body, '$.links') AS link;
+    "#,
 ];
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped

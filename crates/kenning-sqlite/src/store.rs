@@ -4,6 +4,10 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
+use kenning_core::decision::{
+    Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStore, Edge, Hop, Node, Outcome, Signal,
+    SkillSync,
+};
 use kenning_core::{
     Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
 };
@@ -11,9 +15,9 @@ use kenning_core::{
 use crate::db::Db;
 use crate::error::Error;
 use crate::search::SearchCache;
-use crate::{read, write};
+use crate::{decisions, read, relations, write};
 
-/// A memory store in one SQLite database file.
+/// A memory store, and the decision store beside it, in one SQLite database file.
 ///
 /// Safe to share between threads and to open from several processes at once: writes from this
 /// process are serialised on one connection, SQLite's locks serialise them across processes,
@@ -108,5 +112,57 @@ impl MemoryStore for SqliteStore {
         let indexed = self.db.write(|tx| write::rebuild_index(tx))?;
         self.search.reset();
         Ok(indexed)
+    }
+}
+
+impl DecisionStore for SqliteStore {
+    fn insert_decision(&self, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> CoreResult<()> {
+        Ok(self.db.write(|tx| decisions::insert_decision(tx, decision, memory, embedding))?)
+    }
+
+    fn get_decision(&self, id: &DecisionId) -> CoreResult<Option<DecisionRecord>> {
+        Ok(self.db.read(|tx| decisions::get_decision(tx, id.as_str()))?)
+    }
+
+    fn update_decision(&self, change: &DecisionChange) -> CoreResult<()> {
+        Ok(self.db.write(|tx| decisions::update_decision(tx, change))?)
+    }
+
+    fn list_decisions(&self, filter: &DecisionFilter, offset: usize, limit: usize) -> CoreResult<Vec<DecisionRecord>> {
+        Ok(self.db.read(|tx| decisions::list_decisions(tx, filter, offset, limit))?)
+    }
+
+    fn count_decisions(&self, filter: &DecisionFilter) -> CoreResult<u64> {
+        Ok(self.db.read(|tx| decisions::count_decisions(tx, filter))?)
+    }
+
+    fn add_signal(&self, signal: &Signal) -> CoreResult<()> {
+        Ok(self.db.write(|tx| decisions::add_signal(tx, signal))?)
+    }
+
+    fn record_outcome(
+        &self,
+        change: &DecisionChange,
+        outcome: &Outcome,
+        lessons: &[(Memory, Option<Embedding>)],
+        edges: &[Edge],
+    ) -> CoreResult<Vec<Inserted>> {
+        Ok(self.db.write(|tx| decisions::record_outcome(tx, change, outcome, lessons, edges))?)
+    }
+
+    fn outcomes(&self, module: Option<&str>) -> CoreResult<Vec<(Decision, Outcome)>> {
+        Ok(self.db.read(|tx| decisions::outcomes(tx, module))?)
+    }
+
+    fn sync_skills(&self, sync: &SkillSync) -> CoreResult<()> {
+        Ok(self.db.write(|tx| decisions::sync_skills(tx, sync))?)
+    }
+
+    fn causal_chain(&self, start: &Node, max_depth: u32) -> CoreResult<Vec<Hop>> {
+        Ok(self.db.read(|tx| relations::causal_chain(tx, start, max_depth))?)
+    }
+
+    fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
+        Ok(self.db.read(|tx| relations::edges_to(tx, node))?)
     }
 }

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::codec::{decode_memory, encode_memory, time_key};
 use crate::error::{Error, Result};
-use crate::vector;
+use crate::{relations, vector};
 
 pub(crate) fn insert(conn: &Connection, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -128,8 +128,8 @@ pub(crate) fn import(conn: &Connection, records: &[MemoryRecord]) -> Result<usiz
     Ok(written)
 }
 
-/// Rewrites every row's search text and tags from the record itself, under a new change
-/// number, so that every search index reloads it.
+/// Rewrites every row's search text and tags, and the copy of its links in the graph, from the
+/// record itself, under a new change number, so that every search index reloads it.
 pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
     conn.execute("DELETE FROM memory_tags", [])?;
     let change = next_change(conn)?;
@@ -142,6 +142,7 @@ pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
         conn.prepare_cached("UPDATE memories SET search_text = ?, change_seq = ? WHERE seq = ?")?
             .execute(params![memory.search_text(), change, seq])?;
         write_tags(conn, &memory)?;
+        relations::sync_links(conn, &memory)?;
         indexed += 1;
     }
     Ok(indexed)
@@ -183,7 +184,8 @@ fn active_duplicate(conn: &Connection, memory: &Memory, except: Option<&str>) ->
     existing.map(|id| MemoryId::parse(&id).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
 }
 
-/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags and search text.
+/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags, search text and
+/// the copy of its links in the graph.
 /// Inserting NULL into `seq` makes SQLite assign a fresh key.
 fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()> {
     conn.prepare_cached(
@@ -210,7 +212,8 @@ fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()>
         next_change(conn)?,
         memory.search_text(),
     ])?;
-    write_tags(conn, memory)
+    write_tags(conn, memory)?;
+    relations::sync_links(conn, memory)
 }
 
 fn write_tags(conn: &Connection, memory: &Memory) -> Result<()> {

@@ -30,6 +30,20 @@ mod conformance {
     });
 }
 
+mod decision_conformance {
+    use super::*;
+    use kenning_core::decision::DecisionStore;
+
+    kenning_conformance::decision_conformance_tests!({
+        let dir = tempfile::tempdir().unwrap();
+        let next = AtomicUsize::new(0);
+        move || -> Box<dyn DecisionStore> {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Box::new(SqliteStore::open(&dir.path().join(format!("decisions-{n}.db"))).unwrap())
+        }
+    });
+}
+
 const CHILD_MODE: &str = "KENNING_TEST_CHILD";
 const CHILD_STORE: &str = "KENNING_TEST_STORE";
 const CHILD_PREFIX: &str = "KENNING_TEST_PREFIX";

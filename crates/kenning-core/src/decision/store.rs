@@ -1,0 +1,191 @@
+//! The storage seam for decisions and the graph around them.
+//!
+//! A [`DecisionStore`] is also a [`MemoryStore`]: a decision is a memory (namespace
+//! `decisions`, same id) and the store writes the memory and the decision record in one
+//! transaction, in the same database as the domain's other memories. The Membria graph
+//! (decision -> signals -> outcome -> lessons -> skills) is kept as [`Edge`]s beside memories'
+//! own links, and walked by [`DecisionStore::causal_chain`].
+
+use chrono::{DateTime, Utc};
+
+use crate::decision::model::{Decision, DecisionId, DecisionRecord, DecisionStatus, Outcome, Signal};
+use crate::error::Result;
+use crate::memory::{Memory, MemoryId, MemoryVersion};
+use crate::store::{Embedding, Inserted, MemoryStore};
+
+/// What a node of the graph is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeKind {
+    /// A memory of this store: a decision, a lesson or a skill.
+    Memory,
+    Signal,
+    Outcome,
+    /// A memory addressed by URN, possibly in another domain (the target of a memory's link).
+    Urn,
+}
+
+impl NodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Memory => "memory",
+            NodeKind::Signal => "signal",
+            NodeKind::Outcome => "outcome",
+            NodeKind::Urn => "urn",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<NodeKind> {
+        [NodeKind::Memory, NodeKind::Signal, NodeKind::Outcome, NodeKind::Urn].into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// A node of the graph.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub id: String,
+}
+
+impl Node {
+    pub fn memory(id: &MemoryId) -> Node {
+        Node { kind: NodeKind::Memory, id: id.to_string() }
+    }
+
+    pub fn decision(id: &DecisionId) -> Node {
+        Node { kind: NodeKind::Memory, id: id.to_string() }
+    }
+
+    pub fn signal(id: &str) -> Node {
+        Node { kind: NodeKind::Signal, id: id.to_owned() }
+    }
+
+    pub fn outcome(id: &str) -> Node {
+        Node { kind: NodeKind::Outcome, id: id.to_owned() }
+    }
+}
+
+/// The relations the decision graph uses, in causal order.
+pub mod relation {
+    /// decision -> signal
+    pub const OBSERVED: &str = "observed";
+    /// decision -> outcome
+    pub const RESULTED_IN: &str = "resulted-in";
+    /// signal -> outcome: the signal preceded the outcome.
+    pub const PRECEDED: &str = "preceded";
+    /// outcome -> lesson memory
+    pub const TAUGHT: &str = "taught";
+    /// outcome -> skill memory (a success of the skill's pattern)
+    pub const SUPPORTS: &str = "supports";
+    /// outcome -> antipattern memory (a failure of the pattern, or a success against it)
+    pub const EVIDENCES: &str = "evidences";
+}
+
+/// A directed, typed edge of the decision graph.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Edge {
+    pub from: Node,
+    pub relation: String,
+    pub to: Node,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One edge reached while walking the graph, with its distance from the start (1 for the
+/// start's own edges).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hop {
+    pub depth: u32,
+    pub edge: Edge,
+}
+
+/// Which decisions a listing returns. Empty fields mean "no restriction".
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecisionFilter {
+    pub module: Option<String>,
+    pub status: Option<DecisionStatus>,
+    /// A decision matches when its file path or one of its related files is this path or lies
+    /// under it (`src/db` matches `src/db/schema.ts`).
+    pub file: Option<String>,
+    /// Only these decisions (after a text search picked them).
+    pub ids: Option<Vec<DecisionId>>,
+    /// `Some(true)` only decisions with an outcome, `Some(false)` only those without.
+    pub has_outcome: Option<bool>,
+}
+
+/// A replacement of one memory: compare-and-swap on `previous.version`, as in [`MemoryStore::replace`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryChange {
+    pub next: Memory,
+    pub previous: MemoryVersion,
+    pub embedding: Option<Embedding>,
+}
+
+/// A new revision of a decision, with its memory's new version when what it says changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionChange {
+    pub next: Decision,
+    /// Compare-and-swap: the stored revision must still be this one.
+    pub expected_revision: u32,
+    pub memory: Option<MemoryChange>,
+}
+
+/// The mined skill and antipattern memories of one module, brought up to date at once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SkillSync {
+    pub inserts: Vec<(Memory, Option<Embedding>)>,
+    /// Updates and retirements (status forgotten), each compare-and-swap.
+    pub replaces: Vec<MemoryChange>,
+    /// For each skill memory, the complete set of graph edges that point at it; edges to it
+    /// not in the set are removed.
+    pub edges_to: Vec<(MemoryId, Vec<Edge>)>,
+}
+
+/// One domain's decisions, kept beside (and partly as) its memories.
+///
+/// Contract (checked by the shared conformance suite): every method that writes does so in one
+/// transaction, durably; a decision and its memory are written together or not at all;
+/// revisions are compare-and-swap ([`crate::Error::Conflict`] when the stored one moved on).
+pub trait DecisionStore: MemoryStore {
+    /// Writes a new decision and its memory (which has the decision's id).
+    fn insert_decision(&self, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> Result<()>;
+
+    fn get_decision(&self, id: &DecisionId) -> Result<Option<DecisionRecord>>;
+
+    /// Writes a new revision, and the memory's new version if given, when the stored revision is
+    /// `change.expected_revision`. [`crate::Error::NotFound`] if there is no such decision.
+    fn update_decision(&self, change: &DecisionChange) -> Result<()>;
+
+    /// Decisions matching `filter`, newest first, from `offset`.
+    fn list_decisions(&self, filter: &DecisionFilter, offset: usize, limit: usize) -> Result<Vec<DecisionRecord>>;
+
+    fn count_decisions(&self, filter: &DecisionFilter) -> Result<u64>;
+
+    /// Appends a signal and its edge from the decision. [`crate::Error::NotFound`] if the
+    /// decision does not exist.
+    fn add_signal(&self, signal: &Signal) -> Result<()>;
+
+    /// Stores the outcome with the decision's new revision, the lessons' memories (skipping exact
+    /// duplicates, as [`MemoryStore::insert`] does) and `edges`, all in one transaction. Fails
+    /// with [`crate::Error::Conflict`] if the decision already has an outcome or its revision
+    /// moved on.
+    fn record_outcome(
+        &self,
+        change: &DecisionChange,
+        outcome: &Outcome,
+        lessons: &[(Memory, Option<Embedding>)],
+        edges: &[Edge],
+    ) -> Result<Vec<Inserted>>;
+
+    /// Every decision of `module` (or of all modules) that has an outcome, with it, oldest
+    /// outcome first.
+    fn outcomes(&self, module: Option<&str>) -> Result<Vec<(Decision, Outcome)>>;
+
+    /// Writes the skill memories of one module and the edges that point at them.
+    fn sync_skills(&self, sync: &SkillSync) -> Result<()>;
+
+    /// Every edge reachable from `start` by following edges forward, at most `max_depth` hops
+    /// away, each with its shortest distance; ordered by distance, then creation.
+    fn causal_chain(&self, start: &Node, max_depth: u32) -> Result<Vec<Hop>>;
+
+    /// Edges that point at `node`.
+    fn edges_to(&self, node: &Node) -> Result<Vec<Edge>>;
+}
