@@ -9,6 +9,9 @@ pub enum Error {
     Invalid(FieldError),
     #[error("no memory at {urn}")]
     NotFound { urn: String },
+    /// A well-formed decision id that no configured domain holds.
+    #[error("no decision {id}")]
+    DecisionNotFound { id: String },
     /// A write kept losing compare-and-swap races; retrying later will succeed.
     #[error("memory {urn} is being changed by another writer; try again")]
     Busy { urn: String },

@@ -7,6 +7,9 @@
 //!   and vector results from every selected domain.
 //!   Recall queues the reads it served for a background thread to record, so that it never
 //!   waits on a disk write (`access`).
+//! - [`DecisionService`] keeps decisions, signals and outcomes in each domain's
+//!   [`kenning_core::decision::DecisionStore`], beside (and as) memories, and answers
+//!   calibration, skills, warnings and context from them ([`decisions`]).
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -14,6 +17,7 @@
 //! hands them in. It knows nothing of MCP.
 
 mod access;
+pub mod decisions;
 pub mod error;
 mod ids;
 pub mod recall;
@@ -21,6 +25,7 @@ pub mod service;
 pub mod transfer;
 pub mod views;
 
+pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};

@@ -20,7 +20,7 @@ use crate::views::{
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
 
 /// How many times a write retries after losing a compare-and-swap race to another writer.
-const CAS_ATTEMPTS: u32 = 40;
+pub(crate) const CAS_ATTEMPTS: u32 = 40;
 
 /// One domain and the store that keeps it.
 #[derive(Clone)]
@@ -180,7 +180,7 @@ impl MemoryService {
             .collect()
     }
 
-    fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {
+    pub(crate) fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {
         let Some(embedder) = &self.embedder else { return Ok(vec![None; memories.len()]) };
         let texts: Vec<String> = memories.iter().map(Memory::search_text).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -248,12 +248,7 @@ impl MemoryService {
                         changed: true,
                     });
                 }
-                Err(kenning_core::Error::Conflict { .. }) => {
-                    // Writers that lost a race would otherwise collide again in lockstep; a short
-                    // random pause, growing with each attempt, lets one of them through.
-                    let ceiling_ms = u64::from(attempt.min(10) + 1) * 2;
-                    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(0..=ceiling_ms)));
-                }
+                Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),
                 Err(kenning_core::Error::Invalid(field)) => return Err(Error::Invalid(field)),
                 Err(other) => return Err(other.into()),
             }
@@ -349,4 +344,11 @@ impl MemoryService {
         }
         Ok(report)
     }
+}
+
+/// Pauses after losing a compare-and-swap race. Writers that lost a race would otherwise collide
+/// again in lockstep; a short random pause, growing with each attempt, lets one of them through.
+pub(crate) fn backoff(attempt: u32) {
+    let ceiling_ms = u64::from(attempt.min(10) + 1) * 2;
+    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(0..=ceiling_ms)));
 }

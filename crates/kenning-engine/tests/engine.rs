@@ -1,5 +1,9 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
-//! paging, token budgets, concurrent updates, export and import, and hybrid search.
+//! paging, token budgets, concurrent updates, export and import, and hybrid search. The
+//! decision service's tests are in `engine/decisions.rs`.
+
+#[path = "engine/decisions.rs"]
+mod decisions;
 
 use std::path::PathBuf;
 use std::sync::Arc;

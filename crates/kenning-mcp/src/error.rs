@@ -55,6 +55,12 @@ impl From<EngineError> for ToolError {
                 "urn": urn,
                 "suggestion": "check the URN, or call memory_recall to find the memory",
             })),
+            EngineError::DecisionNotFound { id } => ToolError::Failed(json!({
+                "error": "decision_not_found",
+                "message": format!("no decision {id} in any configured domain"),
+                "decision_id": id,
+                "suggestion": "check the id; decision_query lists past decisions",
+            })),
             EngineError::Busy { urn } => ToolError::Failed(json!({
                 "error": "busy",
                 "message": format!("{urn} kept changing under concurrent writers"),

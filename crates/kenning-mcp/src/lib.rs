@@ -1,8 +1,8 @@
 //! kenning's MCP front end: the only crate that knows the Model Context Protocol.
 //!
 //! - [`KenningServer`] implements rmcp's `ServerHandler`: tools grouped in toolsets (see
-//!   [`TOOLSETS`]) and selected by [`ServerOptions`], plus memories, namespaces and domains as
-//!   resources ([`resources`]).
+//!   [`TOOLSETS`]; `memory` by default, `decisions` on request) and selected by
+//!   [`ServerOptions`], plus memories, namespaces and domains as resources ([`resources`]).
 //! - Tool functions live in [`tools`], one module per toolset; each unpacks its arguments
 //!   ([`params`]), calls one engine method on the blocking pool and returns the engine's view
 //!   as structured content.
@@ -17,5 +17,5 @@ mod server;
 pub mod tools;
 pub mod transport;
 
-pub use server::{KenningServer, ServerOptions, TOOLSETS};
+pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
 pub use transport::{ServeError, serve_http, serve_stdio};

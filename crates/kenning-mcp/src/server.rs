@@ -11,18 +11,23 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, FieldError, closest};
-use kenning_engine::MemoryService;
+use kenning_engine::{DecisionService, MemoryService};
 
 use crate::error::invalid_params;
 use crate::resources;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions"];
+
+/// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
+/// for the whole session, so the default stays at the memory tools; `decisions` (about as large
+/// again) is enabled by naming it.
+pub const DEFAULT_TOOLSETS: &[&str] = &["memory"];
 
 /// Which tools a server exposes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Toolsets to enable; `None` enables the default set (all of [`TOOLSETS`]).
+    /// Toolsets to enable; `None` enables [`DEFAULT_TOOLSETS`].
     pub toolsets: Option<Vec<String>>,
     /// Drop every tool that writes.
     pub read_only: bool,
@@ -36,18 +41,20 @@ Every memory has a URN (kenning://{domain}/{namespace}/{id}) usable with memory_
 #[derive(Clone)]
 pub struct KenningServer {
     pub(crate) memory: Arc<MemoryService>,
+    pub(crate) decisions: Arc<DecisionService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
 }
 
 impl KenningServer {
-    pub fn new(memory: Arc<MemoryService>, options: &ServerOptions) -> Result<Self, FieldError> {
+    /// `decisions` must be built on `memory`.
+    pub fn new(memory: Arc<MemoryService>, decisions: Arc<DecisionService>, options: &ServerOptions) -> Result<Self, FieldError> {
         let tool_router = Arc::new(Self::router(options)?);
-        Ok(KenningServer { memory, tool_router })
+        Ok(KenningServer { memory, decisions, tool_router })
     }
 
     fn router(options: &ServerOptions) -> Result<ToolRouter<KenningServer>, FieldError> {
         let selected: Vec<&str> = match &options.toolsets {
-            None => TOOLSETS.to_vec(),
+            None => DEFAULT_TOOLSETS.to_vec(),
             Some(names) => names
                 .iter()
                 .map(|name| {
@@ -71,6 +78,7 @@ impl KenningServer {
         for toolset in selected {
             router += match toolset {
                 "memory" => Self::memory_tools(),
+                "decisions" => Self::decision_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }

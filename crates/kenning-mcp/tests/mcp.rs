@@ -3,15 +3,30 @@
 
 use std::sync::Arc;
 
+use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
-use kenning_engine::{DomainStore, MemoryService};
+use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
 use kenning_mcp::resources;
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
 
 fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
-    Arc::new(MemoryService::new(vec![DomainStore { domain: Domain::User, store }], None))
+    services(dir).0
+}
+
+/// The memory and decision services over one user store in `dir`.
+fn services(dir: &tempfile::TempDir) -> (Arc<MemoryService>, Arc<DecisionService>) {
+    let store = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    let memory_store: Arc<dyn MemoryStore> = store.clone();
+    let memory = Arc::new(MemoryService::new(vec![DomainStore { domain: Domain::User, store: memory_store }], None));
+    let decision_store: Arc<dyn DecisionStore> = store;
+    let decisions = DecisionService::new(memory.clone(), vec![DecisionDomain { domain: Domain::User, store: decision_store }], ModuleList::default());
+    (memory, Arc::new(decisions))
+}
+
+fn server(dir: &tempfile::TempDir, options: &ServerOptions) -> Result<KenningServer, kenning_core::FieldError> {
+    let (memory, decisions) = services(dir);
+    KenningServer::new(memory, decisions, options)
 }
 
 fn tool_names(server: &KenningServer) -> Vec<String> {
@@ -21,7 +36,7 @@ fn tool_names(server: &KenningServer) -> Vec<String> {
 #[test]
 fn tools_list_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let server = KenningServer::new(service(&dir), &ServerOptions::default()).unwrap();
+    let server = server(&dir, &ServerOptions::default()).unwrap();
     let tools = serde_json::to_value(server.tools()).unwrap();
     let bytes = serde_json::to_string(&tools).unwrap().len();
     insta::assert_json_snapshot!("tools_list", tools);
@@ -29,10 +44,25 @@ fn tools_list_snapshot() {
     assert!(bytes < 24_000, "tools/list grew to {bytes} bytes");
 }
 
+fn every_toolset() -> ServerOptions {
+    ServerOptions { toolsets: Some(kenning_mcp::TOOLSETS.iter().map(|name| (*name).to_owned()).collect()), ..ServerOptions::default() }
+}
+
+#[test]
+fn decisions_tools_list_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ServerOptions { toolsets: Some(vec!["decisions".into()]), ..ServerOptions::default() };
+    let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
+    let bytes = serde_json::to_string(&tools).unwrap().len();
+    insta::assert_json_snapshot!("tools_list_decisions", tools);
+    // Enabled on request, but still read into the agent's context whole: keep it in check.
+    assert!(bytes < 24_000, "the decisions toolset grew to {bytes} bytes");
+}
+
 #[test]
 fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
     let dir = tempfile::tempdir().unwrap();
-    let server = KenningServer::new(service(&dir), &ServerOptions::default()).unwrap();
+    let server = server(&dir, &every_toolset()).unwrap();
     for tool in server.tools() {
         let name = tool.name.as_ref();
         assert!(tool.title.is_some(), "{name} has no title");
@@ -48,15 +78,19 @@ fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
 #[test]
 fn read_only_drops_every_tool_that_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let server = KenningServer::new(service(&dir), &ServerOptions { read_only: true, ..ServerOptions::default() }).unwrap();
-    assert_eq!(tool_names(&server), ["memory_get", "memory_history", "memory_recall", "memory_status"]);
+    let memory_only = server(&dir, &ServerOptions { read_only: true, ..ServerOptions::default() }).unwrap();
+    assert_eq!(tool_names(&memory_only), ["memory_get", "memory_history", "memory_recall", "memory_status"]);
+    let everything = server(&dir, &ServerOptions { read_only: true, ..every_toolset() }).unwrap();
+    let names = tool_names(&everything);
+    assert!(names.iter().all(|name| !name.contains("capture") && !name.contains("record") && !name.contains("update")), "{names:?}");
+    assert!(names.contains(&"decision_get".to_owned()) && names.contains(&"decision_query".to_owned()), "{names:?}");
 }
 
 #[test]
 fn unknown_toolsets_are_refused_with_a_suggestion() {
     let dir = tempfile::tempdir().unwrap();
     let options = ServerOptions { toolsets: Some(vec!["memroy".into()]), ..ServerOptions::default() };
-    let Err(error) = KenningServer::new(service(&dir), &options) else { panic!("an unknown toolset was accepted") };
+    let Err(error) = server(&dir, &options) else { panic!("an unknown toolset was accepted") };
     assert_eq!((error.field.as_str(), error.received.clone()), ("toolsets", serde_json::json!("memroy")));
     assert!(error.suggestion.contains("did you mean `memory`"), "{}", error.suggestion);
 }

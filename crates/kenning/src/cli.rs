@@ -71,7 +71,7 @@ pub struct ServeArgs {
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable (default: all).
+    /// Comma-separated toolsets to enable: memory, decisions (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

@@ -1,31 +1,52 @@
-//! Building the memory service from configuration: the one place that picks backends.
+//! Building the services from configuration: the one place that picks backends.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::TransformerEmbedder;
-use kenning_engine::{DomainStore, MemoryService};
+use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
 use kenning_sqlite::SqliteStore;
 
 use crate::config::{Config, EmbedderChoice};
 use crate::project::Project;
 
-/// Opens the project store (inside a git repository) and the user store, and the embedder.
-pub fn memory_service(config: &Config, project: Option<&Project>) -> Result<MemoryService> {
-    let mut domains = Vec::new();
-    if let Some(project) = project.filter(|_| !config.project_disabled) {
-        domains.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path())?);
-    }
-    domains.push(open_sqlite(Domain::User, &config.user_db_path()?)?);
-    Ok(MemoryService::new(domains, embedder(config)?))
+/// The engine's services over the configured stores.
+pub struct Services {
+    pub memory: Arc<MemoryService>,
+    pub decisions: Arc<DecisionService>,
 }
 
-fn open_sqlite(domain: Domain, path: &Path) -> Result<DomainStore> {
+/// Opens the project store (inside a git repository) and the user store, and the embedder.
+/// Each domain's one database file keeps both its memories and its decisions.
+pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
+    let mut stores = Vec::new();
+    if let Some(project) = project.filter(|_| !config.project_disabled) {
+        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path())?);
+    }
+    stores.push(open_sqlite(Domain::User, &config.user_db_path()?)?);
+    let memory_domains = stores
+        .iter()
+        .map(|(domain, store)| DomainStore { domain: domain.clone(), store: store.clone() as Arc<dyn MemoryStore> })
+        .collect();
+    let decision_domains = stores
+        .into_iter()
+        .map(|(domain, store)| DecisionDomain { domain, store: store as Arc<dyn DecisionStore> })
+        .collect();
+    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?));
+    let modules = match &config.decision_modules {
+        Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
+        None => ModuleList::default(),
+    };
+    let decisions = Arc::new(DecisionService::new(memory.clone(), decision_domains, modules));
+    Ok(Services { memory, decisions })
+}
+
+fn open_sqlite(domain: Domain, path: &Path) -> Result<(Domain, Arc<SqliteStore>)> {
     let store = SqliteStore::open(path).with_context(|| format!("opening the {domain} store at {}", path.display()))?;
-    let store: Arc<dyn MemoryStore> = Arc::new(store);
-    Ok(DomainStore { domain, store })
+    Ok((domain, Arc::new(store)))
 }
 
 fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>> {

@@ -21,6 +21,8 @@ pub struct Config {
     pub project_disabled: bool,
     pub toolsets: Option<Vec<String>>,
     pub read_only: bool,
+    /// The modules decisions are filed under; default database, auth, api, frontend, backend, infra.
+    pub decision_modules: Option<Vec<String>>,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
 }
@@ -51,6 +53,13 @@ struct FileConfig {
     storage: Option<StorageSection>,
     project: Option<ProjectSection>,
     server: Option<ServerSection>,
+    decisions: Option<DecisionsSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionsSection {
+    modules: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +136,9 @@ impl Config {
             self.toolsets = server.toolsets.or(self.toolsets.take());
             self.read_only = server.read_only.unwrap_or(self.read_only);
         }
+        if let Some(modules) = file.decisions.and_then(|decisions| decisions.modules) {
+            self.decision_modules = Some(modules);
+        }
         self.sources.push(path.to_owned());
         Ok(())
     }
@@ -155,6 +167,9 @@ impl Config {
         }
         if let Some(value) = var("KENNING_READ_ONLY") {
             self.read_only = parse_bool("KENNING_READ_ONLY", &value)?;
+        }
+        if let Some(list) = var("KENNING_DECISION_MODULES") {
+            self.decision_modules = Some(split_list(&list));
         }
         Ok(())
     }
@@ -192,13 +207,19 @@ mod tests {
     fn environment_overrides_files() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("kenning.toml");
-        std::fs::write(&file, "[server]\ntoolsets = [\"memory\"]\nread_only = true\n[embedder]\nkind = \"none\"\n").unwrap();
+        std::fs::write(
+            &file,
+            "[server]\ntoolsets = [\"memory\"]\nread_only = true\n[embedder]\nkind = \"none\"\n[decisions]\nmodules = [\"payments\"]\n",
+        )
+        .unwrap();
         let mut config = Config::default();
         config.apply_file(&file).unwrap();
         assert!(config.read_only);
+        assert_eq!(config.decision_modules, Some(vec!["payments".to_owned()]));
         config
             .apply_env(|name| match name {
                 "KENNING_READ_ONLY" => Some("false".into()),
+                "KENNING_DECISION_MODULES" => Some("payments, search".into()),
                 "KENNING_MODEL_DIR" => Some("/models/minilm".into()),
                 _ => None,
             })
@@ -206,6 +227,7 @@ mod tests {
         assert!(!config.read_only);
         assert_eq!(config.embedder, EmbedderChoice::Transformer);
         assert_eq!(config.toolsets, Some(vec!["memory".to_owned()]));
+        assert_eq!(config.decision_modules, Some(vec!["payments".to_owned(), "search".to_owned()]));
     }
 
     #[test]

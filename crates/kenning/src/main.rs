@@ -9,12 +9,11 @@ mod render;
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
-use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Parser;
 use kenning_core::{CaptureInput, LinkInput, UpdateInput};
-use kenning_engine::{ExportLine, MemoryService, RecallRequest};
+use kenning_engine::{ExportLine, RecallRequest};
 use kenning_mcp::{KenningServer, ServerOptions};
 use serde::Serialize;
 
@@ -59,10 +58,11 @@ fn run(cli: Cli) -> Result<()> {
         Some(id) => Project::discover(&cwd, Some(id)),
         None => project_hint,
     };
-    let memory = compose::memory_service(&config, project.as_ref())?;
+    let services = compose::services(&config, project.as_ref())?;
+    let memory = services.memory.clone();
     let json = cli.json;
     match cli.command {
-        Command::Serve(args) => serve(memory, &config, args),
+        Command::Serve(args) => serve(services, &config, args),
         Command::Capture(args) => {
             let content = if args.content == "-" { read_stdin()? } else { args.content };
             let input = CaptureInput {
@@ -164,12 +164,12 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn serve(memory: MemoryService, config: &Config, args: ServeArgs) -> Result<()> {
+fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Result<()> {
     let options = ServerOptions {
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
-    let server = KenningServer::new(Arc::new(memory), &options).map_err(kenning_engine::Error::Invalid)?;
+    let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.http {

@@ -1,3 +1,4 @@
 //! Toolsets: each is one `#[tool_router]` block on [`crate::KenningServer`].
 
+pub mod decisions;
 pub mod memory;

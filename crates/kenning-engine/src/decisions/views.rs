@@ -1,0 +1,354 @@
+//! What the decision service hands back: serialisable views with JSON schemas, in the shapes of
+//! seed 000's tool returns where it gives one.
+
+use std::collections::BTreeMap;
+
+use kenning_core::decision::{Decision, DecisionRecord, Outcome, Signal};
+use kenning_core::{Domain, MemoryUrn, Namespace};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::views::timestamp;
+
+/// The URN of a decision's memory.
+pub(crate) fn decision_urn(domain: &Domain, decision: &Decision) -> String {
+    MemoryUrn::new(domain.clone(), Namespace::parse("decisions").expect("valid namespace"), decision.id.memory_id()).to_string()
+}
+
+/// Rounds a figure for display in views: four decimals is finer than any of our inputs.
+pub(crate) fn round(value: f64) -> f64 {
+    (value * 10_000.0).round() / 10_000.0
+}
+
+/// The result of `decision_capture`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CaptureDecisionResult {
+    pub decision_id: String,
+    /// The decision's memory: `kenning://{domain}/decisions/{decision_id}`.
+    pub urn: String,
+    pub created_at: String,
+    pub status: String,
+    pub confidence: f64,
+    pub module: String,
+    pub message: String,
+}
+
+/// The result of `decision_update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UpdateDecisionResult {
+    pub decision_id: String,
+    pub urn: String,
+    pub previous_status: String,
+    pub new_status: String,
+    pub confidence: f64,
+    pub updated_at: String,
+    /// Grows by one with every change.
+    pub revision: u32,
+}
+
+/// A signal as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SignalView {
+    pub signal_id: String,
+    pub signal_type: String,
+    pub valence: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub metrics: BTreeMap<String, serde_json::Value>,
+    pub recorded_at: String,
+}
+
+impl From<&Signal> for SignalView {
+    fn from(signal: &Signal) -> Self {
+        SignalView {
+            signal_id: signal.id.clone(),
+            signal_type: signal.signal_type.to_string(),
+            valence: signal.valence.to_string(),
+            description: signal.description.clone(),
+            metrics: signal.metrics.clone(),
+            recorded_at: timestamp(signal.recorded_at),
+        }
+    }
+}
+
+/// The result of `decision_record_signal`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SignalResult {
+    pub signal_id: String,
+    pub decision_id: String,
+    pub recorded_at: String,
+    /// The chance the decision works out given every signal so far (a Beta posterior mean).
+    pub estimated_success: f64,
+    /// Where the estimate started: the module's calibrated success rate, or the decision's
+    /// confidence while the module has fewer than 3 outcomes.
+    pub prior: f64,
+    /// `module_calibration` or `stated_confidence`.
+    pub prior_source: String,
+    pub signals_counted: usize,
+}
+
+/// An outcome as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutcomeView {
+    pub outcome_id: String,
+    pub final_status: String,
+    pub final_score: f64,
+    pub completed_at: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub signals: BTreeMap<String, serde_json::Value>,
+    pub lessons_learned: Vec<String>,
+    /// The `learnings` memories the lessons became.
+    pub lesson_urns: Vec<String>,
+}
+
+impl OutcomeView {
+    pub(crate) fn new(domain: &Domain, outcome: &Outcome) -> OutcomeView {
+        let learnings = Namespace::parse("learnings").expect("valid namespace");
+        OutcomeView {
+            outcome_id: outcome.id.clone(),
+            final_status: outcome.status.to_string(),
+            final_score: outcome.score,
+            completed_at: timestamp(outcome.completed_at),
+            signals: outcome.observations.clone(),
+            lessons_learned: outcome.lessons.clone(),
+            lesson_urns: outcome
+                .lesson_ids
+                .iter()
+                .map(|id| MemoryUrn::new(domain.clone(), learnings.clone(), id.clone()).to_string())
+                .collect(),
+        }
+    }
+}
+
+/// A whole decision record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionView {
+    pub decision_id: String,
+    pub urn: String,
+    pub domain: String,
+    pub statement: String,
+    pub alternatives: Vec<String>,
+    /// The confidence stated at capture, which calibration uses.
+    pub confidence: f64,
+    /// The latest confidence after updates.
+    pub current_confidence: f64,
+    pub module: String,
+    pub risk_level: String,
+    pub status: String,
+    pub assumptions: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_path: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub related_files: Vec<String>,
+    pub created_by: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<NoteView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linked_pr: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linked_commit: Option<String>,
+    /// SHA-256 of what was known when the decision was made.
+    pub context_hash: String,
+    pub revision: u32,
+    pub signals: Vec<SignalView>,
+    /// Absent until the outcome is recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NoteView {
+    pub at: String,
+    pub text: String,
+}
+
+impl DecisionView {
+    pub(crate) fn new(domain: &Domain, record: &DecisionRecord) -> DecisionView {
+        let decision = &record.decision;
+        DecisionView {
+            decision_id: decision.id.to_string(),
+            urn: decision_urn(domain, decision),
+            domain: domain.to_string(),
+            statement: decision.statement.clone(),
+            alternatives: decision.alternatives.clone(),
+            confidence: decision.confidence,
+            current_confidence: decision.current_confidence,
+            module: decision.module.clone(),
+            risk_level: decision.risk_level.to_string(),
+            status: decision.status.to_string(),
+            assumptions: decision.assumptions.clone(),
+            rationale: decision.rationale.clone(),
+            session_id: decision.context.session_id.clone(),
+            file_path: decision.context.file_path.clone(),
+            related_files: decision.context.related_files.clone(),
+            created_by: decision.created_by.clone(),
+            created_at: timestamp(decision.created_at),
+            updated_at: timestamp(decision.updated_at),
+            notes: decision.notes.iter().map(|note| NoteView { at: timestamp(note.at), text: note.text.clone() }).collect(),
+            linked_pr: decision.linked_pr.clone(),
+            linked_commit: decision.linked_commit.clone(),
+            context_hash: decision.context_hash.clone(),
+            revision: decision.revision,
+            signals: record.signals.iter().map(SignalView::from).collect(),
+            outcome: record.outcome.as_ref().map(|outcome| OutcomeView::new(domain, outcome)),
+        }
+    }
+}
+
+/// A decision in a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionSummary {
+    pub decision_id: String,
+    pub urn: String,
+    pub statement: String,
+    pub module: String,
+    pub status: String,
+    pub confidence: f64,
+    pub risk_level: String,
+    pub created_at: String,
+    /// success, partial or failure, once recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    pub signal_count: usize,
+}
+
+impl DecisionSummary {
+    pub(crate) fn new(domain: &Domain, record: &DecisionRecord) -> DecisionSummary {
+        let decision = &record.decision;
+        DecisionSummary {
+            decision_id: decision.id.to_string(),
+            urn: decision_urn(domain, decision),
+            statement: decision.statement.clone(),
+            module: decision.module.clone(),
+            status: decision.status.to_string(),
+            confidence: decision.confidence,
+            risk_level: decision.risk_level.to_string(),
+            created_at: timestamp(decision.created_at),
+            outcome: record.outcome.as_ref().map(|outcome| outcome.status.to_string()),
+            score: record.outcome.as_ref().map(|outcome| outcome.score),
+            signal_count: record.signals.len(),
+        }
+    }
+}
+
+/// A page of decisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionPage {
+    pub domain: String,
+    pub total: u64,
+    pub decisions: Vec<DecisionSummary>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A past decision like the one at hand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SimilarDecision {
+    pub decision_id: String,
+    pub urn: String,
+    pub statement: String,
+    pub module: String,
+    pub status: String,
+    /// Word overlap of the statements (Dice coefficient), 0 to 1.
+    pub similarity: f64,
+    /// `alike`, or `contrast` when one chose what the other rejected.
+    pub relation: String,
+    /// Its outcome's score, once recorded: 1 is full success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The confidence at hand minus the confidence that decision stated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence_difference: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub lessons: Vec<String>,
+}
+
+/// The result of `decision_get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionDetail {
+    #[serde(flatten)]
+    pub decision: DecisionView,
+    /// The chance it works out given its signals; the outcome's score once recorded.
+    pub estimated_success: f64,
+    pub similar_decisions: Vec<SimilarDecision>,
+    /// Antipatterns (mined from past failures) this decision matches.
+    pub antipatterns_triggered: Vec<AntipatternMatch>,
+    /// The decision's causal chain, when analysis was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
+}
+
+/// An antipattern a decision resembles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AntipatternMatch {
+    pub antipattern_id: String,
+    pub pattern: String,
+    pub success_rate: f64,
+    pub similarity: f64,
+    pub severity: String,
+}
+
+/// Everything reachable from a decision in the graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Analysis {
+    /// decision -> signals -> outcome -> lessons -> skills, in one line each.
+    pub causal_chain: CausalChain,
+    /// Every edge walked, nearest first.
+    pub edges: Vec<EdgeView>,
+}
+
+/// The causal chain of a decision, stage by stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CausalChain {
+    pub decision: String,
+    pub signals: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    pub lessons: Vec<ChainMemory>,
+    pub skills: Vec<ChainMemory>,
+}
+
+/// A memory reached in the chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChainMemory {
+    pub urn: String,
+    pub title: String,
+    /// active, or forgotten (a retired skill).
+    pub status: String,
+}
+
+/// One edge of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EdgeView {
+    pub depth: u32,
+    /// `kind:id`, e.g. `memory:dec_01…`, `signal:sig_…`, `outcome:out_…`, `urn:kenning://…`.
+    pub from: String,
+    pub relation: String,
+    pub to: String,
+}
+
+/// The result of `decision_record_outcome`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OutcomeResult {
+    pub outcome_id: String,
+    pub decision_id: String,
+    pub final_status: String,
+    pub final_score: f64,
+    pub completed_at: String,
+    /// The decision's status after the outcome.
+    pub decision_status: String,
+    /// The `learnings` memories the lessons became.
+    pub lesson_urns: Vec<String>,
+}

@@ -1,0 +1,276 @@
+//! The `decisions` toolset: capture decisions, follow them through signals to an outcome, and
+//! read back calibration, skills, warnings and context. Each tool unpacks its arguments, calls
+//! one decision-service method on the blocking pool and returns the view as structured content.
+
+use std::collections::BTreeMap;
+
+use rmcp::schemars::{self, JsonSchema};
+use rmcp::{Json, tool, tool_router};
+use serde::Deserialize;
+
+use kenning_core::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
+use kenning_engine::DecisionQuery;
+use kenning_engine::decisions::views::{
+    CaptureDecisionResult, DecisionDetail, DecisionPage, OutcomeResult, SignalResult, UpdateDecisionResult,
+};
+
+use crate::KenningServer;
+use crate::error::{ToolError, blocking};
+use crate::params::{Strict, input_schema};
+
+#[tool_router(router = decision_tools, vis = "pub(crate)")]
+impl KenningServer {
+    #[tool(
+        name = "decision_capture",
+        title = "Capture a decision",
+        description = "Record a technical decision with the alternatives considered and your confidence, so its outcome can calibrate you later.",
+        input_schema = input_schema::<CaptureDecisionArgs>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn decision_capture(&self, Strict(args): Strict<CaptureDecisionArgs>) -> Result<Json<CaptureDecisionResult>, ToolError> {
+        let decisions = self.decisions.clone();
+        let (input, domain) = args.into_input();
+        blocking(move || decisions.capture(input, domain.as_deref())).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_update",
+        title = "Update a decision",
+        description = "Move a decision along pending, executed, then completed, failed or reworked, revise its confidence, add notes or link a PR or commit.",
+        input_schema = input_schema::<UpdateDecisionArgs>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn decision_update(&self, Strict(args): Strict<UpdateDecisionArgs>) -> Result<Json<UpdateDecisionResult>, ToolError> {
+        let decisions = self.decisions.clone();
+        let (id, input) = args.into_input();
+        blocking(move || decisions.update(&id, input)).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_get",
+        title = "Get a decision",
+        description = "Read one decision with its signals, outcome, similar past decisions and matching antipatterns, and with analysis its causal chain.",
+        input_schema = input_schema::<GetDecisionArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_get(&self, Strict(args): Strict<GetDecisionArgs>) -> Result<Json<DecisionDetail>, ToolError> {
+        let decisions = self.decisions.clone();
+        blocking(move || decisions.get(&args.decision_id, args.analysis.unwrap_or(false))).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_query",
+        title = "Query past decisions",
+        description = "Search past decisions by text, module, status or related file, newest or best match first, paginated.",
+        input_schema = input_schema::<QueryDecisionsArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_query(&self, Strict(args): Strict<QueryDecisionsArgs>) -> Result<Json<DecisionPage>, ToolError> {
+        let decisions = self.decisions.clone();
+        let query = DecisionQuery::from(args);
+        blocking(move || decisions.query(query)).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_record_signal",
+        title = "Record a signal",
+        description = "Record an event seen before the outcome (PR, CI, incident, performance) and get the decision's updated estimated success.",
+        input_schema = input_schema::<SignalArgs>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn decision_record_signal(&self, Strict(args): Strict<SignalArgs>) -> Result<Json<SignalResult>, ToolError> {
+        let decisions = self.decisions.clone();
+        let (id, input) = args.into_input();
+        blocking(move || decisions.record_signal(&id, input)).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_record_outcome",
+        title = "Record an outcome",
+        description = "Record how a decision turned out, which updates calibration and skills at once and stores the lessons as learnings.",
+        input_schema = input_schema::<OutcomeArgs>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn decision_record_outcome(&self, Strict(args): Strict<OutcomeArgs>) -> Result<Json<OutcomeResult>, ToolError> {
+        let decisions = self.decisions.clone();
+        let (id, input) = args.into_input();
+        blocking(move || decisions.record_outcome(&id, input)).await.map(Json)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureDecisionArgs {
+    /// What was decided, 10 to 500 characters, e.g. `Use PostgreSQL for the orders service`.
+    pub statement: String,
+    /// The options considered and rejected; at least one.
+    #[schemars(required)]
+    pub alternatives: Option<Vec<String>>,
+    /// How likely it is to work out, 0 to 1.
+    #[schemars(required)]
+    pub confidence: Option<f64>,
+    /// The area it belongs to, one of the configured modules (default: database, auth, api, frontend, backend, infra).
+    #[schemars(required)]
+    pub module: Option<String>,
+    /// What must hold for it to work.
+    pub assumptions: Option<Vec<String>>,
+    /// low, medium (default) or high.
+    pub risk_level: Option<String>,
+    /// Why this option over the alternatives.
+    pub rationale: Option<String>,
+    /// The agent session it was made in.
+    pub session_id: Option<String>,
+    /// The main file it concerns.
+    pub file_path: Option<String>,
+    /// Other files it concerns.
+    pub related_files: Option<Vec<String>>,
+    /// Who decided, e.g. `claude-code` or `human`; default `agent`.
+    pub created_by: Option<String>,
+    /// `project` (default inside a git repository), `user`, or a full domain such as `org:acme`.
+    pub domain: Option<String>,
+}
+
+impl CaptureDecisionArgs {
+    fn into_input(self) -> (CaptureDecision, Option<String>) {
+        let input = CaptureDecision {
+            statement: self.statement,
+            alternatives: self.alternatives,
+            confidence: self.confidence,
+            module: self.module,
+            assumptions: self.assumptions.unwrap_or_default(),
+            risk_level: self.risk_level,
+            rationale: self.rationale,
+            session_id: self.session_id,
+            file_path: self.file_path,
+            related_files: self.related_files.unwrap_or_default(),
+            created_by: self.created_by,
+        };
+        (input, self.domain)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDecisionArgs {
+    /// The decision's id (`dec_…`) or its URN.
+    pub decision_id: String,
+    /// The new status: pending -> executed -> completed | failed | reworked.
+    pub status: Option<String>,
+    /// A revised confidence, 0 to 1 (calibration keeps using the one stated at capture).
+    pub confidence: Option<f64>,
+    /// A note to append.
+    pub notes: Option<String>,
+    /// The pull request's URL.
+    pub linked_pr: Option<String>,
+    /// The commit's SHA.
+    pub linked_commit: Option<String>,
+}
+
+impl UpdateDecisionArgs {
+    fn into_input(self) -> (String, UpdateDecision) {
+        let input = UpdateDecision {
+            status: self.status,
+            confidence: self.confidence,
+            notes: self.notes,
+            linked_pr: self.linked_pr,
+            linked_commit: self.linked_commit,
+        };
+        (self.decision_id, input)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetDecisionArgs {
+    /// The decision's id (`dec_…`) or its URN.
+    pub decision_id: String,
+    /// Also walk its causal chain: signals, outcome, lessons, skills.
+    pub analysis: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryDecisionsArgs {
+    /// Words to search for in statements, alternatives, rationale and notes.
+    pub query: Option<String>,
+    /// Only this module.
+    pub module: Option<String>,
+    /// Only this status.
+    pub status: Option<String>,
+    /// Only decisions about this file or folder.
+    pub related_to: Option<String>,
+    /// The domain to search; default the default domain.
+    pub domain: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Decisions per page, 1 to 100; default 20.
+    pub limit: Option<usize>,
+}
+
+impl From<QueryDecisionsArgs> for DecisionQuery {
+    fn from(args: QueryDecisionsArgs) -> Self {
+        DecisionQuery {
+            text: args.query,
+            module: args.module,
+            status: args.status,
+            file: args.related_to,
+            domain: args.domain,
+            cursor: args.cursor,
+            limit: args.limit,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalArgs {
+    /// The decision's id (`dec_…`) or its URN.
+    pub decision_id: String,
+    /// pr_created, pr_merged, ci_passed, ci_failed, incident or performance.
+    pub signal_type: String,
+    /// positive, negative or neutral.
+    pub valence: String,
+    /// What happened.
+    pub description: Option<String>,
+    /// Figures that go with it.
+    pub metrics: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+impl SignalArgs {
+    fn into_input(self) -> (String, SignalInput) {
+        let input = SignalInput {
+            signal_type: self.signal_type,
+            valence: self.valence,
+            description: self.description,
+            metrics: self.metrics.unwrap_or_default(),
+        };
+        (self.decision_id, input)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeArgs {
+    /// The decision's id (`dec_…`) or its URN.
+    pub decision_id: String,
+    /// success, partial or failure.
+    pub final_status: String,
+    /// How well it went, 0 to 1; default 1 for success, 0.5 for partial, 0 for failure.
+    pub final_score: Option<f64>,
+    /// What was observed at the end, e.g. {"ci_passed": true, "incident_found": false}.
+    pub signals: Option<BTreeMap<String, serde_json::Value>>,
+    /// Lessons worth keeping; each becomes a `learnings` memory linked to the decision.
+    pub lessons_learned: Option<Vec<String>>,
+}
+
+impl OutcomeArgs {
+    fn into_input(self) -> (String, OutcomeInput) {
+        let input = OutcomeInput {
+            final_status: self.final_status,
+            final_score: self.final_score,
+            signals: self.signals.unwrap_or_default(),
+            lessons_learned: self.lessons_learned.unwrap_or_default(),
+        };
+        (self.decision_id, input)
+    }
+}
