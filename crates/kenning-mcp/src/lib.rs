@@ -8,12 +8,17 @@
 //!   as structured content.
 //! - [`error`] maps engine errors onto the protocol: invalid input becomes JSON-RPC -32602 with
 //!   `{field, problem, received, suggestion}`, a failed tool becomes an `isError` result.
+//! - [`decision_resources`] serves decisions, calibration, skills and anomalies as resources
+//!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
+//!   decision tool changes them.
 //! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check.
 
+pub mod decision_resources;
 pub mod error;
 pub mod params;
 pub mod resources;
 mod server;
+mod subscriptions;
 pub mod tools;
 pub mod transport;
 

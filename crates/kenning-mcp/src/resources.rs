@@ -94,10 +94,12 @@ fn catalogue(memory: &MemoryService) -> Result<(Vec<Resource>, ActiveCounts), En
     Ok((resources, active))
 }
 
-/// One page of `resources/list`, which is the catalogue followed by every active memory of
-/// each domain in turn; returns the page and the offset of the next one.
-pub fn list_page(memory: &MemoryService, offset: usize) -> Result<(Vec<Resource>, Option<usize>), EngineError> {
-    let (catalogue, active) = catalogue(memory)?;
+/// One page of `resources/list`, which is the catalogue (with `extra` fixed entries from other
+/// services) followed by every active memory of each domain in turn; returns the page and the
+/// offset of the next one.
+pub fn list_page(memory: &MemoryService, extra: &[Resource], offset: usize) -> Result<(Vec<Resource>, Option<usize>), EngineError> {
+    let (mut catalogue, active) = catalogue(memory)?;
+    catalogue.extend_from_slice(extra);
     let total = catalogue.len() + active.iter().map(|(_, count)| count).sum::<usize>();
     let mut page: Vec<Resource> = catalogue.iter().skip(offset).take(PAGE_SIZE).cloned().collect();
     let mut skip = offset.saturating_sub(catalogue.len());

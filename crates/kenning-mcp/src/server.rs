@@ -5,16 +5,19 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
-use kenning_core::{Cursor, FieldError, closest};
+use kenning_core::{Cursor, Domain, FieldError, closest};
 use kenning_engine::{DecisionService, MemoryService};
 
+use crate::decision_resources::{self, Change, DecisionUri};
 use crate::error::invalid_params;
 use crate::resources;
+use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
 pub const TOOLSETS: &[&str] = &["memory", "decisions"];
@@ -38,23 +41,43 @@ Before you work out something from scratch, call memory_recall; when you learn s
 (a decision and its reason, a lesson, a convention, a fix), call memory_capture with a fitting namespace. \
 Every memory has a URN (kenning://{domain}/{namespace}/{id}) usable with memory_get and as a resource.";
 
+/// Added to [`INSTRUCTIONS`] when the `decisions` toolset is enabled.
+const DECISION_INSTRUCTIONS: &str = " For a technical decision that matters, call decision_context first \
+(it warns about antipatterns and overconfidence and suggests a confidence), then decision_capture with the \
+alternatives and an honest confidence; record signals (PR, CI, incidents) with decision_record_signal and the \
+result with decision_record_outcome, which calibrates your confidence and mines skills. decision_calibration \
+shows how far your confidence can be trusted per module.";
+
 #[derive(Clone)]
 pub struct KenningServer {
     pub(crate) memory: Arc<MemoryService>,
     pub(crate) decisions: Arc<DecisionService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
+    /// Whether the decision resources are served (with the `decisions` toolset).
+    decision_resources: bool,
+    pub(crate) subscriptions: Arc<Subscriptions>,
+    /// Tells this session's subscriptions from other sessions' in the shared registry.
+    session: u64,
 }
 
 impl KenningServer {
     /// `decisions` must be built on `memory`.
     pub fn new(memory: Arc<MemoryService>, decisions: Arc<DecisionService>, options: &ServerOptions) -> Result<Self, FieldError> {
-        let tool_router = Arc::new(Self::router(options)?);
-        Ok(KenningServer { memory, decisions, tool_router })
+        let selected = Self::selected(options)?;
+        let tool_router = Arc::new(Self::router(&selected, options.read_only));
+        let subscriptions = Arc::new(Subscriptions::default());
+        let session = subscriptions.next_number();
+        Ok(KenningServer { memory, decisions, tool_router, decision_resources: selected.contains(&"decisions"), subscriptions, session })
     }
 
-    fn router(options: &ServerOptions) -> Result<ToolRouter<KenningServer>, FieldError> {
-        let selected: Vec<&str> = match &options.toolsets {
-            None => DEFAULT_TOOLSETS.to_vec(),
+    /// The same server for another client session, sharing stores and subscriptions.
+    pub fn for_session(&self) -> KenningServer {
+        KenningServer { session: self.subscriptions.next_number(), ..self.clone() }
+    }
+
+    fn selected(options: &ServerOptions) -> Result<Vec<&'static str>, FieldError> {
+        match &options.toolsets {
+            None => Ok(DEFAULT_TOOLSETS.to_vec()),
             Some(names) => names
                 .iter()
                 .map(|name| {
@@ -72,17 +95,20 @@ impl KenningServer {
                         )
                     })
                 })
-                .collect::<Result<_, _>>()?,
-        };
+                .collect::<Result<_, _>>(),
+        }
+    }
+
+    fn router(selected: &[&str], read_only: bool) -> ToolRouter<KenningServer> {
         let mut router = ToolRouter::new();
         for toolset in selected {
-            router += match toolset {
+            router += match *toolset {
                 "memory" => Self::memory_tools(),
                 "decisions" => Self::decision_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }
-        if options.read_only {
+        if read_only {
             let writers: Vec<String> = router
                 .list_all()
                 .into_iter()
@@ -93,12 +119,48 @@ impl KenningServer {
                 router.remove_route(&name);
             }
         }
-        Ok(router)
+        router
     }
 
     /// Every enabled tool as `tools/list` describes it, sorted by name.
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
         self.tool_router.list_all()
+    }
+
+    /// Tells the subscribers of the resources `change` made stale in `domain`.
+    pub(crate) async fn notify(&self, domain: &str, change: Change<'_>) {
+        match Domain::parse("domain", domain) {
+            Ok(domain) => self.subscriptions.changed(&domain, &decision_resources::changed_by(&change)).await,
+            Err(error) => tracing::warn!(%error, "a decision view named a domain that does not parse"),
+        }
+    }
+
+    /// A decision resource a client may subscribe to, with its path and domain.
+    fn subscribable(&self, uri: &str) -> Result<(String, Domain), McpError> {
+        let not_subscribable = || {
+            invalid_params(&FieldError::new(
+                "uri",
+                "is not a resource this server sends updates for",
+                uri,
+                if self.decision_resources {
+                    "subscribe to kenning://calibration[/{module}], kenning://skills[/{module}], kenning://anomalies or kenning://decisions[/{id}]"
+                } else {
+                    "updates are sent for decision resources, which need the `decisions` toolset"
+                },
+            ))
+        };
+        if !self.decision_resources {
+            return Err(not_subscribable());
+        }
+        let parsed: DecisionUri = match decision_resources::parse(uri) {
+            Some(parsed) => parsed.map_err(|error| invalid_params(&error))?,
+            None => return Err(not_subscribable()),
+        };
+        let domain = self.decisions.domain(parsed.domain.as_deref()).map_err(|error| match error {
+            kenning_engine::Error::Invalid(field) => invalid_params(&field),
+            other => McpError::internal_error(other.to_string(), None),
+        })?;
+        Ok((parsed.path(), domain))
     }
 }
 
@@ -120,9 +182,15 @@ async fn on_blocking_pool<T: Send + 'static>(
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KenningServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+        let capabilities = if self.decision_resources {
+            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build()
+        } else {
+            ServerCapabilities::builder().enable_tools().enable_resources().build()
+        };
+        let instructions = if self.decision_resources { format!("{INSTRUCTIONS}{DECISION_INSTRUCTIONS}") } else { INSTRUCTIONS.to_owned() };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("kenning", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions)
     }
 
     async fn list_resources(
@@ -132,8 +200,9 @@ impl ServerHandler for KenningServer {
     ) -> Result<ListResourcesResult, McpError> {
         let offset = cursor_offset(request.as_ref())?;
         let memory = self.memory.clone();
+        let extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
         let (page, next) = on_blocking_pool(move || {
-            resources::list_page(&memory, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
+            resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
         })
         .await?;
         let mut result = ListResourcesResult::with_all_items(page);
@@ -146,7 +215,11 @@ impl ServerHandler for KenningServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(resources::templates()))
+        let mut templates = resources::templates();
+        if self.decision_resources {
+            templates.extend(decision_resources::templates());
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -155,12 +228,61 @@ impl ServerHandler for KenningServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let memory = self.memory.clone();
+        let decisions = self.decision_resources.then(|| self.decisions.clone());
         let uri = request.uri;
         let text = {
             let uri = uri.clone();
-            on_blocking_pool(move || resources::read(&memory, &uri).map_err(McpError::from)).await?
+            on_blocking_pool(move || {
+                match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
+                    Some((decisions, parsed)) => {
+                        let parsed = parsed.map_err(|error| invalid_params(&error))?;
+                        decision_resources::read(decisions, &uri, &parsed).map_err(McpError::from)
+                    }
+                    None => resources::read(&memory, &uri).map_err(McpError::from),
+                }
+            })
+            .await?
         };
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    #[allow(deprecated, reason = "clients that negotiate a 2025 protocol subscribe with resources/subscribe")]
+    async fn subscribe(&self, request: SubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let (path, domain) = self.subscribable(&request.uri)?;
+        self.subscriptions.subscribe(self.session, request.uri, path, domain, context.peer);
+        Ok(())
+    }
+
+    #[allow(deprecated, reason = "clients that negotiate a 2025 protocol unsubscribe with resources/unsubscribe")]
+    async fn unsubscribe(&self, request: UnsubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(self.session, &request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| self.subscribable(uri).is_ok())
+            .cloned()
+            .collect();
+        Some(SubscriptionFilter::builder().resource_subscriptions(uris).build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let stream = self.subscriptions.next_number();
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|uri| self.subscribable(uri).ok().map(|(path, domain)| (uri.clone(), path, domain)))
+            .collect();
+        self.subscriptions.listen(self.session, stream, uris, context.sink().clone());
+        context.cancelled().await;
+        self.subscriptions.end_stream(stream);
+        Ok(())
     }
 }

@@ -47,7 +47,7 @@ pub async fn serve_http(
     }
     let cancel = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -14,8 +14,8 @@ use crate::decision::model::{
     Signal, SignalType, Valence,
 };
 use crate::error::{FieldError, closest};
-use crate::input::{CaptureInput, LinkInput, truncate_chars, unit_interval};
-use crate::memory::{Memory, MemoryVersion};
+use crate::input::{CaptureInput, LinkInput, build_memory, truncate_chars, unit_interval};
+use crate::memory::{Memory, MemoryVersion, Status};
 use crate::urn::MemoryUrn;
 
 pub const MIN_STATEMENT_CHARS: usize = 10;
@@ -501,7 +501,8 @@ fn truncated_title(statement: &str) -> String {
 }
 
 /// The next version of a decision's memory after the decision changed, or `None` when what the
-/// memory says is already current (say, after someone edited it by hand to the same text).
+/// memory says is already current (say, after someone edited it by hand to the same text). A
+/// forgotten decision memory stays forgotten.
 pub fn refresh_decision_memory(
     current: &Memory,
     decision: &Decision,
@@ -509,20 +510,37 @@ pub fn refresh_decision_memory(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Option<(Memory, MemoryVersion)> {
-    let face = decision_memory_input(decision, outcome);
-    let mut next = current.clone();
-    next.title = face.title.unwrap_or_default();
-    next.content = face.content;
-    next.tags = face.tags;
-    next.metadata = face.metadata;
-    next.confidence = decision.current_confidence;
+    refresh_memory(current, decision_memory_input(decision, outcome), current.status, reason, now)
+        .expect("a decision's memory is built from valid fields")
+}
+
+/// The next version of a memory kept in step with a record it is derived from: `face` (what the
+/// memory should say) and `status` replace the current title, content, kind, tags, category,
+/// source, confidence, salience, links and metadata. `None` when nothing would change.
+pub fn refresh_memory(
+    current: &Memory,
+    face: CaptureInput,
+    status: Status,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<(Memory, MemoryVersion)>, FieldError> {
+    let built = build_memory(face, current.domain.clone(), current.id.clone(), now)?;
+    let next = Memory {
+        created_at: current.created_at,
+        event_time: current.event_time,
+        last_accessed_at: current.last_accessed_at,
+        access_count: current.access_count,
+        status,
+        version: current.version,
+        updated_at: current.updated_at,
+        ..built
+    };
     if next == *current {
-        return None;
+        return Ok(None);
     }
-    next.version = current.version + 1;
-    next.updated_at = now;
+    let next = Memory { version: current.version + 1, updated_at: now, ..next };
     let previous = MemoryVersion { version: current.version, superseded_at: now, reason: reason.to_owned(), memory: current.clone() };
-    Some((next, previous))
+    Ok(Some((next, previous)))
 }
 
 /// The `learnings` memory a lesson becomes: linked to the decision it came from.

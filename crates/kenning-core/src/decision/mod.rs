@@ -6,15 +6,19 @@
 //!   [`SignalInput`], [`OutcomeInput`]) against a configured [`ModuleList`], and renders a
 //!   decision and its lessons as memories.
 //! - [`similarity`] compares decisions by their words, with no embedding model.
+//! - [`mining`] groups decisions with outcomes into patterns and mines skills and antipatterns;
+//!   [`warnings`] flags a proposed decision and gives a risk score and a firewall verdict.
 //! - [`estimate`] turns signals into an estimated chance of success.
 //! - [`DecisionStore`] is the storage seam: a memory store that also keeps decisions and the
 //!   graph around them.
 
 pub mod estimate;
 pub mod input;
+pub mod mining;
 mod model;
 pub mod similarity;
 mod store;
+pub mod warnings;
 
 pub use input::{CaptureDecision, ModuleList, OutcomeInput, SignalInput, UpdateDecision};
 pub use model::{

@@ -6,7 +6,14 @@
 //! transaction. Ids, clocks, embeddings and domain names come from the [`MemoryService`] the
 //! decision service is built on.
 
+mod calibration;
+mod context;
+mod skills;
 pub mod views;
+
+pub use calibration::{ALL_MODULES, CalibrationQuery};
+pub use context::{ContextQuery, Depth, markdown};
+pub use skills::SkillsQuery;
 
 use std::sync::Arc;
 
@@ -14,6 +21,8 @@ use kenning_core::decision::input::{
     apply_decision_update, build_decision, build_outcome, build_signal, decision_memory_input, lesson_memory_input,
     refresh_decision_memory, DECISIONS_NAMESPACE,
 };
+use kenning_core::calibration::{MIN_OUTCOMES, calibrate};
+use kenning_core::decision::mining::{SkillKind, mine};
 use kenning_core::decision::similarity::{relate, DecisionWords, Relation, SIMILAR_SIMILARITY};
 use kenning_core::decision::{
     relation, CaptureDecision, Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStatus,
@@ -26,9 +35,11 @@ use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::service::{backoff, MemoryService, CAS_ATTEMPTS};
 use crate::views::timestamp;
+use calibration::{evidence, recommendation};
 use views::{
-    decision_urn, round, Analysis, CaptureDecisionResult, CausalChain, ChainMemory, DecisionDetail, DecisionPage,
-    DecisionSummary, DecisionView, EdgeView, OutcomeResult, SignalResult, SimilarDecision, UpdateDecisionResult,
+    decision_urn, round, Analysis, AntipatternMatch, CalibrationImpact, CaptureDecisionResult, CausalChain, ChainMemory,
+    DecisionDetail, DecisionPage, DecisionSummary, DecisionView, EdgeView, OutcomeResult, SignalResult, SimilarDecision,
+    UpdateDecisionResult,
 };
 
 /// How many of the most recent decisions a similarity search compares against.
@@ -108,6 +119,11 @@ impl DecisionService {
         })
     }
 
+    /// The domain a caller named (`project`, `user`, a full `org:acme`), or the default domain.
+    pub fn domain(&self, name: Option<&str>) -> Result<Domain> {
+        Ok(self.entry(name)?.domain.clone())
+    }
+
     /// Finds a decision by id (`dec_…`) in any domain, or by its memory's URN.
     pub(crate) fn find(&self, text: &str) -> Result<(&DecisionDomain, DecisionRecord)> {
         let text = text.trim();
@@ -145,6 +161,7 @@ impl DecisionService {
         entry.store.insert_decision(&decision, &memory, embedding.as_ref())?;
         Ok(CaptureDecisionResult {
             decision_id: decision.id.to_string(),
+            domain: entry.domain.to_string(),
             urn: decision_urn(&entry.domain, &decision),
             created_at: timestamp(decision.created_at),
             status: decision.status.to_string(),
@@ -176,6 +193,7 @@ impl DecisionService {
                     let next = &change.next;
                     return Ok(UpdateDecisionResult {
                         decision_id: next.id.to_string(),
+                        domain: entry.domain.to_string(),
                         urn: decision_urn(&entry.domain, next),
                         previous_status: current.status.to_string(),
                         new_status: next.status.to_string(),
@@ -218,7 +236,7 @@ impl DecisionService {
         let estimated_success = match &record.outcome {
             Some(outcome) => outcome.score,
             None => {
-                let (prior, _) = self.prior(decision);
+                let (prior, _) = self.prior(entry, decision)?;
                 kenning_core::decision::estimate::estimated_success(prior, &record.signals)
             }
         };
@@ -227,14 +245,41 @@ impl DecisionService {
             decision: DecisionView::new(&entry.domain, &record),
             estimated_success: round(estimated_success),
             similar_decisions: similar,
-            antipatterns_triggered: Vec::new(),
+            antipatterns_triggered: self.antipatterns_triggered(entry, decision)?,
             analysis,
         })
     }
 
-    /// Where an estimate of success starts for `decision` before any signal, and what it is.
-    fn prior(&self, decision: &Decision) -> (f64, &'static str) {
-        (decision.current_confidence, "stated_confidence")
+    /// Where an estimate of success starts for `decision` before any signal, and what it is: the
+    /// module's calibrated success rate once it has enough outcomes, else the stated confidence.
+    fn prior(&self, entry: &DecisionDomain, decision: &Decision) -> Result<(f64, &'static str)> {
+        let calibration = calibrate(&evidence(&entry.store.outcomes(Some(&decision.module))?));
+        Ok(if calibration.sample_size >= MIN_OUTCOMES {
+            (calibration.mean_success, "module_calibration")
+        } else {
+            (decision.current_confidence, "stated_confidence")
+        })
+    }
+
+    /// The antipatterns of the decision's module that it is the same pattern as (excluding the
+    /// ones it is itself part of).
+    fn antipatterns_triggered(&self, entry: &DecisionDomain, decision: &Decision) -> Result<Vec<AntipatternMatch>> {
+        let words = DecisionWords::new(&decision.statement, &decision.alternatives);
+        let outcomes = entry.store.outcomes(Some(&decision.module))?;
+        Ok(mine(&outcomes)
+            .iter()
+            .filter(|skill| skill.kind == SkillKind::Antipattern && !skill.decision_ids.contains(&decision.id))
+            .filter_map(|skill| {
+                let relation = relate(&skill.words, &words);
+                relation.same_pattern().then(|| AntipatternMatch {
+                    antipattern_id: skill.id.clone(),
+                    pattern: skill.statement.clone(),
+                    success_rate: skill.success_rate,
+                    similarity: round(relation.similarity()),
+                    severity: skill.severity.map_or("medium", |severity| severity.as_str()).to_owned(),
+                })
+            })
+            .collect())
     }
 
     /// Past decisions in `entry` like the statement, most alike first.
@@ -382,7 +427,7 @@ impl DecisionService {
             Err(other) => return Err(other.into()),
         }
         record.signals.push(signal.clone());
-        let (prior, prior_source) = self.prior(&record.decision);
+        let (prior, prior_source) = self.prior(entry, &record.decision)?;
         let estimated = match &record.outcome {
             Some(outcome) => outcome.score,
             None => kenning_core::decision::estimate::estimated_success(prior, &record.signals),
@@ -390,6 +435,7 @@ impl DecisionService {
         Ok(SignalResult {
             signal_id: signal.id,
             decision_id: record.decision.id.to_string(),
+            domain: entry.domain.to_string(),
             recorded_at: timestamp(signal.recorded_at),
             estimated_success: round(estimated),
             prior: round(prior),
@@ -450,14 +496,33 @@ impl DecisionService {
                             MemoryUrn::new(entry.domain.clone(), learnings.clone(), id).to_string()
                         })
                         .collect();
+                    let module = change.next.module.clone();
+                    let after = entry.store.outcomes(Some(&module))?;
+                    let before: Vec<(Decision, Outcome)> =
+                        after.iter().filter(|(decision, _)| decision.id != change.next.id).cloned().collect();
+                    let previous = calibrate(&evidence(&before));
+                    let current = calibrate(&evidence(&after));
+                    let skills = self.sync_skills(entry, &module)?;
                     return Ok(OutcomeResult {
                         outcome_id: outcome.id.clone(),
                         decision_id: change.next.id.to_string(),
+                        domain: entry.domain.to_string(),
                         final_status: outcome.status.to_string(),
                         final_score: outcome.score,
                         completed_at: timestamp(outcome.completed_at),
                         decision_status: change.next.status.to_string(),
                         lesson_urns,
+                        calibration_impact: CalibrationImpact {
+                            module,
+                            previous_success_rate: previous.mean_success,
+                            new_success_rate: current.mean_success,
+                            sample_size: current.sample_size,
+                            confidence_gap: current.confidence_gap,
+                            status: current.status.to_string(),
+                            trend: current.trend.to_string(),
+                        },
+                        skills,
+                        recommendation: recommendation(&current),
                     });
                 }
                 Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),

@@ -24,6 +24,8 @@ pub(crate) fn round(value: f64) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CaptureDecisionResult {
     pub decision_id: String,
+    /// The domain that keeps the decision.
+    pub domain: String,
     /// The decision's memory: `kenning://{domain}/decisions/{decision_id}`.
     pub urn: String,
     pub created_at: String,
@@ -37,6 +39,8 @@ pub struct CaptureDecisionResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UpdateDecisionResult {
     pub decision_id: String,
+    /// The domain that keeps the decision.
+    pub domain: String,
     pub urn: String,
     pub previous_status: String,
     pub new_status: String,
@@ -77,6 +81,8 @@ impl From<&Signal> for SignalView {
 pub struct SignalResult {
     pub signal_id: String,
     pub decision_id: String,
+    /// The domain that keeps the decision.
+    pub domain: String,
     pub recorded_at: String,
     /// The chance the decision works out given every signal so far (a Beta posterior mean).
     pub estimated_success: f64,
@@ -344,6 +350,8 @@ pub struct EdgeView {
 pub struct OutcomeResult {
     pub outcome_id: String,
     pub decision_id: String,
+    /// The domain that keeps the decision.
+    pub domain: String,
     pub final_status: String,
     pub final_score: f64,
     pub completed_at: String,
@@ -351,4 +359,310 @@ pub struct OutcomeResult {
     pub decision_status: String,
     /// The `learnings` memories the lessons became.
     pub lesson_urns: Vec<String>,
+    pub calibration_impact: CalibrationImpact,
+    /// Skills and antipatterns the outcome created, updated, revived or retired.
+    pub skills: Vec<SkillChange>,
+    pub recommendation: String,
+}
+
+/// The calibration of one module, or of all of them (`module: "all"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CalibrationView {
+    /// The module, or `all`.
+    pub module: String,
+    pub domain: String,
+    /// Outcomes counted.
+    pub sample_size: usize,
+    /// Posterior mean success rate alpha / (alpha + beta) under a Beta(1, 1) prior, each outcome adding its score.
+    pub success_rate: f64,
+    /// Mean confidence stated at capture; absent with no outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_confidence: Option<f64>,
+    /// mean_confidence - success_rate: positive means overconfident.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence_gap: Option<f64>,
+    /// insufficient_data (under 3 outcomes), well_calibrated, overconfident or underconfident.
+    pub status: String,
+    pub alpha: f64,
+    pub beta: f64,
+    pub variance: f64,
+    /// Exact 2.5% and 97.5% quantiles of the posterior.
+    pub credible_interval_95: [f64; 2],
+    /// improving, stable, declining or insufficient_data (under 6 outcomes).
+    pub trend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend_detail: Option<TrendView>,
+    /// Mean of (stated confidence - score)^2; 0 is perfect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brier_score: Option<f64>,
+    /// Stated-confidence bins against observed success.
+    pub reliability: Vec<ReliabilityRow>,
+    pub recommendation: String,
+    /// When the latest outcome counted was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
+}
+
+/// The two halves the trend compares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrendView {
+    pub earlier_outcomes: usize,
+    pub earlier_success_rate: f64,
+    pub recent_outcomes: usize,
+    pub recent_success_rate: f64,
+    /// Posterior probability that the recent success rate exceeds the earlier one.
+    pub probability_recent_better: f64,
+}
+
+/// One bin of the reliability table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReliabilityRow {
+    pub lower: f64,
+    pub upper: f64,
+    pub count: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_confidence: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_success: Option<f64>,
+}
+
+/// One module in the list of all calibrations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CalibrationSummary {
+    pub module: String,
+    pub sample_size: usize,
+    pub success_rate: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_confidence: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence_gap: Option<f64>,
+    pub status: String,
+    pub trend: String,
+    pub variance: f64,
+    pub credible_interval_95: [f64; 2],
+}
+
+/// Every module's calibration and the overall one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AllCalibrations {
+    pub domain: String,
+    pub modules: Vec<CalibrationSummary>,
+    pub overall: CalibrationView,
+    /// good (well calibrated overall), overconfident, underconfident or insufficient_data.
+    pub overall_calibration: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
+}
+
+/// Advice on a proposed confidence from a module's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GuidanceView {
+    pub module: String,
+    /// data_available, or no_data with fewer than 3 outcomes.
+    pub status: String,
+    pub sample_size: usize,
+    pub actual_success_rate: f64,
+    pub your_confidence: f64,
+    /// your_confidence - actual_success_rate.
+    pub confidence_gap: f64,
+    /// The module's calibration status.
+    pub calibration_status: String,
+    /// your_confidence + adjustment; absent with no data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggested_confidence: Option<f64>,
+    /// The gap to the record, shrunk by n / (n + 10); absent with no data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adjustment: Option<f64>,
+    pub shrinkage: f64,
+    pub recommendation: String,
+    pub credible_interval_95: [f64; 2],
+    /// Mined skills and antipatterns like the statement, when one was given.
+    pub similar_patterns: Vec<PatternMatch>,
+}
+
+/// A mined pattern like a proposal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PatternMatch {
+    pub pattern: String,
+    /// skill or antipattern.
+    pub kind: String,
+    pub success_rate: f64,
+    pub confidence: f64,
+    pub applicability: f64,
+    pub recommendation: String,
+}
+
+/// What `decision_calibration` returns: one section, by mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CalibrationReport {
+    /// module, all or guidance.
+    pub mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all: Option<AllCalibrations>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guidance: Option<GuidanceView>,
+}
+
+/// How many of a pattern's outcomes went well.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillEvidence {
+    /// Outcomes with status success.
+    pub successes: usize,
+    pub total_outcomes: usize,
+    /// Summed scores, partial outcomes counting as their score.
+    pub weighted_successes: f64,
+}
+
+/// A mined skill: a pattern of decisions that worked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillView {
+    pub skill_id: String,
+    /// Its procedural memory in the `patterns` namespace.
+    pub urn: String,
+    pub module: String,
+    pub statement: String,
+    /// 95% lower credible bound of the success rate.
+    pub confidence: f64,
+    pub success_rate: f64,
+    pub evidence: SkillEvidence,
+    /// Word overlap with the statement asked about, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applicability_score: Option<f64>,
+    pub recommendation: String,
+    pub decision_ids: Vec<String>,
+}
+
+/// A mined antipattern: a pattern of decisions that mostly failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AntipatternView {
+    pub antipattern_id: String,
+    pub urn: String,
+    pub module: String,
+    pub pattern: String,
+    /// high or medium.
+    pub severity: String,
+    pub success_rate: f64,
+    /// 95% lower credible bound of the failure rate.
+    pub confidence: f64,
+    pub evidence: SkillEvidence,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applicability_score: Option<f64>,
+    pub recommendation: String,
+    pub decision_ids: Vec<String>,
+}
+
+/// What `decision_skills` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillsView {
+    /// The module, or `all`.
+    pub module: String,
+    pub domain: String,
+    pub skills: Vec<SkillView>,
+    pub antipatterns: Vec<AntipatternView>,
+}
+
+/// One red flag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WarningView {
+    /// antipattern, similar_failure, overconfidence, single_alternative or high_risk_little_evidence.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// low, medium or high.
+    pub severity: String,
+    pub message: String,
+    pub evidence: String,
+    pub recommendation: String,
+}
+
+/// The calibration a proposal is judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CalibrationContext {
+    /// The module, or `all`.
+    pub module: String,
+    pub sample_size: usize,
+    pub team_success_rate: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team_confidence: Option<f64>,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub your_confidence: Option<f64>,
+    /// your_confidence - team_success_rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggested_confidence: Option<f64>,
+    pub credible_interval_95: [f64; 2],
+    pub recommendation: String,
+}
+
+/// Past failures and lessons around a proposal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CausalContext {
+    pub previous_failed_decisions: Vec<String>,
+    pub lessons_learned: Vec<String>,
+}
+
+/// What `decision_context` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextView {
+    pub decision_statement: String,
+    /// minimal, standard or full.
+    pub depth: String,
+    pub calibration_context: CalibrationContext,
+    pub similar_decisions: Vec<SimilarDecision>,
+    pub applicable_skills: Vec<SkillView>,
+    /// Most severe first.
+    pub warnings: Vec<WarningView>,
+    /// 0 to 1: 1 - product of (1 - weight) over warnings, weights high 0.5, medium 0.3, low 0.1.
+    pub risk_score: f64,
+    /// ok, caution (risk 0.3+) or block (risk 0.7+).
+    pub firewall_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causal_context: Option<CausalContext>,
+    /// The same context as a markdown block for a system prompt.
+    pub markdown: String,
+}
+
+/// Something in the record that needs attention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Anomaly {
+    /// The module, or `all`.
+    pub module: String,
+    /// success_rate_dropped or overconfident.
+    pub kind: String,
+    pub message: String,
+}
+
+/// Current anomalies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AnomaliesView {
+    pub domain: String,
+    pub anomalies: Vec<Anomaly>,
+}
+
+/// How an outcome moved its module's calibration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CalibrationImpact {
+    pub module: String,
+    pub previous_success_rate: f64,
+    pub new_success_rate: f64,
+    pub sample_size: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence_gap: Option<f64>,
+    pub status: String,
+    pub trend: String,
+}
+
+/// A skill or antipattern memory written because of an outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SkillChange {
+    pub skill_id: String,
+    pub urn: String,
+    /// skill or antipattern.
+    pub kind: String,
+    /// created, updated, revived or retired.
+    pub change: String,
+    pub confidence: f64,
 }

@@ -11,10 +11,13 @@ use serde::Deserialize;
 use kenning_core::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
 use kenning_engine::DecisionQuery;
 use kenning_engine::decisions::views::{
-    CaptureDecisionResult, DecisionDetail, DecisionPage, OutcomeResult, SignalResult, UpdateDecisionResult,
+    CalibrationReport, CaptureDecisionResult, ContextView, DecisionDetail, DecisionPage, OutcomeResult, SignalResult,
+    SkillsView, UpdateDecisionResult,
 };
+use kenning_engine::decisions::{CalibrationQuery, ContextQuery, SkillsQuery};
 
 use crate::KenningServer;
+use crate::decision_resources::Change;
 use crate::error::{ToolError, blocking};
 use crate::params::{Strict, input_schema};
 
@@ -30,7 +33,9 @@ impl KenningServer {
     async fn decision_capture(&self, Strict(args): Strict<CaptureDecisionArgs>) -> Result<Json<CaptureDecisionResult>, ToolError> {
         let decisions = self.decisions.clone();
         let (input, domain) = args.into_input();
-        blocking(move || decisions.capture(input, domain.as_deref())).await.map(Json)
+        let result = blocking(move || decisions.capture(input, domain.as_deref())).await?;
+        self.notify(&result.domain, Change::Captured).await;
+        Ok(Json(result))
     }
 
     #[tool(
@@ -43,7 +48,9 @@ impl KenningServer {
     async fn decision_update(&self, Strict(args): Strict<UpdateDecisionArgs>) -> Result<Json<UpdateDecisionResult>, ToolError> {
         let decisions = self.decisions.clone();
         let (id, input) = args.into_input();
-        blocking(move || decisions.update(&id, input)).await.map(Json)
+        let result = blocking(move || decisions.update(&id, input)).await?;
+        self.notify(&result.domain, Change::Updated { decision_id: &result.decision_id }).await;
+        Ok(Json(result))
     }
 
     #[tool(
@@ -81,7 +88,9 @@ impl KenningServer {
     async fn decision_record_signal(&self, Strict(args): Strict<SignalArgs>) -> Result<Json<SignalResult>, ToolError> {
         let decisions = self.decisions.clone();
         let (id, input) = args.into_input();
-        blocking(move || decisions.record_signal(&id, input)).await.map(Json)
+        let result = blocking(move || decisions.record_signal(&id, input)).await?;
+        self.notify(&result.domain, Change::Updated { decision_id: &result.decision_id }).await;
+        Ok(Json(result))
     }
 
     #[tool(
@@ -94,7 +103,142 @@ impl KenningServer {
     async fn decision_record_outcome(&self, Strict(args): Strict<OutcomeArgs>) -> Result<Json<OutcomeResult>, ToolError> {
         let decisions = self.decisions.clone();
         let (id, input) = args.into_input();
-        blocking(move || decisions.record_outcome(&id, input)).await.map(Json)
+        let result = blocking(move || decisions.record_outcome(&id, input)).await?;
+        let change = Change::Outcome { decision_id: &result.decision_id, module: &result.calibration_impact.module };
+        self.notify(&result.domain, change).await;
+        Ok(Json(result))
+    }
+
+    #[tool(
+        name = "decision_calibration",
+        title = "Calibration and guidance",
+        description = "Report how well stated confidence matches outcomes for one module or all, or advise on a confidence you are about to state.",
+        input_schema = input_schema::<CalibrationArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_calibration(&self, Strict(args): Strict<CalibrationArgs>) -> Result<Json<CalibrationReport>, ToolError> {
+        let decisions = self.decisions.clone();
+        let query = CalibrationQuery::from(args);
+        blocking(move || decisions.calibration(query)).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_skills",
+        title = "Skills and antipatterns",
+        description = "List the skills and antipatterns mined from outcomes, for a module or all, ranked by how well they apply to a statement.",
+        input_schema = input_schema::<SkillsArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_skills(&self, Strict(args): Strict<SkillsArgs>) -> Result<Json<SkillsView>, ToolError> {
+        let decisions = self.decisions.clone();
+        let query = SkillsQuery::from(args);
+        blocking(move || decisions.skills(query)).await.map(Json)
+    }
+
+    #[tool(
+        name = "decision_context",
+        title = "Decision context and warnings",
+        description = "Before deciding, get calibration, similar decisions, applicable skills, warnings with a risk score and firewall verdict, and a markdown block.",
+        input_schema = input_schema::<ContextArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_context(&self, Strict(args): Strict<ContextArgs>) -> Result<Json<ContextView>, ToolError> {
+        let decisions = self.decisions.clone();
+        let query = ContextQuery::from(args);
+        blocking(move || decisions.context(query)).await.map(Json)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationArgs {
+    /// `module` (one module, or all together without `module`), `all` (every module and overall) or `guidance` (advice on `confidence`); chosen from the other arguments when absent.
+    pub mode: Option<String>,
+    /// The module.
+    pub module: Option<String>,
+    /// For guidance: the confidence you are about to state, 0 to 1.
+    pub confidence: Option<f64>,
+    /// For guidance: the decision, to find mined patterns like it.
+    pub statement: Option<String>,
+    /// For all: only modules with at least this many outcomes; default 1.
+    pub min_sample_size: Option<usize>,
+    /// For all: module (default), success_rate, trend or variance.
+    pub sort_by: Option<String>,
+    /// The domain; default the default domain.
+    pub domain: Option<String>,
+}
+
+impl From<CalibrationArgs> for CalibrationQuery {
+    fn from(args: CalibrationArgs) -> Self {
+        CalibrationQuery {
+            mode: args.mode,
+            module: args.module,
+            confidence: args.confidence,
+            statement: args.statement,
+            min_sample_size: args.min_sample_size,
+            sort_by: args.sort_by,
+            domain: args.domain,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillsArgs {
+    /// The module; all modules when absent.
+    pub module: Option<String>,
+    /// A proposed decision, to rank by applicability.
+    pub decision_statement: Option<String>,
+    /// Only skills at least this confident, 0 to 1; default 0.
+    pub min_confidence: Option<f64>,
+    /// Skills and antipatterns each, 1 to 100; default 10.
+    pub limit: Option<usize>,
+    /// The domain; default the default domain.
+    pub domain: Option<String>,
+}
+
+impl From<SkillsArgs> for SkillsQuery {
+    fn from(args: SkillsArgs) -> Self {
+        SkillsQuery {
+            module: args.module,
+            statement: args.decision_statement,
+            min_confidence: args.min_confidence,
+            limit: args.limit,
+            domain: args.domain,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextArgs {
+    /// The decision you are considering.
+    pub statement: String,
+    /// Its module; all modules' records when absent.
+    pub module: Option<String>,
+    /// The confidence you would state, 0 to 1.
+    pub confidence: Option<f64>,
+    /// The alternatives you considered.
+    pub alternatives: Option<Vec<String>>,
+    /// low, medium or high.
+    pub risk_level: Option<String>,
+    /// minimal (calibration and warnings), standard (default: also 3 similar decisions, 2 skills) or full (also lessons and failures).
+    pub depth: Option<String>,
+    /// The domain; default the default domain.
+    pub domain: Option<String>,
+}
+
+impl From<ContextArgs> for ContextQuery {
+    fn from(args: ContextArgs) -> Self {
+        ContextQuery {
+            statement: args.statement,
+            module: args.module,
+            confidence: args.confidence,
+            alternatives: args.alternatives,
+            risk_level: args.risk_level,
+            depth: args.depth,
+            domain: args.domain,
+        }
     }
 }
 
