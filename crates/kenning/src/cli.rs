@@ -56,6 +56,13 @@ pub enum Command {
         #[arg(long)]
         no_vectors: bool,
     },
+    /// Decisions: capture, follow through signals to an outcome, and learn from them.
+    Decisions {
+        #[command(subcommand)]
+        command: crate::decisions::DecisionCommand,
+    },
+    /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
+    Calibration(crate::decisions::CalibrationArgs),
     /// Read memories exported by `kenning export`.
     Import {
         /// JSON-lines file, or `-` for standard input.

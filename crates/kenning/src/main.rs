@@ -4,6 +4,7 @@
 mod cli;
 mod compose;
 mod config;
+mod decisions;
 mod project;
 mod render;
 
@@ -128,6 +129,8 @@ fn run(cli: Cli) -> Result<()> {
                 )
             })
         }
+        Command::Decisions { command } => decisions::run(&services.decisions, json, command),
+        Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors } => {
             let mut writer: Box<dyn Write> = match &output {
                 Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)),

@@ -261,6 +261,26 @@ impl DecisionService {
         })
     }
 
+    /// The calibration of one module, or of all outcomes followed by each module that has any,
+    /// as the core computes it (for charts).
+    pub fn calibrations(&self, module: Option<&str>, domain: Option<&str>) -> Result<Vec<(String, Calibration)>> {
+        let entry = self.entry(domain)?;
+        if let Some(module) = module {
+            let (module, outcomes) = self.module_outcomes(entry, Some(module))?;
+            return Ok(vec![(module, calibrate(&evidence(&outcomes)))]);
+        }
+        let outcomes = entry.store.outcomes(None)?;
+        let mut modules: Vec<String> = outcomes.iter().map(|(decision, _)| decision.module.clone()).collect();
+        modules.sort();
+        modules.dedup();
+        let mut calibrations = vec![(ALL_MODULES.to_owned(), calibrate(&evidence(&outcomes)))];
+        for module in modules {
+            let of_module: Vec<(Decision, Outcome)> = outcomes.iter().filter(|(decision, _)| decision.module == module).cloned().collect();
+            calibrations.push((module, calibrate(&evidence(&of_module))));
+        }
+        Ok(calibrations)
+    }
+
     /// Modules (and the whole record) whose success rate dropped or that are overconfident.
     pub fn anomalies(&self, domain: Option<&str>) -> Result<AnomaliesView> {
         let entry = self.entry(domain)?;
