@@ -90,6 +90,8 @@ class Connection:
     transport: str
     stderr_path: Path
     stream_errors: list[Exception] = field(default_factory=list)
+    # Every notification the server sent, in arrival order.
+    notifications: list[types.ServerNotification] = field(default_factory=list)
 
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
         return await self.session.call_tool(tool, arguments or {})
@@ -126,11 +128,14 @@ async def connect(ws: Workspace, transport: str, args: tuple[str, ...] = (),
                   env: dict[str, str] | None = None) -> AsyncIterator[Connection]:
     """Starts `kenning serve` on `transport` ("stdio" or "http") and yields an initialized session."""
     errors: list[Exception] = []
+    notifications: list[types.ServerNotification] = []
 
     async def on_message(message: Any) -> None:
         # The SDK routes unparseable lines and transport failures here as exceptions.
         if isinstance(message, Exception):
             errors.append(message)
+        else:
+            notifications.append(message)
 
     if transport == "stdio":
         stderr_path = ws.stderr_path("stdio")
@@ -141,14 +146,14 @@ async def connect(ws: Workspace, transport: str, args: tuple[str, ...] = (),
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, message_handler=on_message) as session:
                     init = await session.initialize()
-                    yield Connection(session, init, transport, stderr_path, errors)
+                    yield Connection(session, init, transport, stderr_path, errors, notifications)
         _check_stream(errors, stderr_path)
     elif transport == "http":
         with http_server(ws, args, env) as server:
             async with streamable_http_client(server.url) as (read, write):
                 async with ClientSession(read, write, message_handler=on_message) as session:
                     init = await session.initialize()
-                    yield Connection(session, init, transport, server.stderr_path, errors)
+                    yield Connection(session, init, transport, server.stderr_path, errors, notifications)
         _check_stream(errors, server.stderr_path)
     else:
         raise ValueError(f"unknown transport {transport!r}")

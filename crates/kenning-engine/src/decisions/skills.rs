@@ -202,8 +202,8 @@ impl DecisionService {
                     change: "retired".to_owned(),
                     confidence: stale.confidence,
                 });
+                // Its edges stay: the decisions that built the skill keep it in their causal chains.
                 sync.replaces.push(MemoryChange { next, previous, embedding: None });
-                sync.edges_to.push((stale.id.clone(), Vec::new()));
             }
             if changes.is_empty() {
                 return Ok(changes);

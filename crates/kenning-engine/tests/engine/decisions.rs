@@ -319,3 +319,208 @@ fn concurrent_updates_of_one_decision_all_land() {
     let detail = decisions.get(&id, false).unwrap().decision;
     assert_eq!((detail.notes.len(), detail.revision), (40, 41));
 }
+
+/// Captures a decision and records its outcome; returns its id.
+fn decided(decisions: &DecisionService, statement: &str, module: &str, confidence: f64, alternative: &str, status: &str, lesson: Option<&str>) -> String {
+    let id = decisions.capture(capture(statement, module, confidence, &[alternative]), None).unwrap().decision_id;
+    let outcome = OutcomeInput {
+        final_status: status.into(),
+        lessons_learned: lesson.map(|lesson| vec![lesson.to_owned()]).unwrap_or_default(),
+        ..OutcomeInput::default()
+    };
+    decisions.record_outcome(&id, outcome).unwrap();
+    id
+}
+
+#[test]
+fn skills_are_created_updated_and_retired_as_outcomes_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let services = ["orders", "billing", "inventory", "shipping", "returns", "search", "reviews", "payments", "refunds"];
+    let mut ids = Vec::new();
+    let mut changes = Vec::new();
+    for (number, service_name) in services.iter().enumerate() {
+        // Four successes, then five failures: 4 of 4, then 4 of 9.
+        let status = if number < 4 { "success" } else { "failure" };
+        let id = decisions.capture(capture(&format!("Use PostgreSQL for the {service_name} service"), "database", 0.8, &["MongoDB"]), None).unwrap().decision_id;
+        let recorded = decisions.record_outcome(&id, OutcomeInput { final_status: status.into(), ..OutcomeInput::default() }).unwrap();
+        changes.push(recorded.skills.iter().map(|change| format!("{} {}", change.kind, change.change)).collect::<Vec<_>>());
+        ids.push(id);
+    }
+    let anchor = &ids[0][4..];
+    assert_eq!(changes[1], Vec::<String>::new(), "two outcomes are not a pattern yet");
+    assert_eq!(changes[2], ["skill created"]);
+    assert_eq!(changes[3], ["skill updated"]);
+    // 4 of 8 is still a skill (success rate 0.5); 4 of 9 makes it an antipattern.
+    assert_eq!(changes[7], ["skill updated"]);
+    assert_eq!(changes[8], ["antipattern created", "skill retired"]);
+
+    let skill_urn = format!("kenning://project:my-app/patterns/sk_{anchor}");
+    let skill = decisions.memory().get(&skill_urn).unwrap();
+    assert_eq!((skill.status.as_str(), skill.kind.as_str()), ("forgotten", "procedural"));
+    let history = decisions.memory().history(&skill_urn).unwrap();
+    let retirement = &history.versions[0].reason;
+    assert!(retirement.contains(&format!("antipattern ap_{anchor}")) && retirement.contains("0.44 over 9"), "{retirement}");
+    // While it was a skill, 4 of 4 gave the 95% lower bound of Beta(5, 1): 0.05^(1/5).
+    let four_of_four = history.versions.iter().find(|version| version.memory.metadata["total_outcomes"] == "4").unwrap();
+    assert!((four_of_four.memory.confidence - 0.05f64.powf(1.0 / 5.0)).abs() < 1e-12);
+    assert_eq!(four_of_four.memory.links.len(), 4);
+    assert!(four_of_four.memory.links.iter().all(|link| link.relation == "evidenced-by"));
+
+    let antipattern = decisions.memory().get(&format!("kenning://project:my-app/patterns/ap_{anchor}")).unwrap();
+    assert_eq!(antipattern.status, "active");
+    assert_eq!(antipattern.metadata["success_rate"], "0.444444");
+    // The failure rate's lower bound is the 5% quantile of Beta(1 + 5, 1 + 4).
+    let view = decisions.skills(kenning_engine::decisions::SkillsQuery { module: Some("database".into()), ..Default::default() }).unwrap();
+    assert!(view.skills.is_empty());
+    assert_eq!(view.antipatterns[0].antipattern_id, format!("ap_{anchor}"));
+    let expected = kenning_core::calibration::beta_quantile(0.05, 6.0, 5.0);
+    assert!((view.antipatterns[0].confidence - expected).abs() < 1e-12);
+    assert_eq!(view.antipatterns[0].severity, "medium", "the upper bound of success is not below one half");
+
+    // The first decision's chain now reaches the retired skill and the antipattern.
+    let chain = decisions.get(&ids[0], true).unwrap().analysis.unwrap().causal_chain;
+    let mut skills: Vec<(String, &str)> =
+        chain.skills.iter().map(|skill| (skill.urn.rsplit('/').next().unwrap().to_owned(), skill.status.as_str())).collect();
+    skills.sort();
+    assert_eq!(skills, [(format!("ap_{anchor}"), "active"), (format!("sk_{anchor}"), "forgotten")]);
+    // A new decision like them triggers the antipattern.
+    let next = decisions.capture(capture("Use PostgreSQL for the ledger service", "database", 0.7, &["MongoDB"]), None).unwrap().decision_id;
+    let triggered = decisions.get(&next, false).unwrap().antipatterns_triggered;
+    assert_eq!(triggered.len(), 1);
+    assert_eq!(triggered[0].antipattern_id, format!("ap_{anchor}"));
+}
+
+#[test]
+fn the_estimate_starts_from_the_module_record_once_it_has_three_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    decided(&decisions, "Cache product pages in Redis", "backend", 0.9, "No cache", "success", None);
+    decided(&decisions, "Queue emails through SQS", "backend", 0.9, "Send inline", "failure", None);
+    let id = decisions.capture(capture("Move thumbnails to a worker", "backend", 0.9, &["Inline"]), None).unwrap().decision_id;
+    let ci = || SignalInput { signal_type: "ci_passed".into(), valence: "positive".into(), ..SignalInput::default() };
+    let early = decisions.record_signal(&id, ci()).unwrap();
+    assert_eq!((early.prior_source.as_str(), early.prior), ("stated_confidence", 0.9));
+    decided(&decisions, "Batch search indexing hourly", "backend", 0.9, "Realtime", "partial", None);
+    // Three outcomes scoring 1, 0 and 0.5: Beta(1 + 1.5, 1 + 1.5), mean 0.5; with two CI passes
+    // the estimate is (0.5 · 2 + 2) / (2 + 2) = 0.75.
+    let later = decisions.record_signal(&id, ci()).unwrap();
+    assert_eq!((later.prior_source.as_str(), later.prior, later.estimated_success), ("module_calibration", 0.5, 0.75));
+}
+
+#[test]
+fn calibration_modes_and_their_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let query = |mode: Option<&str>, module: Option<&str>, confidence: Option<f64>| kenning_engine::decisions::CalibrationQuery {
+        mode: mode.map(str::to_owned),
+        module: module.map(str::to_owned),
+        confidence,
+        ..Default::default()
+    };
+    decided(&decisions, "Add a GraphQL gateway for mobile", "api", 0.8, "REST", "success", None);
+    decided(&decisions, "Version the API in the URL path", "api", 0.8, "Headers", "failure", None);
+
+    let few = decisions.calibration(query(None, Some("api"), None)).unwrap();
+    let view = few.calibration.unwrap();
+    assert_eq!((few.mode.as_str(), view.status.as_str(), view.sample_size), ("module", "insufficient_data", 2));
+    assert!(view.recommendation.contains("3 are needed"), "{}", view.recommendation);
+    let advice = decisions.calibration(query(None, Some("api"), Some(0.9))).unwrap().guidance.unwrap();
+    assert_eq!((advice.status.as_str(), advice.suggested_confidence, advice.adjustment), ("no_data", None, None));
+
+    decided(&decisions, "Paginate list endpoints with cursors", "api", 0.8, "Offsets", "success", None);
+    // 2 of 3: Beta(3, 2), mean 0.6; a proposed 0.9 moves by 3/13 of the way to 0.6.
+    let advice = decisions.calibration(query(Some("guidance"), Some("api"), Some(0.9))).unwrap().guidance.unwrap();
+    assert_eq!(advice.status, "data_available");
+    assert!((advice.suggested_confidence.unwrap() - (0.9 - 0.3 * 3.0 / 13.0)).abs() < 1e-12);
+    assert!((advice.confidence_gap - 0.3).abs() < 1e-12);
+
+    let all = decisions.calibration(query(None, None, None)).unwrap().all.unwrap();
+    assert_eq!(all.modules.iter().map(|summary| summary.module.as_str()).collect::<Vec<_>>(), ["api"]);
+    assert_eq!(all.overall.sample_size, 3);
+
+    assert_eq!(invalid(decisions.calibration(query(Some("everything"), None, None))).field, "mode");
+    assert_eq!(invalid(decisions.calibration(query(Some("guidance"), Some("api"), None))).field, "confidence");
+    assert_eq!(invalid(decisions.calibration(query(Some("guidance"), Some("api"), Some(2.0)))).field, "confidence");
+    let error = invalid(decisions.calibration(query(None, Some("apis"), None)));
+    assert!(error.field == "module" && error.suggestion.contains("did you mean `api`"), "{error:?}");
+    let sorted = kenning_engine::decisions::CalibrationQuery { sort_by: Some("luck".into()), ..query(Some("all"), None, None) };
+    assert_eq!(invalid(decisions.calibration(sorted)).field, "sort_by");
+}
+
+#[test]
+fn warnings_weigh_into_a_risk_score_and_a_firewall_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let context = |statement: &str, module: &str, confidence: Option<f64>, alternatives: Option<Vec<&str>>, risk: Option<&str>| {
+        decisions
+            .context(kenning_engine::decisions::ContextQuery {
+                statement: statement.into(),
+                module: Some(module.into()),
+                confidence,
+                alternatives: alternatives.map(|alternatives| alternatives.into_iter().map(str::to_owned).collect()),
+                risk_level: risk.map(str::to_owned),
+                depth: Some("minimal".into()),
+                domain: None,
+            })
+            .unwrap()
+    };
+    // An empty module and a high-risk proposal with one alternative: medium and low, 1 - 0.7 · 0.9.
+    let view = context("Rewrite the deploy pipeline in Bazel", "infra", Some(0.6), Some(vec!["Keep Make"]), Some("high"));
+    let kinds: Vec<(&str, &str)> = view.warnings.iter().map(|warning| (warning.kind.as_str(), warning.severity.as_str())).collect();
+    assert_eq!(kinds, [("high_risk_little_evidence", "medium"), ("single_alternative", "low")]);
+    assert_eq!((view.risk_score, view.firewall_status.as_str()), (0.37, "caution"));
+    assert!(view.similar_decisions.is_empty() && view.applicable_skills.is_empty(), "minimal depth");
+
+    // Four failed Redis-session decisions: an antipattern of high severity, since the failure
+    // rate's lower bound, 0.05^(1/5) = 0.549, is above one half.
+    for app in ["admin app", "mobile API", "partner portal", "support desk"] {
+        decided(&decisions, &format!("Store sessions in Redis for the {app}"), "auth", 0.9, "Signed cookies", "failure", Some("Redis restarts log everyone out"));
+    }
+    // Four outcomes scoring 0: Beta(1, 5), whose 97.5% quantile 1 - 0.025^(1/5) = 0.522 is below
+    // 0.95, and 0.95 exceeds the mean 1/6 by more than 0.25: overconfidence of high severity.
+    let view = context("Store sessions in Redis for the billing app", "auth", Some(0.95), Some(vec!["Signed cookies", "JWT"]), None);
+    let kinds: Vec<(&str, &str)> = view.warnings.iter().map(|warning| (warning.kind.as_str(), warning.severity.as_str())).collect();
+    assert_eq!(kinds, [("antipattern", "high"), ("overconfidence", "high")]);
+    assert_eq!((view.risk_score, view.firewall_status.as_str()), (0.75, "block"));
+    assert!(view.warnings[0].recommendation.contains("Redis restarts log everyone out"));
+    assert!(view.markdown.contains("**Firewall:** block (risk 0.75)"), "{}", view.markdown);
+
+    // Choosing what those decisions rejected is a contrast, not the pattern.
+    let view = context("Store sessions in signed cookies for the billing app", "auth", None, None, None);
+    assert!(view.warnings.is_empty(), "{:?}", view.warnings);
+    assert_eq!((view.risk_score, view.firewall_status.as_str()), (0.0, "ok"));
+
+    let full = decisions
+        .context(kenning_engine::decisions::ContextQuery {
+            statement: "Store sessions in Redis for the billing app".into(),
+            module: Some("auth".into()),
+            depth: Some("full".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let causal = full.causal_context.unwrap();
+    assert_eq!(causal.previous_failed_decisions.len(), 4);
+    assert_eq!(causal.lessons_learned, ["Redis restarts log everyone out"]);
+    // {store, session, redis, billing, app} shares four words with the admin app's: Dice 0.8, the others 0.6.
+    assert!(full.markdown.contains("### Similar Decisions:\n- ❌ Store sessions in Redis for the admin app (0% success)\n"), "{}", full.markdown);
+    assert!(full.markdown.contains("### Lessons:\n- Redis restarts log everyone out\n"), "{}", full.markdown);
+
+    let error = invalid(decisions.context(kenning_engine::decisions::ContextQuery { statement: "x".repeat(20), depth: Some("deep".into()), ..Default::default() }));
+    assert_eq!(error.field, "depth");
+    assert_eq!(invalid(decisions.context(kenning_engine::decisions::ContextQuery { statement: "  ".into(), ..Default::default() })).field, "statement");
+}
+
+#[test]
+fn anomalies_name_a_module_whose_success_rate_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    for (number, status) in ["success", "success", "success", "failure", "failure", "failure"].iter().enumerate() {
+        decided(&decisions, &format!("Frontend change number {number} to the checkout page"), "frontend", 0.5, "Leave it", status, None);
+    }
+    // Earlier Beta(4, 1) against recent Beta(1, 4): P(recent better) = 1/70 < 0.05.
+    let view = decisions.anomalies(None).unwrap();
+    let found: Vec<(&str, &str)> = view.anomalies.iter().map(|anomaly| (anomaly.module.as_str(), anomaly.kind.as_str())).collect();
+    assert_eq!(found, [("frontend", "success_rate_dropped"), ("all", "success_rate_dropped")]);
+    assert!(view.anomalies[0].message.contains("80%") && view.anomalies[0].message.contains("20%"), "{}", view.anomalies[0].message);
+}
