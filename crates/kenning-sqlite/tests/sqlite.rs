@@ -368,12 +368,14 @@ fn searches_see_writes_made_through_another_handle() {
 }
 
 /// A store written by the first schema, whose text index was an FTS5 table, keeps its search
-/// text through the migration.
+/// text through the migrations, and its memories' links become edges of the graph.
 #[test]
 fn a_first_schema_store_keeps_its_search_text() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.db");
-    let m = memory("old", "learnings", "Rotate the signing keys every quarter.");
+    let mut m = memory("old", "learnings", "Rotate the signing keys every quarter.");
+    let target = kenning_core::MemoryUrn::parse("links.target", "kenning://user/decisions/dec_1").unwrap();
+    m.links = vec![kenning_core::Link { target: target.clone(), relation: "derived-from".into() }];
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "CREATE TABLE memories (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, namespace TEXT NOT NULL, \
@@ -403,6 +405,13 @@ fn a_first_schema_store_keeps_its_search_text() {
 
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(hit_ids(&store.search_text("signing key rotation", &SearchFilter::active(), 10).unwrap()), ["old"]);
+    let incoming = kenning_core::decision::DecisionStore::edges_to(
+        &store,
+        &kenning_core::decision::Node { kind: kenning_core::decision::NodeKind::Urn, id: target.to_string() },
+    )
+    .unwrap();
+    assert_eq!(incoming.len(), 1, "the migration copies existing links into the graph");
+    assert_eq!((incoming[0].from.id.as_str(), incoming[0].relation.as_str()), ("old", "derived-from"));
     assert_eq!(store.stats().unwrap().text_index_entries, 1);
     let fresh = memory("new", "learnings", "Signing keys live in the vault.");
     insert_all(&store, std::slice::from_ref(&fresh));

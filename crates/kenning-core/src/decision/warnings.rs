@@ -198,6 +198,9 @@ pub fn assess(proposal: &Proposal, calibration: &Calibration, mined: &[MinedSkil
     // Most severe first; the order of the rules above breaks ties.
     warnings.sort_by_key(|warning| std::cmp::Reverse(warning.severity));
     let risk_score = 1.0 - warnings.iter().map(|warning| 1.0 - severity_weight(warning.severity)).product::<f64>();
+    // Rounded well below any figure shown, so that 1 - 0.7 lands on 0.3 and not a hair beside
+    // it, which would put a score exactly on a threshold on either side by chance.
+    let risk_score = (risk_score * 1e12).round() / 1e12;
     let firewall = if risk_score >= BLOCK_AT {
         Firewall::Block
     } else if risk_score >= CAUTION_AT {
