@@ -14,16 +14,17 @@ use crate::{relations, vector};
 pub(crate) fn insert(conn: &Connection, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for (memory, embedding) in batch {
+        let hash = memory.content_hash();
         // Checked before the id, so that retrying a capture whose acknowledgement was lost
         // reports the duplicate instead of failing.
-        if let Some(existing) = active_duplicate(conn, memory, None)? {
+        if let Some(existing) = active_duplicate(conn, memory, &hash, None)? {
             outcomes.push(Inserted::Duplicate(existing));
             continue;
         }
         if stored(conn, memory.id.as_str())?.is_some() {
             return Err(Error::IdTaken(memory.id.to_string()));
         }
-        write_row(conn, memory, None)?;
+        write_row(conn, memory, &hash, None)?;
         if let Some(embedding) = embedding {
             vector::put(conn, memory.id.as_str(), embedding)?;
         }
@@ -47,14 +48,15 @@ pub(crate) fn replace(
     if current.version != previous.version {
         return Err(Error::Conflict { id: id.to_owned(), expected: previous.version });
     }
-    if let Some(existing) = active_duplicate(conn, next, Some(id))? {
+    let hash = next.content_hash();
+    if let Some(existing) = active_duplicate(conn, next, &hash, Some(id))? {
         return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
     }
     // Reads are recorded outside versions, so the stored counters are newer than the caller's copy.
     let mut next = next.clone();
     next.access_count = next.access_count.max(current.memory.access_count);
     next.last_accessed_at = next.last_accessed_at.max(current.memory.last_accessed_at);
-    write_row(conn, &next, Some(current.seq))?;
+    write_row(conn, &next, &hash, Some(current.seq))?;
     put_version(conn, id, previous, true)?;
     let text_changed = current.memory.search_text() != next.search_text();
     update_vectors(conn, id, text_changed, embedding)
@@ -99,11 +101,12 @@ pub(crate) fn import(conn: &Connection, records: &[MemoryRecord]) -> Result<usiz
         if current.as_ref().is_some_and(|current| current.version >= memory.version) {
             continue;
         }
-        if let Some(existing) = active_duplicate(conn, memory, Some(id))? {
+        let hash = memory.content_hash();
+        if let Some(existing) = active_duplicate(conn, memory, &hash, Some(id))? {
             tracing::info!(%id, %existing, "import skipped a duplicate of an active memory");
             continue;
         }
-        write_row(conn, memory, current.as_ref().map(|current| current.seq))?;
+        write_row(conn, memory, &hash, current.as_ref().map(|current| current.seq))?;
         for version in &record.history {
             put_version(conn, id, version, true)?;
         }
@@ -169,8 +172,9 @@ fn stored(conn: &Connection, id: &str) -> Result<Option<Stored>> {
     row.map(|(seq, version, body)| Ok(Stored { seq, version, memory: decode_memory(&body)? })).transpose()
 }
 
-/// The id of an active memory, other than `except`, that `memory` would duplicate if it is active.
-fn active_duplicate(conn: &Connection, memory: &Memory, except: Option<&str>) -> Result<Option<MemoryId>> {
+/// The id of an active memory, other than `except`, that `memory` (whose content hash is
+/// `hash`) would duplicate if it is active.
+fn active_duplicate(conn: &Connection, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
     if memory.status != Status::Active {
         return Ok(None);
     }
@@ -179,15 +183,15 @@ fn active_duplicate(conn: &Connection, memory: &Memory, except: Option<&str>) ->
             "SELECT id FROM memories WHERE namespace = ? AND content_hash = ? AND status = 'active' \
              AND id IS NOT ?",
         )?
-        .query_row(params![memory.namespace.as_str(), memory.content_hash(), except], |row| row.get(0))
+        .query_row(params![memory.namespace.as_str(), hash, except], |row| row.get(0))
         .optional()?;
     existing.map(|id| MemoryId::parse(&id).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
 }
 
-/// Writes the row of `memory` (a new one when `seq` is `None`) with its tags, search text and
-/// the copy of its links in the graph.
-/// Inserting NULL into `seq` makes SQLite assign a fresh key.
-fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()> {
+/// Writes the row of `memory` (a new one when `seq` is `None`) with its content hash, tags,
+/// search text and the copy of its links in the graph. Inserting NULL into `seq` makes SQLite
+/// assign a fresh key.
+fn write_row(conn: &Connection, memory: &Memory, hash: &str, seq: Option<i64>) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
          content_hash, version, body, change_seq, search_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
@@ -206,19 +210,22 @@ fn write_row(conn: &Connection, memory: &Memory, seq: Option<i64>) -> Result<()>
         memory.confidence,
         time_key(memory.created_at),
         time_key(memory.occurred_at()),
-        memory.content_hash(),
+        hash,
         memory.version,
         encode_memory(memory)?,
         next_change(conn)?,
         memory.search_text(),
     ])?;
+    if seq.is_some() {
+        conn.prepare_cached("DELETE FROM memory_tags WHERE memory_id = ?")?.execute([memory.id.as_str()])?;
+    }
     write_tags(conn, memory)?;
     relations::sync_links(conn, memory)
 }
 
+/// Adds the tag rows of `memory`, which has none yet.
 fn write_tags(conn: &Connection, memory: &Memory) -> Result<()> {
     let id = memory.id.as_str();
-    conn.prepare_cached("DELETE FROM memory_tags WHERE memory_id = ?")?.execute([id])?;
     let mut statement = conn.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory_id, tag) VALUES (?, ?)")?;
     for tag in &memory.tags {
         statement.execute(params![id, tag])?;
