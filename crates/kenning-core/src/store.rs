@@ -119,4 +119,12 @@ pub trait MemoryStore: Send + Sync {
 
     /// Rebuilds the search index from the source of truth; returns the number of memories indexed.
     fn rebuild_index(&self) -> Result<u64>;
+
+    /// Prepares what searching needs (an index held in memory, say) for text search and for
+    /// vector search with `model`, so that the first search does not wait for it. Searching
+    /// without it is correct, only slower the first time.
+    fn warm_up(&self, model: Option<&str>) -> Result<()> {
+        let _ = model;
+        Ok(())
+    }
 }

@@ -321,6 +321,15 @@ impl MemoryService {
         })
     }
 
+    /// Prepares every store's search index for recall with the current model, so that the
+    /// first recall does not wait for it to be built.
+    pub fn warm_up(&self) -> Result<()> {
+        for entry in &self.domains {
+            entry.store.warm_up(self.embedder_model())?;
+        }
+        Ok(())
+    }
+
     /// Embeds every memory that lacks a vector from the current model, and rebuilds text indexes.
     pub fn reindex(&self, batch_size: usize) -> Result<ReindexReport> {
         let mut report = ReindexReport { model: self.embedder_model().map(str::to_owned), embedded: 0, text_indexed: 0 };

@@ -52,6 +52,11 @@ impl SearchCache {
         Ok(state.index.as_ref().map_or_else(Vec::new, |index| index.search_vector(query, model, filter, limit)))
     }
 
+    /// Builds or updates the index now, with `model`'s vectors.
+    pub fn warm_up(&self, db: &Db, model: Option<&str>) -> Result<()> {
+        self.current(db, model).map(drop)
+    }
+
     /// Drops the index; the next search builds it again from the database.
     pub fn reset(&self) {
         *write(&self.state) = State::default();

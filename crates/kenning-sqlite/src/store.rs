@@ -113,6 +113,10 @@ impl MemoryStore for SqliteStore {
         self.search.reset();
         Ok(indexed)
     }
+
+    fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
+        Ok(self.search.warm_up(&self.db, model)?)
+    }
 }
 
 impl DecisionStore for SqliteStore {

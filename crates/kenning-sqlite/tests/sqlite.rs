@@ -340,6 +340,7 @@ fn searches_see_writes_made_through_another_handle() {
     let reader = SqliteStore::open(&path).unwrap();
     let writer = SqliteStore::open(&path).unwrap();
     let model = "shared-model";
+    reader.warm_up(Some(model)).unwrap();
     let pool = memory("pool", "config", "The connection pool holds twenty connections.");
     writer.insert(&[(pool.clone(), Some(embedding(model, &[1.0, 0.0, 0.0])))]).unwrap();
     let search = |query: &str| hit_ids(&reader.search_text(query, &SearchFilter::active(), 10).unwrap());
