@@ -28,12 +28,26 @@ pub(crate) struct Db {
     readers: Mutex<Vec<Connection>>,
 }
 
+/// What an acknowledged write survives; the choice is how long each write waits for the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Every commit is flushed to the disk (`synchronous = FULL`) before it is acknowledged,
+    /// so it survives the process being killed, the OS crashing and the power failing. A write
+    /// then costs at least one disk flush, a few milliseconds on some disks.
+    #[default]
+    PowerLoss,
+    /// Commits reach the OS but are flushed to the disk only at checkpoints (`synchronous =
+    /// NORMAL` in WAL mode): an acknowledged write survives the process being killed, but the
+    /// last ones before an OS crash or power failure may be lost. The store is never corrupted.
+    ProcessCrash,
+}
+
 impl Db {
-    pub(crate) fn open(path: &Path) -> Result<Db> {
+    pub(crate) fn open(path: &Path, durability: Durability) -> Result<Db> {
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|source| Error::CreateDir { path: parent.to_owned(), source })?;
         }
-        let mut writer = retry(|| open_writer(path))?;
+        let mut writer = retry(|| open_writer(path, durability))?;
         retry(|| schema::migrate(&mut writer, path))?;
         Ok(Db { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
@@ -84,7 +98,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn open_writer(path: &Path) -> Result<Connection> {
+fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
@@ -93,9 +107,12 @@ fn open_writer(path: &Path) -> Result<Connection> {
     }
     // FULL syncs the WAL on every commit. In WAL mode NORMAL already survives a crash of the
     // process, because committed pages are in the OS cache, but it can lose the last commits
-    // if the machine loses power or the OS crashes. An acknowledged memory must not vanish,
-    // and one fsync per write transaction is cheap next to the embedding that precedes it.
-    conn.pragma_update(None, "synchronous", "FULL")?;
+    // if the machine loses power or the OS crashes.
+    let synchronous = match durability {
+        Durability::PowerLoss => "FULL",
+        Durability::ProcessCrash => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)?;
     Ok(conn)
 }
 

@@ -19,7 +19,8 @@
 //! with a recursive common table expression.
 //!
 //! Durability: WAL mode with `synchronous = FULL`, so a write that returned `Ok` survives a
-//! crash of the process and of the machine. Concurrency: writers from several processes are
+//! crash of the process and of the machine; [`Durability::ProcessCrash`] trades the machine
+//! crash for writes that do not wait for the disk. Concurrency: writers from several processes are
 //! serialised by SQLite's lock and retried on contention, never failing with "database is locked".
 
 mod codec;
@@ -35,5 +36,6 @@ mod store;
 mod vector;
 mod write;
 
+pub use db::Durability;
 pub use error::Error;
 pub use store::SqliteStore;

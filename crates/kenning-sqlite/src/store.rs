@@ -12,7 +12,7 @@ use kenning_core::{
     Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
 };
 
-use crate::db::Db;
+use crate::db::{Db, Durability};
 use crate::error::Error;
 use crate::search::SearchCache;
 use crate::{decisions, read, relations, write};
@@ -29,9 +29,14 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens the store at `path`, creating the file, its directory and the schema if needed and
-    /// upgrading an older schema.
+    /// upgrading an older schema. Writes are durable against power loss.
     pub fn open(path: &Path) -> Result<SqliteStore, Error> {
-        Ok(SqliteStore { db: Db::open(path)?, search: SearchCache::default() })
+        Self::open_with(path, Durability::default())
+    }
+
+    /// Opens the store at `path` with writes as durable as `durability` says.
+    pub fn open_with(path: &Path, durability: Durability) -> Result<SqliteStore, Error> {
+        Ok(SqliteStore { db: Db::open(path, durability)?, search: SearchCache::default() })
     }
 
     pub fn path(&self) -> &Path {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use chrono::TimeDelta;
 use kenning_conformance::fixtures::{at, embedding, hit_ids, id, insert_all, memory, sorted, supersede, unit};
 use kenning_core::{Embedding, Error, Inserted, Memory, MemoryRecord, MemoryStore, SearchFilter};
-use kenning_sqlite::SqliteStore;
+use kenning_sqlite::{Durability, SqliteStore};
 
 mod conformance {
     use super::*;
@@ -47,6 +47,7 @@ mod decision_conformance {
 const CHILD_MODE: &str = "KENNING_TEST_CHILD";
 const CHILD_STORE: &str = "KENNING_TEST_STORE";
 const CHILD_PREFIX: &str = "KENNING_TEST_PREFIX";
+const CHILD_DURABILITY: &str = "KENNING_TEST_DURABILITY";
 const CRASH_MODEL: &str = "crash-model";
 /// Memories each child writes in the two-writer test; every fifth is then updated.
 const PAIR_WRITES: usize = 500;
@@ -55,12 +56,12 @@ fn child_mode() -> Option<String> {
     std::env::var(CHILD_MODE).ok()
 }
 
-fn spawn_child(test: &str, mode: &str, store: &Path, prefix: &str) -> Child {
+fn spawn_child(test: &str, mode: &str, store: &Path, settings: &[(&str, &str)]) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD_MODE, mode)
         .env(CHILD_STORE, store)
-        .env(CHILD_PREFIX, prefix)
+        .envs(settings.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -68,7 +69,11 @@ fn spawn_child(test: &str, mode: &str, store: &Path, prefix: &str) -> Child {
 }
 
 fn child_store() -> SqliteStore {
-    SqliteStore::open(&PathBuf::from(std::env::var(CHILD_STORE).unwrap())).unwrap()
+    let durability = match std::env::var(CHILD_DURABILITY).as_deref() {
+        Ok("process-crash") => Durability::ProcessCrash,
+        _ => Durability::PowerLoss,
+    };
+    SqliteStore::open_with(&PathBuf::from(std::env::var(CHILD_STORE).unwrap()), durability).unwrap()
 }
 
 /// The `n`th memory the crash writer captures, with its vector; deterministic so that the
@@ -102,9 +107,20 @@ fn child_crash_writer() {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
+    kill_a_writer_and_check_every_acknowledged_write("power-loss");
+}
+
+/// Without a disk flush per commit, the commits still reach the OS before they are
+/// acknowledged, which is all that killing the process can take away.
+#[test]
+fn acknowledged_writes_survive_sigkill_without_disk_flushes() {
+    kill_a_writer_and_check_every_acknowledged_write("process-crash");
+}
+
+fn kill_a_writer_and_check_every_acknowledged_write(durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
-    let mut child = spawn_child("child_crash_writer", "crash-writer", &path, "");
+    let mut child = spawn_child("child_crash_writer", "crash-writer", &path, &[(CHILD_DURABILITY, durability)]);
     let mut acknowledged: Vec<u64> = Vec::new();
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         if let Some(n) = line.unwrap().strip_prefix("ACK ") {
@@ -173,7 +189,7 @@ fn two_processes_write_one_store_at_once() {
     let path = dir.path().join("nested").join("shared.db");
     let prefixes = ["left", "right"];
     let children: Vec<Child> =
-        prefixes.iter().map(|prefix| spawn_child("child_pair_writer", "pair-writer", &path, prefix)).collect();
+        prefixes.iter().map(|prefix| spawn_child("child_pair_writer", "pair-writer", &path, &[(CHILD_PREFIX, prefix)])).collect();
     // Each child's output is drained on its own thread so neither blocks on a full pipe.
     let outputs: Vec<Output> = std::thread::scope(|scope| {
         let waits: Vec<_> =

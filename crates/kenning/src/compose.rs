@@ -24,9 +24,9 @@ pub struct Services {
 pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
     let mut stores = Vec::new();
     if let Some(project) = project.filter(|_| !config.project_disabled) {
-        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path())?);
+        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path(), config)?);
     }
-    stores.push(open_sqlite(Domain::User, &config.user_db_path()?)?);
+    stores.push(open_sqlite(Domain::User, &config.user_db_path()?, config)?);
     let memory_domains = stores
         .iter()
         .map(|(domain, store)| DomainStore { domain: domain.clone(), store: store.clone() as Arc<dyn MemoryStore> })
@@ -44,8 +44,8 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
     Ok(Services { memory, decisions })
 }
 
-fn open_sqlite(domain: Domain, path: &Path) -> Result<(Domain, Arc<SqliteStore>)> {
-    let store = SqliteStore::open(path).with_context(|| format!("opening the {domain} store at {}", path.display()))?;
+fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<SqliteStore>)> {
+    let store = SqliteStore::open_with(path, config.durability).with_context(|| format!("opening the {domain} store at {}", path.display()))?;
     Ok((domain, Arc::new(store)))
 }
 

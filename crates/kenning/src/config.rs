@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use kenning_sqlite::Durability;
 use serde::Deserialize;
 
 /// The merged configuration.
@@ -15,6 +16,8 @@ pub struct Config {
     pub model_dir: Option<PathBuf>,
     /// Where the user domain's SQLite file lives; default `{data_dir}/kenning/user.db`.
     pub user_db: Option<PathBuf>,
+    /// What an acknowledged write survives: power loss (the default) or only the process dying.
+    pub durability: Durability,
     /// Overrides the project id derived from the git remote.
     pub project_id: Option<String>,
     /// Turns the project domain off even inside a git repository.
@@ -73,6 +76,7 @@ struct EmbedderSection {
 #[serde(deny_unknown_fields)]
 struct StorageSection {
     user_db: Option<PathBuf>,
+    durability: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -123,8 +127,13 @@ impl Config {
                 self.model_dir = Some(base.join(dir));
             }
         }
-        if let Some(user_db) = file.storage.and_then(|storage| storage.user_db) {
-            self.user_db = Some(base.join(user_db));
+        if let Some(storage) = file.storage {
+            if let Some(user_db) = storage.user_db {
+                self.user_db = Some(base.join(user_db));
+            }
+            if let Some(durability) = storage.durability {
+                self.durability = parse_durability(&origin, &durability)?;
+            }
         }
         if let Some(project) = file.project {
             self.project_id = project.id.or(self.project_id.take());
@@ -155,6 +164,9 @@ impl Config {
         }
         if let Some(path) = var("KENNING_USER_DB") {
             self.user_db = Some(PathBuf::from(path));
+        }
+        if let Some(durability) = var("KENNING_DURABILITY") {
+            self.durability = parse_durability("KENNING_DURABILITY", &durability)?;
         }
         if let Some(id) = var("KENNING_PROJECT_ID") {
             self.project_id = Some(id);
@@ -191,6 +203,17 @@ pub fn split_list(text: &str) -> Vec<String> {
     text.split(',').map(str::trim).filter(|item| !item.is_empty()).map(str::to_owned).collect()
 }
 
+fn parse_durability(origin: &str, text: &str) -> Result<Durability> {
+    match text.trim() {
+        "power-loss" => Ok(Durability::PowerLoss),
+        "process-crash" => Ok(Durability::ProcessCrash),
+        other => bail!(
+            "{origin}: durability `{other}` is not known; use `power-loss` (every write waits for the disk; the default) \
+             or `process-crash` (writes survive the process dying, not the machine)"
+        ),
+    }
+}
+
 fn parse_bool(name: &str, value: &str) -> Result<bool> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
@@ -219,12 +242,14 @@ mod tests {
         config
             .apply_env(|name| match name {
                 "KENNING_READ_ONLY" => Some("false".into()),
+                "KENNING_DURABILITY" => Some("process-crash".into()),
                 "KENNING_DECISION_MODULES" => Some("payments, search".into()),
                 "KENNING_MODEL_DIR" => Some("/models/minilm".into()),
                 _ => None,
             })
             .unwrap();
         assert!(!config.read_only);
+        assert_eq!(config.durability, Durability::ProcessCrash);
         assert_eq!(config.embedder, EmbedderChoice::Transformer);
         assert_eq!(config.toolsets, Some(vec!["memory".to_owned()]));
         assert_eq!(config.decision_modules, Some(vec!["payments".to_owned(), "search".to_owned()]));
@@ -237,6 +262,9 @@ mod tests {
         std::fs::write(&file, "[embedder]\nkind = \"openai-magic\"\n").unwrap();
         let error = Config::default().apply_file(&file).unwrap_err().to_string();
         assert!(error.contains("kenning.toml") && error.contains("openai-magic"), "{error}");
+        std::fs::write(&file, "[storage]\ndurability = \"eventually\"\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err().to_string();
+        assert!(error.contains("eventually") && error.contains("power-loss"), "{error}");
         std::fs::write(&file, "[storage]\nuser_dbb = \"x\"\n").unwrap();
         let error = format!("{:#}", Config::default().apply_file(&file).unwrap_err());
         assert!(error.contains("user_dbb"), "{error}");
