@@ -6,7 +6,7 @@
 //!   `kenning://{domain}/{namespace}/{id}`; [`Domain`] is `project:{id}`, `user` or `org:{id}`.
 //! - [`input`] validates what callers send ([`CaptureInput`], [`UpdateInput`]) into records,
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
-//! - [`search`] holds filters, reciprocal rank fusion, token estimates, cursors and snippets.
+//! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
 //! - [`calibration`] holds the statistics of decisions and outcomes: [`calibrate`] turns
 //!   [`Evidence`] (stated confidence, outcome score, time) into a [`Calibration`] (Beta posterior,

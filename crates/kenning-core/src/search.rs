@@ -1,4 +1,4 @@
-//! Search vocabulary shared by every backend: filters, scored hits, rank fusion, token budgets,
+//! Search vocabulary shared by every backend: filters, scored hits, score fusion, token budgets,
 //! cursors and snippets.
 
 use std::collections::HashMap;
@@ -59,21 +59,37 @@ impl Detail {
     }
 }
 
-/// The conventional RRF constant from Cormack et al.; it damps the advantage of the very top ranks.
-pub const RRF_K: f64 = 60.0;
+/// How far down each ranked list [`score_fusion`] reaches to find the score that it scales to
+/// zero. A fixed depth, rather than however many hits a page asked for, keeps the fused order,
+/// and so every page of a recall, the same whatever the page size.
+pub const FUSION_SCALE_DEPTH: usize = 100;
 
-/// Reciprocal rank fusion of weighted ranked lists: each item scores the sum of
-/// `weight / (k + rank)` over the lists it appears in (rank starts at 1). Ties keep first-seen order.
-pub fn reciprocal_rank_fusion<T: Clone + Eq + Hash>(lists: &[(f64, Vec<T>)], k: f64) -> Vec<(T, f64)> {
+/// Fuses weighted ranked lists by a convex combination of their scaled scores. Each list
+/// `(weight, [(item, score)])`, best first, has its scores scaled to `[0, 1]`: its best score
+/// maps to 1 and its score at rank [`FUSION_SCALE_DEPTH`] (its last, if shorter) to 0, with
+/// deeper scores held at 0. An item scores the weighted sum of its scaled scores over the lists
+/// it appears in, so with weights summing to 1 the best possible score is 1.
+///
+/// Unlike reciprocal rank fusion, this keeps how far apart the scores of a list are: a clear
+/// winner in one list stays a clear winner, where rank fusion would make it one step better than
+/// a runner-up. Bruch et al. (2023, "An Analysis of Fusion Functions for Hybrid Retrieval")
+/// found such a combination better than rank fusion for lexical and dense retrieval, and it
+/// gives later stages (time preferences, neighbours) a score to work with. Ties keep
+/// first-seen order.
+pub fn score_fusion<T: Clone + Eq + Hash>(lists: &[(f64, Vec<(T, f64)>)]) -> Vec<(T, f64)> {
     let mut scores: HashMap<T, (f64, usize)> = HashMap::new();
     let mut order = 0;
     for (weight, list) in lists {
-        for (index, item) in list.iter().enumerate() {
+        let Some((_, best)) = list.first() else { continue };
+        let floor = list[list.len().min(FUSION_SCALE_DEPTH) - 1].1;
+        let range = best - floor;
+        for (item, score) in list {
+            let scaled = if range > 0.0 { ((score - floor) / range).clamp(0.0, 1.0) } else { 1.0 };
             let entry = scores.entry(item.clone()).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
-            entry.0 += weight / (k + index as f64 + 1.0);
+            entry.0 += weight * scaled;
         }
     }
     let mut fused: Vec<(T, f64, usize)> = scores.into_iter().map(|(item, (score, seen))| (item, score, seen)).collect();
@@ -147,21 +163,6 @@ pub fn snippet(content: &str, query: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fusion_rewards_agreement_between_lists() {
-        let fused = reciprocal_rank_fusion(&[(1.0, vec!["a", "b", "c"]), (1.0, vec!["b", "c", "d"])], RRF_K);
-        let order: Vec<&str> = fused.iter().map(|(item, _)| *item).collect();
-        assert_eq!(order, ["b", "c", "a", "d"]);
-        let b = 1.0 / 62.0 + 1.0 / 61.0;
-        assert!((fused[0].1 - b).abs() < 1e-12);
-    }
-
-    #[test]
-    fn fusion_weights_scale_a_list() {
-        let fused = reciprocal_rank_fusion(&[(1.0, vec!["a"]), (2.0, vec!["b"])], RRF_K);
-        assert_eq!(fused[0].0, "b");
-    }
 
     #[test]
     fn cursor_round_trips_and_rejects_garbage() {

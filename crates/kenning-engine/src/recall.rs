@@ -1,10 +1,10 @@
-//! Hybrid recall: full-text and vector legs over every selected domain, fused by reciprocal
-//! rank, paged by cursor and cut to a token budget.
+//! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
+//! scores, paged by cursor and cut to a token budget.
 
 use std::collections::HashMap;
 
 use kenning_core::input::parse_time;
-use kenning_core::search::{RRF_K, estimate_tokens, reciprocal_rank_fusion, snippet};
+use kenning_core::search::{FUSION_SCALE_DEPTH, estimate_tokens, score_fusion, snippet};
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
 use crate::error::Result;
@@ -17,8 +17,10 @@ pub const DEFAULT_MAX_TOKENS: usize = 4000;
 const SNIPPET_CHARS: usize = 240;
 /// The most candidates one leg contributes; deeper pages than this are not reachable.
 const MAX_CANDIDATES: usize = 1000;
-const TEXT_WEIGHT: f64 = 1.0;
-const VECTOR_WEIGHT: f64 = 1.0;
+/// The weights of the legs in hybrid recall: equal, the neutral choice, since neither leg is
+/// better everywhere (full text wins on names and rare words, vectors on paraphrase).
+const TEXT_WEIGHT: f64 = 0.5;
+const VECTOR_WEIGHT: f64 = 0.5;
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,7 +54,9 @@ impl MemoryService {
     /// Finds the memories most relevant to a query across the selected domains.
     pub fn recall(&self, request: RecallRequest) -> Result<RecallPage> {
         let plan = self.plan(request)?;
-        let depth = ((plan.offset + plan.limit) * 3 + 30).min(MAX_CANDIDATES);
+        // Every leg reaches at least as deep as fusion scales, so the fused order does not
+        // depend on the page asked for.
+        let depth = ((plan.offset + plan.limit) * 3 + 30).clamp(FUSION_SCALE_DEPTH, MAX_CANDIDATES);
 
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
@@ -67,12 +71,12 @@ impl MemoryService {
                 }
             }
         }
-        let mut lists = vec![(TEXT_WEIGHT, ranked(text_leg, depth))];
-        if query_vector.is_some() {
-            lists.push((VECTOR_WEIGHT, ranked(vector_leg, depth)));
-        }
-        let best_possible: f64 = lists.iter().map(|(weight, _)| weight / (RRF_K + 1.0)).sum();
-        let fused = reciprocal_rank_fusion(&lists, RRF_K);
+        let lists = if query_vector.is_some() {
+            vec![(TEXT_WEIGHT, ranked(text_leg, depth)), (VECTOR_WEIGHT, ranked(vector_leg, depth))]
+        } else {
+            vec![(1.0, ranked(text_leg, depth))]
+        };
+        let fused = score_fusion(&lists);
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
         let memories = fetch(&plan.stores, page.iter().map(|(key, _)| key))?;
@@ -82,7 +86,7 @@ impl MemoryService {
         let mut truncated = false;
         for ((index, id), score) in page.iter().map(|entry| (&entry.0, entry.1)) {
             let Some(memory) = memories.get(&(*index, id.clone())) else { continue };
-            let mut hit = render_hit(memory, score / best_possible, plan.detail, &plan.query);
+            let mut hit = render_hit(memory, score, plan.detail, &plan.query);
             let mut cost = hit_tokens(&hit);
             if used_tokens + cost > plan.max_tokens {
                 if !results.is_empty() {
@@ -182,9 +186,9 @@ impl MemoryService {
 }
 
 /// Merges one leg's hits from several stores into a single ranking by score.
-fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Vec<(usize, MemoryId)> {
+fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Vec<((usize, MemoryId), f64)> {
     hits.sort_by(|a, b| b.0.total_cmp(&a.0));
-    hits.into_iter().take(depth).map(|(_, key)| key).collect()
+    hits.into_iter().take(depth).map(|(score, key)| (key, score)).collect()
 }
 
 fn fetch<'k>(

@@ -264,4 +264,5 @@ fn hybrid_recall_finds_meaning_without_shared_words_and_reindex_fills_vectors() 
     let page = hybrid.recall(recall("authentication screen slow")).unwrap();
     assert_eq!(page.mode, "hybrid");
     assert_eq!(page.results[0].title, "The login page times out after thirty seconds");
+    assert!(page.results.iter().all(|hit| (0.0..=1.0).contains(&hit.score)), "fused scores are relevance from 0 to 1");
 }
