@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use chrono::TimeDelta;
+use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
-    Domain, Error, Inserted, Link, Memory, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn, Namespace, SearchFilter,
-    Source, Status,
+    Domain, Error, Inserted, Link, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn, Namespace,
+    SearchFilter, Source, Status,
 };
 
 use crate::MakeStore;
@@ -384,6 +386,52 @@ pub fn search_text_ranks_best_first(make: MakeStore) {
         ["both"]
     );
     assert!(store.search_text("pool", &SearchFilter::active(), 0).unwrap().is_empty());
+}
+
+pub fn neighbours_are_the_memories_captured_next_to_one(make: MakeStore) {
+    let store = make();
+    let at_minute = |id_text: &str, namespace: &str, minutes: i64| Memory {
+        event_time: Some(at(minutes)),
+        ..memory(id_text, namespace, &format!("{id_text} happened"))
+    };
+    let day = 60 * 24;
+    let mut captured = vec![
+        at_minute("start", "progress", 0),
+        at_minute("middle", "progress", 10),
+        at_minute("aside", "decisions", 12),
+        Memory { status: Status::Forgotten, ..at_minute("dropped", "progress", 15) },
+        at_minute("after", "progress", 20),
+        at_minute("next-day", "progress", day),
+    ];
+    captured.extend((0..NEIGHBOUR_REACH as i64).map(|n| at_minute(&format!("filler-{n}"), "config", day + n)));
+    captured.push(at_minute("out-of-reach", "progress", day + 30));
+    insert_all(&*store, &captured);
+
+    let hour = TimeDelta::hours(1);
+    let active = SearchFilter::active();
+    let neighbours = |ids: &[&str], filter: &SearchFilter, window: TimeDelta| -> Vec<Vec<String>> {
+        let ids: Vec<_> = ids.iter().map(|text| id(text)).collect();
+        store.neighbours(&ids, filter, window).unwrap().iter().map(|found| memory_ids_of(found)).collect()
+    };
+    assert_eq!(
+        neighbours(&["middle", "start", "after", "absent"], &active, hour),
+        [vec!["start", "after"], vec!["middle"], vec!["middle"], vec![]],
+        "the nearest of the same namespace that passes the filter, before then after, within the window"
+    );
+    assert_eq!(neighbours(&["after"], &active, TimeDelta::days(2)), [["middle", "next-day"]], "a wider window reaches the next day");
+    assert_eq!(
+        neighbours(&["next-day"], &active, TimeDelta::days(2)),
+        [["after"]],
+        "a memory more than NEIGHBOUR_REACH captures away is not a neighbour"
+    );
+    assert_eq!(neighbours(&["dropped"], &active, hour), [Vec::<String>::new()], "a memory the filter leaves out has none");
+    assert_eq!(neighbours(&["middle"], &all_statuses(), hour), [["start", "dropped"]]);
+    let decisions = SearchFilter { namespaces: vec![Namespace::parse("decisions").unwrap()], ..SearchFilter::active() };
+    assert_eq!(neighbours(&["aside"], &decisions, TimeDelta::days(2)), [Vec::<String>::new()]);
+}
+
+fn memory_ids_of(ids: &[MemoryId]) -> Vec<String> {
+    ids.iter().map(MemoryId::to_string).collect()
 }
 
 pub fn search_vector_ranks_by_cosine(make: MakeStore) {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -64,6 +64,11 @@ pub struct StoreStats {
     pub size_bytes: Option<u64>,
 }
 
+/// How many memories captured before, and after, a memory [`MemoryStore::neighbours`] looks
+/// through for its neighbours: enough to step over a few memories of other namespaces, few
+/// enough that looking costs next to nothing.
+pub const NEIGHBOUR_REACH: usize = 16;
+
 /// One domain's durable memory store and search index.
 ///
 /// Contract (checked by the shared conformance suite): an `insert` or `replace` that returned
@@ -102,6 +107,13 @@ pub trait MemoryStore: Send + Sync {
 
     /// Nearest neighbours by cosine similarity among vectors made by `model`.
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
+
+    /// The context each of `ids` was captured in: the memories captured just before and just
+    /// after it. On each side, among the [`NEIGHBOUR_REACH`] memories captured next to it, the
+    /// nearest in capture order that shares its namespace and passes `filter` counts, if it
+    /// occurred within `window` of it; the one before comes first. One list per id, in the order
+    /// of `ids`; an id the store does not hold, or that does not pass `filter` itself, has none.
+    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> Result<Vec<Vec<MemoryId>>>;
 
     /// Memories with no vector from `model`, for re-embedding.
     fn missing_embeddings(&self, model: &str, limit: usize) -> Result<Vec<Memory>>;

@@ -1,7 +1,10 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
-//! scores, paged by cursor and cut to a token budget.
+//! scores; the best hits then lend part of their score to the memories captured next to them.
+//! The ranking is paged by cursor and cut to a token budget.
 
 use std::collections::HashMap;
+
+use chrono::TimeDelta;
 
 use kenning_core::input::parse_time;
 use kenning_core::search::{FUSION_SCALE_DEPTH, estimate_tokens, score_fusion, snippet};
@@ -21,6 +24,16 @@ const MAX_CANDIDATES: usize = 1000;
 /// better everywhere (full text wins on names and rare words, vectors on paraphrase).
 const TEXT_WEIGHT: f64 = 0.5;
 const VECTOR_WEIGHT: f64 = 0.5;
+/// The share of its score a hit passes on to each memory captured next to it. What was
+/// captured around a relevant memory often completes it (the answer after a question, the fix
+/// after a failure), yet it is less likely to be relevant than the hit itself: half is the
+/// neutral choice.
+const NEIGHBOUR_SHARE: f64 = 0.5;
+/// How many of the best hits pass score on to their neighbours.
+const NEIGHBOUR_SOURCES: usize = 10;
+/// Memories captured next to each other belong to one context only if they occurred this close
+/// in time: the same sitting, not the last note of one day and the first of the next.
+const NEIGHBOUR_WINDOW: TimeDelta = TimeDelta::hours(1);
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,7 +89,7 @@ impl MemoryService {
         } else {
             vec![(1.0, ranked(text_leg, depth))]
         };
-        let fused = score_fusion(&lists);
+        let fused = spread_to_neighbours(&plan, score_fusion(&lists))?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
         let memories = fetch(&plan.stores, page.iter().map(|(key, _)| key))?;
@@ -86,7 +99,8 @@ impl MemoryService {
         let mut truncated = false;
         for ((index, id), score) in page.iter().map(|entry| (&entry.0, entry.1)) {
             let Some(memory) = memories.get(&(*index, id.clone())) else { continue };
-            let mut hit = render_hit(memory, score, plan.detail, &plan.query);
+            // A hit that is also the neighbour of others can score above 1; relevance tops out there.
+            let mut hit = render_hit(memory, score.min(1.0), plan.detail, &plan.query);
             let mut cost = hit_tokens(&hit);
             if used_tokens + cost > plan.max_tokens {
                 if !results.is_empty() {
@@ -183,6 +197,42 @@ impl MemoryService {
         };
         Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, stores })
     }
+}
+
+/// Gives the memories captured just before and after each of the best hits a share of that
+/// hit's score, on top of their own, and ranks again. A memory between two hits gets a share
+/// from each.
+fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Vec<((usize, MemoryId), f64)>) -> Result<Vec<((usize, MemoryId), f64)>> {
+    let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
+    for (index, entry) in plan.stores.iter().enumerate() {
+        let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).filter(|((store, _), _)| *store == index).collect();
+        if sources.is_empty() {
+            continue;
+        }
+        let ids: Vec<MemoryId> = sources.iter().map(|((_, id), _)| id.clone()).collect();
+        let neighbours = entry.store.neighbours(&ids, &plan.filter, NEIGHBOUR_WINDOW)?;
+        for ((_, score), found) in sources.iter().zip(neighbours) {
+            for id in found {
+                *shares.entry((index, id)).or_default() += NEIGHBOUR_SHARE * score;
+            }
+        }
+    }
+    if shares.is_empty() {
+        return Ok(fused);
+    }
+    let mut spread: Vec<((usize, MemoryId), f64)> = fused
+        .into_iter()
+        .map(|(key, score)| {
+            let extra = shares.remove(&key).unwrap_or_default();
+            (key, score + extra)
+        })
+        .collect();
+    let mut newcomers: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
+    newcomers.sort_by(|a, b| a.0.cmp(&b.0));
+    spread.extend(newcomers);
+    // A stable sort keeps the fused order among equal scores, and newcomers in id order.
+    spread.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(spread)
 }
 
 /// Merges one leg's hits from several stores into a single ranking by score.

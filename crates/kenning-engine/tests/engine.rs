@@ -142,6 +142,31 @@ fn light_detail_gives_snippets_and_full_detail_gives_content() {
 }
 
 #[test]
+fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let at = |content: &str, namespace: &str, time: &str| CaptureInput { event_time: Some(time.into()), ..note(content, namespace) };
+    let captured: Vec<String> = memory
+        .capture_many(
+            vec![
+                at("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z"),
+                at("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z"),
+                at("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z"),
+                at("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z"),
+            ],
+            None,
+        )
+        .unwrap()
+        .into_iter()
+        .map(|outcome| outcome.urn)
+        .collect();
+    let page = memory.recall(recall("staging database port")).unwrap();
+    assert_eq!(urns(&page), captured[..2], "the answer captured after the question comes along; other namespaces and later sittings do not");
+    assert_eq!(page.results[0].score, 1.0);
+    assert_eq!(page.results[1].score, 0.5, "a neighbour gets half of its hit's score");
+}
+
+#[test]
 fn forgotten_memories_leave_recall_and_come_back_on_restore() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);

@@ -3,7 +3,8 @@
 //!
 //! - [`SearchIndex`] is the whole index of one store: a document table, a full-text index and
 //!   one vector index per embedding model. The store feeds it with [`SearchIndex::upsert`] as
-//!   records change and asks it [`SearchIndex::search_text`] and [`SearchIndex::search_vector`].
+//!   records change and asks it [`SearchIndex::search_text`] and [`SearchIndex::search_vector`],
+//!   and for the records captured next to one, [`SearchIndex::neighbours`].
 //! - [`analyzer`] turns text into terms: words folded to lower case without diacritics and
 //!   stemmed, with stop words left out of queries.
 //!
@@ -22,6 +23,8 @@ mod vector;
 
 use std::hash::Hasher;
 
+use chrono::TimeDelta;
+use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryId, ScoredId, SearchFilter};
 
 pub use docs::{DocInput, Slot};
@@ -152,6 +155,33 @@ impl SearchIndex {
         };
         let hits = index.search(query, &self.docs, &filter, limit);
         self.scored_ids(hits)
+    }
+
+    /// The records captured just before and just after the record under `key`, keys being in
+    /// capture order: on each side, among the [`NEIGHBOUR_REACH`] keys next to it, the nearest
+    /// live record that shares its namespace and passes `filter`, if it occurred within `window`
+    /// of it. The one before comes first. A key that is not indexed, or whose record does not
+    /// pass `filter`, has none.
+    pub fn neighbours(&self, key: i64, filter: &SearchFilter, window: TimeDelta) -> Vec<MemoryId> {
+        let Some(filter) = self.docs.compile(filter) else { return Vec::new() };
+        let Some(origin) = self.keys.get(&key).and_then(|(slot, _)| filter.admit(&self.docs, *slot)) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for direction in [-1, 1] {
+            let nearest = (1..=NEIGHBOUR_REACH as i64)
+                .filter_map(|distance| key.checked_add(direction * distance))
+                .filter_map(|near| self.keys.get(&near))
+                .filter_map(|(slot, _)| filter.admit(&self.docs, *slot))
+                .find(|meta| meta.namespace == origin.namespace);
+            if let Some(meta) = nearest
+                && (meta.occurred_at - origin.occurred_at).abs() <= window
+                && let Ok(id) = MemoryId::parse(&meta.id)
+            {
+                found.push(id);
+            }
+        }
+        found
     }
 
     fn scored_ids(&self, hits: Vec<(f64, Slot)>) -> Vec<ScoredId> {

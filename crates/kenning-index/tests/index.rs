@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryKind, Namespace, ScoredId, SearchFilter, Status};
 use kenning_index::analyzer::{Analyzer, for_each_word};
 use kenning_index::{DocInput, SearchIndex};
@@ -117,6 +118,21 @@ fn reference_cosine(records: &BTreeMap<i64, Record>, query: &[f32], filter: &Sea
     scored
 }
 
+/// The neighbours of the record under `key`, by walking the records in key order.
+fn reference_neighbours(records: &BTreeMap<i64, Record>, key: i64, filter: &SearchFilter, window: TimeDelta) -> Vec<String> {
+    let Some(origin) = records.get(&key).filter(|record| passes(record, filter)) else { return Vec::new() };
+    let mut found = Vec::new();
+    for direction in [-1, 1] {
+        let nearest = (1..=NEIGHBOUR_REACH as i64)
+            .filter_map(|distance| records.get(&(key + direction * distance)))
+            .find(|record| passes(record, filter) && record.namespace == origin.namespace);
+        if let Some(record) = nearest.filter(|record| (record.occurred_at - origin.occurred_at).abs() <= window) {
+            found.push(record.id.clone());
+        }
+    }
+    found
+}
+
 /// Compares a ranking with the reference: the same scores in the same order, where ranks whose
 /// reference scores are nearly tied may come in either order.
 fn assert_ranks_like(found: &[ScoredId], expected: &[(String, f64)], tolerance: f64, context: &str) {
@@ -170,7 +186,12 @@ fn arb_record(id: String) -> impl Strategy<Value = Record> {
 
 /// A history: records written under keys 0..8, several times each.
 fn arb_history() -> impl Strategy<Value = Vec<(i64, Record)>> {
-    proptest::collection::vec(0..8i64, 1..30).prop_flat_map(|keys| {
+    arb_history_over(8, 30)
+}
+
+/// A history of up to `writes` records written under keys 0..`keys`.
+fn arb_history_over(keys: i64, writes: usize) -> impl Strategy<Value = Vec<(i64, Record)>> {
+    proptest::collection::vec(0..keys, 1..writes).prop_flat_map(|keys| {
         keys.into_iter().map(|key| arb_record(format!("m{key}")).prop_map(move |record| (key, record))).collect::<Vec<_>>()
     })
 }
@@ -220,6 +241,28 @@ proptest! {
         assert_ranks_like(&rebuilt, &expected, 1e-4, "built afresh");
         let top = index.search_text(&query, &filter, 2);
         prop_assert_eq!(top.len(), expected.len().min(2));
+    }
+
+    #[test]
+    fn neighbours_are_the_nearest_records_in_key_order(
+        history in arb_history_over(3 * NEIGHBOUR_REACH as i64, 60),
+        filter in arb_filter(),
+        window_days in 0..60i64,
+    ) {
+        let mut index = SearchIndex::new();
+        let mut records = BTreeMap::new();
+        for (key, record) in &history {
+            upsert(&mut index, *key, record);
+            records.insert(*key, record.clone());
+        }
+        let window = TimeDelta::days(window_days);
+        for key in -1..=3 * NEIGHBOUR_REACH as i64 {
+            let expected = reference_neighbours(&records, key, &filter, window);
+            let found: Vec<String> = index.neighbours(key, &filter, window).iter().map(|id| id.to_string()).collect();
+            prop_assert_eq!(&found, &expected, "kept up to date, key {}", key);
+            let rebuilt: Vec<String> = fresh(&records).neighbours(key, &filter, window).iter().map(|id| id.to_string()).collect();
+            prop_assert_eq!(&rebuilt, &expected, "built afresh, key {}", key);
+        }
     }
 
     #[test]

@@ -26,6 +26,12 @@ pub(crate) fn get_many(conn: &Connection, ids: &[MemoryId]) -> Result<Vec<Memory
     Ok(memories)
 }
 
+/// The row key (`seq`, which grows in capture order) of each id, `None` for an id not stored.
+pub(crate) fn keys(conn: &Connection, ids: &[MemoryId]) -> Result<Vec<Option<i64>>> {
+    let mut statement = conn.prepare_cached("SELECT seq FROM memories WHERE id = ?")?;
+    ids.iter().map(|id| Ok(statement.query_row([id.as_str()], |row| row.get(0)).optional()?)).collect()
+}
+
 pub(crate) fn history(conn: &Connection, id: &str) -> Result<Vec<MemoryVersion>> {
     let mut statement = conn.prepare_cached(
         "SELECT version, superseded_at, reason, body FROM memory_versions WHERE memory_id = ? ORDER BY version",

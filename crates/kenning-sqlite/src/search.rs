@@ -9,7 +9,8 @@
 
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use kenning_core::{FieldError, MemoryKind, ScoredId, SearchFilter, Status};
+use chrono::TimeDelta;
+use kenning_core::{FieldError, MemoryId, MemoryKind, ScoredId, SearchFilter, Status};
 use kenning_index::{DocInput, SearchIndex};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, params};
@@ -50,6 +51,13 @@ impl SearchCache {
     ) -> Result<Vec<ScoredId>> {
         let state = self.current(db, Some(model))?;
         Ok(state.index.as_ref().map_or_else(Vec::new, |index| index.search_vector(query, model, filter, limit)))
+    }
+
+    /// The neighbours of the records under `keys` (`None` for a record the store does not hold).
+    pub fn neighbours(&self, db: &Db, keys: &[Option<i64>], filter: &SearchFilter, window: TimeDelta) -> Result<Vec<Vec<MemoryId>>> {
+        let state = self.current(db, None)?;
+        let Some(index) = state.index.as_ref() else { return Ok(vec![Vec::new(); keys.len()]) };
+        Ok(keys.iter().map(|key| key.map_or_else(Vec::new, |key| index.neighbours(key, filter, window))).collect())
     }
 
     /// Builds or updates the index now, with `model`'s vectors.

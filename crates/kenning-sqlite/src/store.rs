@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStore, Edge, Hop, Node, Outcome, Signal,
     SkillSync,
@@ -91,6 +91,11 @@ impl MemoryStore for SqliteStore {
         limit: usize,
     ) -> CoreResult<Vec<ScoredId>> {
         Ok(self.search.search_vector(&self.db, query, model, filter, limit)?)
+    }
+
+    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
+        let keys = self.db.read(|tx| read::keys(tx, ids))?;
+        Ok(self.search.neighbours(&self.db, &keys, filter, window)?)
     }
 
     fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
