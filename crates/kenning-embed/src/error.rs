@@ -24,6 +24,11 @@ pub enum Error {
     #[error("cannot use {}: {reason}", path.display())]
     InvalidFile { path: PathBuf, reason: String },
 
+    /// A static model's bytes are not a model this build can read: the file is damaged or was
+    /// written by another version of `cargo xtask distil`.
+    #[error("cannot use {origin} as a static embedding model: {reason}")]
+    InvalidStaticModel { origin: String, reason: String },
+
     #[error("tokenizing the input failed: {0}")]
     Tokenize(String),
 

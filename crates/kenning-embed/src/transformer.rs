@@ -118,30 +118,49 @@ impl TransformerEmbedder {
 
     /// Embeds one batch, padding it to its longest text.
     fn forward(&self, batch: &[&Encoding]) -> Result<Vec<Vec<f32>>, Error> {
-        let width = batch.iter().map(|e| e.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(batch.len() * width);
-        let mut type_ids = Vec::with_capacity(batch.len() * width);
-        let mut mask = Vec::with_capacity(batch.len() * width);
-        for encoding in batch {
-            let padding = width - encoding.len();
-            ids.extend(encoding.get_ids().iter().copied().chain(std::iter::repeat_n(self.pad_token_id, padding)));
-            type_ids.extend(encoding.get_type_ids().iter().copied().chain(std::iter::repeat_n(0, padding)));
-            mask.extend(encoding.get_attention_mask().iter().copied().chain(std::iter::repeat_n(0, padding)));
+        let sequences: Vec<&[u32]> = batch.iter().map(|encoding| encoding.get_ids()).collect();
+        let mean = self.mean_pool(&sequences)?;
+        // L2 normalisation with the same guard against division by zero as sentence-transformers.
+        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f32::MAX)?;
+        Ok(mean.broadcast_div(&norms)?.to_vec2()?)
+    }
+
+    /// The model's mean-pooled output for sequences of token ids taken as they are: nothing
+    /// is added, truncated or normalised.
+    ///
+    /// This is what a static embedding model is distilled from: each vocabulary token run
+    /// through the network between the tokenizer's `[CLS]` and `[SEP]` ids. The caller picks
+    /// the batch; sequences of unequal length are padded to the longest and the padding is
+    /// left out of the mean.
+    pub fn mean_pool_token_ids(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, Error> {
+        if sequences.is_empty() {
+            return Ok(Vec::new());
         }
-        let shape = (batch.len(), width);
+        self.device.with_context(|| Ok(self.mean_pool(sequences)?.to_vec2()?))
+    }
+
+    /// Runs one padded batch through BERT and averages each sequence's hidden states over its
+    /// real tokens, guarding the division as sentence-transformers does (1e-9).
+    fn mean_pool(&self, sequences: &[&[u32]]) -> Result<Tensor, Error> {
+        let width = sequences.iter().map(|ids| ids.len()).max().unwrap_or(0);
+        let mut ids = Vec::with_capacity(sequences.len() * width);
+        let mut mask = Vec::with_capacity(sequences.len() * width);
+        for sequence in sequences {
+            let padding = width - sequence.len();
+            ids.extend(sequence.iter().copied().chain(std::iter::repeat_n(self.pad_token_id, padding)));
+            mask.extend(std::iter::repeat_n(1u32, sequence.len()).chain(std::iter::repeat_n(0, padding)));
+        }
+        let shape = (sequences.len(), width);
         let ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let type_ids = Tensor::from_vec(type_ids, shape, &self.device)?;
+        // Every text is a single segment, so every token type id is 0.
+        let type_ids = ids.zeros_like()?;
         let mask = Tensor::from_vec(mask, shape, &self.device)?;
 
         let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
-        // Mean pooling over the real tokens, then L2 normalisation, with the same guards
-        // against division by zero as sentence-transformers (1e-9 and 1e-12).
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
         let counts = mask.sum(1)?.clamp(1e-9, f32::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f32::MAX)?;
-        Ok(mean.broadcast_div(&norms)?.to_vec2()?)
+        Ok(summed.broadcast_div(&counts)?)
     }
 }
 

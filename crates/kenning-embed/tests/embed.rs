@@ -1,4 +1,5 @@
-//! Tests of the transformer embedder against the real all-MiniLM-L6-v2 model.
+//! Tests of the embedders: the transformer against the real all-MiniLM-L6-v2 model, and the
+//! built-in static model (in `static_model`) against its teacher's tokenizer and distillation.
 //!
 //! The model is found through `KENNING_TEST_MODEL_DIR`, or beside the repository in
 //! `shared/models/all-MiniLM-L6-v2` as CI lays it out. A missing model fails the tests rather
@@ -9,6 +10,8 @@ use std::sync::OnceLock;
 
 use kenning_core::Embedder;
 use kenning_embed::{Error, TransformerEmbedder};
+
+mod static_model;
 
 fn model_dir() -> PathBuf {
     let dir = std::env::var_os("KENNING_TEST_MODEL_DIR")
