@@ -7,6 +7,7 @@
 //! - `retrieval`: how often recall ranks the turns that answer a question near the top, on a
 //!   conversational data set in the LoCoMo format (one store per conversation).
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in process.
+//! - `embed`: how many texts per second an embedder turns into vectors on one thread.
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`]; [`embedder`]
@@ -14,6 +15,7 @@
 //! the machine and prints results.
 
 mod corpus;
+mod embed;
 mod embedder;
 mod latency;
 mod locomo;
@@ -38,6 +40,8 @@ enum Command {
     Retrieval(retrieval::RetrievalArgs),
     /// Capture throughput, recall latency, store size and peak memory on a synthetic corpus.
     Latency(latency::LatencyArgs),
+    /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
+    Embed(embed::EmbedArgs),
 }
 
 fn main() -> Result<()> {
@@ -49,6 +53,10 @@ fn main() -> Result<()> {
         Command::Latency(args) => {
             let report = latency::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &report::latency_table(&report), args.json_out.as_deref())
+        }
+        Command::Embed(args) => {
+            let report = embed::run(&args)?;
+            report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_core::{CaptureInput, Domain, Embedder, Memory, MemoryId, MemoryStore, SearchFilter};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
 use serde::Serialize;
@@ -47,12 +47,32 @@ pub struct RetrievalArgs {
     queries: PathBuf,
     #[command(flatten)]
     embedder: EmbedderArgs,
+    /// What ranks the turns: the engine's `recall` (hybrid when there is an embedder), or the
+    /// `vector` search alone (the store's nearest neighbours of the question's embedding), which
+    /// measures an embedding model without full-text search and fusion.
+    #[arg(long, value_enum, default_value_t = Ranker::Recall)]
+    ranker: Ranker,
     /// Where to write each question's ranked turn ids, one {"qid", "ranked"} a line.
     #[arg(long)]
     rankings_out: PathBuf,
     /// Also write the JSON metrics line to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Ranker {
+    Recall,
+    Vector,
+}
+
+impl Ranker {
+    fn name(self) -> &'static str {
+        match self {
+            Ranker::Recall => "recall",
+            Ranker::Vector => "vector",
+        }
+    }
 }
 
 /// The `retrieval` benchmark's result: one JSON line.
@@ -63,9 +83,11 @@ pub struct RetrievalReport {
     pub started_at: String,
     pub turns_file: String,
     pub queries_file: String,
-    /// `none` or `transformer`.
+    /// `none`, `builtin` or `transformer`.
     pub embedder: &'static str,
     pub model: Option<String>,
+    /// `recall` or `vector`.
+    pub ranker: &'static str,
     pub conversations: usize,
     pub turns: usize,
     /// Turns whose content repeated an earlier turn of their conversation word for word; the
@@ -96,6 +118,11 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
     let data = locomo::read_turns(&args.turns)?;
     let queries = locomo::read_queries(&args.queries, &data)?;
     let loaded = args.embedder.load()?;
+    let vector_only = match (args.ranker, &loaded.embedder) {
+        (Ranker::Recall, _) => None,
+        (Ranker::Vector, Some(embedder)) => Some(embedder.as_ref()),
+        (Ranker::Vector, None) => bail!("--ranker vector needs an embedder: pass --embedder builtin or transformer"),
+    };
     let dir = tempfile::tempdir().context("creating a temporary directory for the stores")?;
 
     let mut by_conversation: HashMap<&str, Vec<&Query>> = HashMap::new();
@@ -108,7 +135,8 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
     for (index, conversation) in data.conversations.iter().enumerate() {
         // One file per conversation, so no conversation's turns can answer another's questions.
         let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join(format!("conversation-{index}.db")))?);
-        let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder.clone());
+        let service =
+            MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
         for turn in &conversation.turns {
             let started = Instant::now();
             let outcome = service
@@ -119,8 +147,11 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
         }
         for query in by_conversation.get(conversation.id.as_str()).into_iter().flatten() {
             let started = Instant::now();
-            let ranked = recall_turn_ids(&service, &query.question)
-                .with_context(|| format!("{} line {}: recalling question `{}`", args.queries.display(), query.line, query.qid))?;
+            let ranked = match vector_only {
+                None => recall_turn_ids(&service, &query.question),
+                Some(embedder) => nearest_turn_ids(store.as_ref(), embedder, &query.question),
+            }
+            .with_context(|| format!("{} line {}: recalling question `{}`", args.queries.display(), query.line, query.qid))?;
             recall_times.push(started.elapsed());
             rankings.insert(&query.qid, ranked);
         }
@@ -145,6 +176,7 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
         queries_file: args.queries.display().to_string(),
         embedder: args.embedder.embedder.name(),
         model: loaded.model,
+        ranker: args.ranker.name(),
         conversations: data.conversations.len(),
         turns: data.turns,
         duplicate_turns,
@@ -193,6 +225,23 @@ fn recall_turn_ids(service: &MemoryService, question: &str) -> Result<Vec<String
         .collect()
 }
 
+/// The turn ids of the stored vectors nearest to the embedding of `question`, best first.
+fn nearest_turn_ids(store: &dyn MemoryStore, embedder: &dyn Embedder, question: &str) -> Result<Vec<String>> {
+    let vector = embedder.embed(&[question])?.pop().context("the embedder returned no vector")?;
+    let hits = store.search_vector(&vector, embedder.model_id(), &SearchFilter::active(), RANKING_DEPTH)?;
+    let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.id.clone()).collect();
+    let memories: HashMap<MemoryId, Memory> = store.get_many(&ids)?.into_iter().map(|memory| (memory.id.clone(), memory)).collect();
+    ids.iter()
+        .map(|id| {
+            memories
+                .get(id)
+                .and_then(|memory| memory.metadata.get(TURN_ID_KEY))
+                .cloned()
+                .with_context(|| format!("the vector search returned {id} without `{TURN_ID_KEY}` metadata"))
+        })
+        .collect()
+}
+
 fn write_rankings(args: &RetrievalArgs, queries: &[Query], rankings: &HashMap<&str, Vec<String>>) -> Result<()> {
     let path = &args.rankings_out;
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
@@ -212,8 +261,8 @@ pub fn table(report: &RetrievalReport) -> String {
     let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
     let _ = writeln!(
         out,
-        "retrieval: {} conversations, {} turns, {} questions; embedder {}{model}",
-        report.conversations, report.turns, report.questions, report.embedder
+        "retrieval: {} conversations, {} turns, {} questions; embedder {}{model}, ranked by {}",
+        report.conversations, report.turns, report.questions, report.embedder, report.ranker
     );
     let _ = writeln!(
         out,
