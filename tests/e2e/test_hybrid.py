@@ -1,4 +1,5 @@
-"""Hybrid recall with the local MiniLM embedder (KENNING_MODEL_DIR): finding a memory by meaning."""
+"""Hybrid recall finds a memory by meaning: with the built-in static model (the default, no
+configuration) and with the local MiniLM transformer (KENNING_MODEL_DIR)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,10 @@ UNRELATED = [
 TARGET = "The login page times out after thirty seconds."
 
 
-async def test_hybrid_recall_finds_memories_by_meaning(ws: Workspace) -> None:
-    assert (MODEL_DIR / "model.safetensors").is_file(), (
-        f"no all-MiniLM-L6-v2 model at {MODEL_DIR}: put shared/ beside the repository or set KENNING_E2E_MODEL_DIR"
-    )
-    async with connect(ws, "stdio", env={"KENNING_MODEL_DIR": str(MODEL_DIR)}) as conn:
-        status = await conn.ok("memory_status", {})
-        assert status["search_mode"] == "hybrid"
-        assert status["embedder"]["model"] == "all-MiniLM-L6-v2", status["embedder"]
-        assert status["embedder"]["dimensions"] == 384
-
+async def recalls_by_meaning(ws: Workspace, env: dict[str, str]) -> dict:
+    """Captures the target among unrelated memories, finds it by a query sharing no word with
+    it, and returns the server's status."""
+    async with connect(ws, "stdio", env=env) as conn:
         for text in UNRELATED[:3]:
             assert (await conn.ok("memory_capture", {"content": text}))["embedded"] is True
         target = await conn.ok("memory_capture", {"content": TARGET, "namespace": "learnings"})
@@ -49,6 +44,22 @@ async def test_hybrid_recall_finds_memories_by_meaning(ws: Workspace) -> None:
         assert page["results"][0]["urn"] == target["urn"], [hit["title"] for hit in page["results"]]
 
         status = await conn.ok("memory_status", {})
+        assert status["search_mode"] == "hybrid"
         project = next(d for d in status["domains"] if d["domain"].startswith("project:"))
         assert project["index"]["missing_vectors"] == 0
         assert sum(project["vectors_by_model"].values()) == len(UNRELATED) + 1
+        return status
+
+
+async def test_builtin_model_recalls_by_meaning_with_no_configuration(ws: Workspace) -> None:
+    status = await recalls_by_meaning(ws, env={})
+    assert status["embedder"]["model"].startswith("all-MiniLM-L6-v2-static-"), status["embedder"]
+
+
+async def test_transformer_recalls_by_meaning(ws: Workspace) -> None:
+    assert (MODEL_DIR / "model.safetensors").is_file(), (
+        f"no all-MiniLM-L6-v2 model at {MODEL_DIR}: put shared/ beside the repository or set KENNING_E2E_MODEL_DIR"
+    )
+    status = await recalls_by_meaning(ws, env={"KENNING_MODEL_DIR": str(MODEL_DIR)})
+    assert status["embedder"]["model"] == "all-MiniLM-L6-v2", status["embedder"]
+    assert status["embedder"]["dimensions"] == 384

@@ -74,7 +74,7 @@ async def test_memory_lifecycle(ws: Workspace, transport: str) -> None:
         first = await conn.ok("memory_capture", {"content": content, "namespace": "decisions", "tags": ["storage"]})
         assert first["urn"].startswith(PROJECT_PREFIX + "decisions/"), first
         assert first["created"] is True
-        assert first["embedded"] is False
+        assert first["embedded"] is True
         urn = first["urn"]
 
         again = await conn.ok("memory_capture", {"content": content, "namespace": "decisions", "tags": ["storage"]})
@@ -95,7 +95,7 @@ async def test_memory_lifecycle(ws: Workspace, transport: str) -> None:
             await conn.ok("memory_capture", {"content": text, "namespace": "context"})
 
         page = await conn.ok("memory_recall", {"query": "why SQLite WAL offline store"})
-        assert page["mode"] == "text"
+        assert page["mode"] == "hybrid"
         assert urns(page)[0] == urn, page
         assert page["results"][0]["namespace"] == "decisions"
         assert page["results"][0]["domain"] == PROJECT_DOMAIN
@@ -135,7 +135,8 @@ async def test_memory_lifecycle(ws: Workspace, transport: str) -> None:
         status = await conn.ok("memory_status", {})
         assert status["total_memories"] == 5
         assert status["default_domain"] == PROJECT_DOMAIN
-        assert status["search_mode"] == "text"
+        assert status["search_mode"] == "hybrid"
+        assert status["embedder"]["model"].startswith("all-MiniLM-L6-v2-static-"), status["embedder"]
         domains = {entry["domain"]: entry for entry in status["domains"]}
         assert set(domains) == {PROJECT_DOMAIN, "user"}
         assert domains[PROJECT_DOMAIN]["total"] == 4

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{Domain, Embedder, MemoryStore};
-use kenning_embed::TransformerEmbedder;
+use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
 use kenning_sqlite::SqliteStore;
 
@@ -52,6 +52,7 @@ fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, 
 fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>> {
     match config.embedder {
         EmbedderChoice::None => Ok(None),
+        EmbedderChoice::Builtin => Ok(Some(Arc::new(StaticEmbedder::builtin().context("opening the built-in embedding model")?))),
         EmbedderChoice::Transformer => {
             let dir = config
                 .model_dir

@@ -32,19 +32,24 @@ pub struct Config {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum EmbedderChoice {
-    /// Full-text search only.
+    /// The static model compiled into kenning (all-MiniLM-L6-v2 distilled): hybrid search with
+    /// no download, microseconds per embedding.
     #[default]
-    None,
-    /// all-MiniLM-L6-v2 or another BERT sentence-transformer, run locally with candle.
+    Builtin,
+    /// all-MiniLM-L6-v2 or another BERT sentence-transformer, run locally with candle from
+    /// `model_dir`: better vectors, milliseconds per embedding.
     Transformer,
+    /// Full-text search only.
+    None,
 }
 
 impl EmbedderChoice {
     fn parse(origin: &str, text: &str) -> Result<Self> {
         match text {
-            "none" => Ok(EmbedderChoice::None),
+            "builtin" => Ok(EmbedderChoice::Builtin),
             "transformer" => Ok(EmbedderChoice::Transformer),
-            other => bail!("{origin}: embedder `{other}` is not known; use `none` or `transformer` (with model_dir)"),
+            "none" => Ok(EmbedderChoice::None),
+            other => bail!("{origin}: embedder `{other}` is not known; use `builtin`, `transformer` (with model_dir) or `none`"),
         }
     }
 }
@@ -120,6 +125,10 @@ impl Config {
         let origin = path.display().to_string();
         let base = path.parent().unwrap_or(Path::new("."));
         if let Some(embedder) = file.embedder {
+            // A model folder on its own asks for the transformer, as KENNING_MODEL_DIR does.
+            if embedder.kind.is_none() && embedder.model_dir.is_some() {
+                self.embedder = EmbedderChoice::Transformer;
+            }
             if let Some(kind) = embedder.kind {
                 self.embedder = EmbedderChoice::parse(&origin, &kind)?;
             }
@@ -158,7 +167,7 @@ impl Config {
         }
         if let Some(dir) = var("KENNING_MODEL_DIR") {
             self.model_dir = Some(PathBuf::from(dir));
-            if var("KENNING_EMBEDDER").is_none() && self.embedder == EmbedderChoice::None {
+            if var("KENNING_EMBEDDER").is_none() {
                 self.embedder = EmbedderChoice::Transformer;
             }
         }
@@ -256,12 +265,33 @@ mod tests {
     }
 
     #[test]
+    fn the_builtin_embedder_is_the_default_and_each_kind_is_named_plainly() {
+        assert_eq!(Config::default().embedder, EmbedderChoice::Builtin);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        for (kind, expected) in [("builtin", EmbedderChoice::Builtin), ("transformer", EmbedderChoice::Transformer), ("none", EmbedderChoice::None)] {
+            std::fs::write(&file, format!("[embedder]\nkind = \"{kind}\"\n")).unwrap();
+            let mut config = Config::default();
+            config.apply_file(&file).unwrap();
+            assert_eq!(config.embedder, expected);
+            let mut config = Config::default();
+            config.apply_env(|name| (name == "KENNING_EMBEDDER").then(|| kind.to_owned())).unwrap();
+            assert_eq!(config.embedder, expected);
+        }
+        std::fs::write(&file, "[embedder]\nmodel_dir = \"models/minilm\"\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.embedder, EmbedderChoice::Transformer, "a model folder alone asks for the transformer");
+        assert_eq!(config.model_dir, Some(dir.path().join("models/minilm")));
+    }
+
+    #[test]
     fn unknown_keys_and_values_are_refused_with_the_file_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("kenning.toml");
         std::fs::write(&file, "[embedder]\nkind = \"openai-magic\"\n").unwrap();
         let error = Config::default().apply_file(&file).unwrap_err().to_string();
-        assert!(error.contains("kenning.toml") && error.contains("openai-magic"), "{error}");
+        assert!(error.contains("kenning.toml") && error.contains("openai-magic") && error.contains("builtin"), "{error}");
         std::fs::write(&file, "[storage]\ndurability = \"eventually\"\n").unwrap();
         let error = Config::default().apply_file(&file).unwrap_err().to_string();
         assert!(error.contains("eventually") && error.contains("power-loss"), "{error}");

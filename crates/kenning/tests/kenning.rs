@@ -133,7 +133,7 @@ fn cli_memory_lifecycle() {
 
     let page = sandbox.json(&["recall", "why SQLite WAL offline"]);
     assert_eq!(recalled_urns(&page)[0], urn);
-    assert_eq!(page["mode"], "text");
+    assert_eq!(page["mode"], "hybrid");
     let filtered = sandbox.json(&["recall", "pull requests", "--domain", "user"]);
     assert_eq!(recalled_urns(&filtered), vec![text(&user, "/urn").to_owned()]);
     let by_kind = sandbox.json(&["recall", "frontend TypeScript SQLite", "--kind", "semantic"]);
@@ -173,6 +173,48 @@ fn cli_memory_lifecycle() {
     let output = sandbox.run(&sandbox.repo(), &["status"]);
     let human = String::from_utf8(output.stdout).unwrap();
     assert!(human.contains(PROJECT) && human.contains("decisions"), "{human}");
+}
+
+/// With no configuration and nothing downloaded, recall finds a memory by meaning: the built-in
+/// static model is the default embedder. `KENNING_EMBEDDER=none` still gives full-text search.
+#[test]
+fn fresh_install_recalls_by_meaning() {
+    let sandbox = Sandbox::new();
+    let unrelated = [
+        "Makefiles must be indented with tabs, not spaces.",
+        "The billing service stores invoices in Postgres.",
+        "Release notes are written in Markdown and published on Fridays.",
+        "The CI pipeline caches cargo builds between runs.",
+        "Our office coffee machine is descaled every month.",
+    ];
+    for text in &unrelated[..2] {
+        sandbox.json(&["capture", text]);
+    }
+    let target = sandbox.json(&["capture", "The login page times out after thirty seconds.", "-n", "learnings"]);
+    assert_eq!(target["embedded"], true, "{target:#}");
+    for text in &unrelated[2..] {
+        sandbox.json(&["capture", text]);
+    }
+
+    // The query shares no word with the memory it should find.
+    let page = sandbox.json(&["recall", "authentication screen slow"]);
+    assert_eq!(page["mode"], "hybrid");
+    assert_eq!(recalled_urns(&page).first(), Some(&text(&target, "/urn").to_owned()), "{page:#}");
+
+    let status = sandbox.json(&["status"]);
+    assert_eq!(status["search_mode"], "hybrid");
+    let model = text(&status, "/embedder/model");
+    assert!(model.starts_with("all-MiniLM-L6-v2-static-"), "{model}");
+    let project = status["domains"].as_array().unwrap().iter().find(|d| d["domain"] == PROJECT).expect("project domain");
+    assert_eq!(project["index"]["missing_vectors"], 0);
+    let human = String::from_utf8(sandbox.run(&sandbox.repo(), &["status"]).stdout).unwrap();
+    assert!(human.contains(model), "{human}");
+
+    let output = sandbox.command(&sandbox.repo(), &["--json", "recall", "authentication screen slow"]).env("KENNING_EMBEDDER", "none").output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text_only: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(text_only["mode"], "text");
+    assert!(recalled_urns(&text_only).is_empty(), "full-text search has no word to match: {text_only:#}");
 }
 
 #[test]
