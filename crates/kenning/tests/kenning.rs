@@ -374,8 +374,12 @@ fn python_mcp_sdk_end_to_end() {
         ),
     }
 
+    // A folder of its own for pytest's temporary files: runs started at the same time (two
+    // checkouts tested at once) would otherwise race for the same numbered folders.
+    let temporary = tempfile::tempdir().expect("temp dir");
     let output = Command::new(&python)
-        .args(["-m", "pytest", "tests/e2e", "-q", "-rxs", "-p", "no:cacheprovider"])
+        .args(["-m", "pytest", "tests/e2e", "-q", "-rxs", "-p", "no:cacheprovider", "--basetemp"])
+        .arg(temporary.path())
         .current_dir(&workspace)
         .env("KENNING_BIN", BIN)
         .env("PYTHONDONTWRITEBYTECODE", "1")
