@@ -1,10 +1,21 @@
-//! The `latency` benchmark: how fast the memory service captures and recalls, in process.
+//! The `latency` benchmark: how fast kenning captures and recalls, in process and through the
+//! real binary's MCP stdio transport.
 //!
-//! A fresh SQLite store in a temporary directory holds the user domain, and the service is
-//! called directly, the way the MCP server calls it, minus the transport. The phases mirror how
-//! a store is used: an agent capturing memories one at a time as it works, an import loading
-//! many at once, and recalls against the loaded store. Only the service calls are timed; making
-//! the synthetic inputs is not.
+//! A fresh SQLite store in a temporary directory holds the user domain. The phases mirror how a
+//! store is used:
+//!
+//! 1. an agent capturing memories one at a time as it works (`MemoryService::capture`);
+//! 2. a bulk load of the rest (`MemoryService::capture_many` in large batches: the engine's
+//!    batch capture, which validates, assigns ids, embeds and writes each batch in one
+//!    transaction; `kenning import` restores finished records from an export, skipping all
+//!    of that, so it would not measure capture);
+//! 3. recalls against the loaded store, calling the service directly;
+//! 4. the same recalls through `kenning serve` on the same store file, over newline-delimited
+//!    JSON-RPC on its stdin and stdout ([`crate::mcp_client`]);
+//! 5. cold starts: spawning `kenning serve` until its `initialize` result arrives.
+//!
+//! Only the calls are timed; making the synthetic inputs is not. The corpus is generated batch
+//! by batch, so the benchmark's own memory stays small at a million memories.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,17 +26,17 @@ use clap::Args;
 use kenning_core::{Domain, MemoryStore};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
+use serde_json::{Value, json};
 
 use crate::corpus::Corpus;
-use crate::embedder::EmbedderArgs;
-use crate::report::{CorpusFigures, LatencyReport, Machine, RecallFigures, Throughput, status_kib};
+use crate::embedder::{EmbedderArgs, EmbedderChoice};
+use crate::mcp_client::ServerCommand;
+use crate::report::{CorpusFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, status_kib};
 use crate::stats::{Summary, round};
 
 /// Single captures stop here: each is its own transaction and fsync, so a larger store is
 /// loaded faster in bulk, and a couple of thousand samples already give a stable p95.
 const MAX_SINGLE_CAPTURES: usize = 2000;
-/// The bulk phase's batch: what `kenning import` style loading would hand the service at once.
-const BULK_BATCH: usize = 1000;
 
 #[derive(Debug, Args)]
 pub struct LatencyArgs {
@@ -35,11 +46,25 @@ pub struct LatencyArgs {
     /// Seed of the synthetic corpus and queries; the same seed gives the same workload.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// How many recall queries to time (after one untimed warm-up pass over the same queries).
+    /// How many recall queries to time, in process and again over MCP (each after one untimed
+    /// warm-up pass over the same queries).
     #[arg(long, default_value_t = 200)]
     queries: usize,
+    /// Memories per `capture_many` call in the bulk phase.
+    #[arg(long, default_value_t = 1000)]
+    bulk_batch: usize,
     #[command(flatten)]
     embedder: EmbedderArgs,
+    /// The kenning binary whose MCP stdio server is measured; the default is relative to the
+    /// repository root, after `cargo build --release -p kenning`.
+    #[arg(long, default_value = "target/release/kenning")]
+    kenning_bin: PathBuf,
+    /// How many times to spawn the server to measure cold start.
+    #[arg(long, default_value_t = 20)]
+    cold_starts: usize,
+    /// Measure in process only, without the kenning binary.
+    #[arg(long)]
+    skip_mcp: bool,
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
@@ -48,6 +73,16 @@ pub struct LatencyArgs {
 pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     ensure!(args.memories > 0, "--memories must be at least 1");
     ensure!(args.queries > 0, "--queries must be at least 1");
+    ensure!(args.bulk_batch > 0, "--bulk-batch must be at least 1");
+    ensure!(args.skip_mcp || args.cold_starts > 0, "--cold-starts must be at least 1 (or pass --skip-mcp)");
+    if !args.skip_mcp {
+        // Failing after loading a million memories for want of a binary would waste the load.
+        ensure!(
+            args.kenning_bin.is_file(),
+            "{} does not exist: build it with `cargo build --release -p kenning`, pass --kenning-bin, or --skip-mcp",
+            args.kenning_bin.display()
+        );
+    }
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let loaded = args.embedder.load()?;
 
@@ -70,13 +105,16 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     }
 
     let mut bulk = Vec::new();
-    for first in (single_count..args.memories).step_by(BULK_BATCH) {
-        let batch: Vec<_> = (first..(first + BULK_BATCH).min(args.memories)).map(|index| corpus.memory(index)).collect();
+    let mut progress = Progress::new(args.memories);
+    for first in (single_count..args.memories).step_by(args.bulk_batch) {
+        let end = (first + args.bulk_batch).min(args.memories);
+        let batch: Vec<_> = (first..end).map(|index| corpus.memory(index)).collect();
         load.count(&batch);
         let started = Instant::now();
         let outcomes = service.capture_many(batch, None)?;
         bulk.push(started.elapsed());
         load.duplicates += outcomes.iter().filter(|outcome| !outcome.created).count();
+        progress.report(end);
     }
     let store_bytes = store_bytes(&db_path);
 
@@ -89,19 +127,34 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     // Each recall also records an access on the memories it returns, a write transaction with
     // an fsync. An agent waits for that too, so it is part of the timed call.
     let mut recall = Vec::with_capacity(queries.len());
-    let (mut results, mut empty_results) = (0, 0);
+    let mut counts = Vec::with_capacity(queries.len());
     for query in &queries {
         let request = recall_request(query);
         let started = Instant::now();
         let page = service.recall(request)?;
         recall.push(started.elapsed());
-        results += page.results.len();
-        empty_results += usize::from(page.results.is_empty());
+        counts.push(page.results.len());
     }
+    let peak_rss_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|text| status_kib(&text, "VmHWM:"));
+
+    let mcp = if args.skip_mcp {
+        None
+    } else {
+        let server = ServerCommand {
+            // The server runs in another directory, where a relative path would not resolve.
+            binary: args.kenning_bin.canonicalize().with_context(|| format!("resolving {}", args.kenning_bin.display()))?,
+            user_db: db_path.clone(),
+            config_dir: empty_dir(dir.path(), "config")?,
+            work_dir: empty_dir(dir.path(), "work")?,
+            embedder: args.embedder.embedder.name(),
+            model_dir: (args.embedder.embedder == EmbedderChoice::Transformer).then(|| args.embedder.model_dir.clone()),
+            log: dir.path().join("server.log"),
+        };
+        Some(measure_mcp(args, &server, &queries)?)
+    };
 
     Ok(LatencyReport {
         benchmark: "latency",
-        transport: "in-process",
         kenning_version: env!("CARGO_PKG_VERSION"),
         started_at,
         machine: Machine::detect(),
@@ -115,22 +168,67 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
             mean_content_bytes: round(load.content_bytes as f64 / args.memories as f64),
             duplicates: load.duplicates,
         },
-        single_capture: throughput(single_count, 1, &single),
-        bulk_capture: throughput(args.memories - single_count, BULK_BATCH, &bulk),
-        recall: RecallFigures {
-            limit: kenning_engine::recall::DEFAULT_RECALL_LIMIT,
-            mean_results: round(results as f64 / queries.len() as f64),
-            empty_results,
-            latency: Summary::of(&recall).expect("at least one query"),
-        },
+        single_capture: throughput("capture", single_count, 1, &single),
+        bulk_capture: throughput("capture_many", args.memories - single_count, args.bulk_batch, &bulk),
+        recall: recall_figures(&recall, &counts),
+        mcp,
         store_bytes,
-        peak_rss_bytes: std::fs::read_to_string("/proc/self/status").ok().and_then(|text| status_kib(&text, "VmHWM:")),
+        peak_rss_bytes,
+    })
+}
+
+/// Recall through the real server's stdio transport, then cold starts.
+fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) -> Result<McpFigures> {
+    let (mut server, _) = command.start()?;
+    let arguments = |query: &str| json!({"query": query});
+    for query in queries {
+        server.call_tool("memory_recall", arguments(query))?;
+    }
+    let mut recall = Vec::with_capacity(queries.len());
+    let mut counts = Vec::with_capacity(queries.len());
+    for query in queries {
+        let arguments = arguments(query);
+        let started = Instant::now();
+        let result = server.call_tool("memory_recall", arguments)?;
+        recall.push(started.elapsed());
+        counts.push(result.get("results").and_then(Value::as_array).map_or(0, Vec::len));
+    }
+    let server_peak_rss_bytes = server.peak_rss_bytes();
+    server.shut_down()?;
+
+    let mut cold_starts = Vec::with_capacity(args.cold_starts);
+    for _ in 0..args.cold_starts {
+        let (server, cold_start) = command.start()?;
+        cold_starts.push(cold_start);
+        server.shut_down()?;
+    }
+    Ok(McpFigures {
+        kenning_bin: command.binary.display().to_string(),
+        transport: "stdio",
+        recall: recall_figures(&recall, &counts),
+        cold_start: Summary::of(&cold_starts).expect("at least one cold start"),
+        server_peak_rss_bytes,
     })
 }
 
 /// A recall as an agent usually sends it: just the query, with the default limit and budget.
 fn recall_request(query: &str) -> RecallRequest {
     RecallRequest { query: query.to_owned(), ..RecallRequest::default() }
+}
+
+fn recall_figures(latencies: &[Duration], result_counts: &[usize]) -> RecallFigures {
+    RecallFigures {
+        limit: kenning_engine::recall::DEFAULT_RECALL_LIMIT,
+        mean_results: round(result_counts.iter().sum::<usize>() as f64 / result_counts.len() as f64),
+        empty_results: result_counts.iter().filter(|&&count| count == 0).count(),
+        latency: Summary::of(latencies).expect("at least one query"),
+    }
+}
+
+fn empty_dir(parent: &Path, name: &str) -> Result<PathBuf> {
+    let path = parent.join(name);
+    std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(path)
 }
 
 /// Running totals of what was handed to the service.
@@ -146,10 +244,35 @@ impl Load {
     }
 }
 
-fn throughput(memories: usize, batch_size: usize, calls: &[Duration]) -> Option<Throughput> {
+/// A line on stderr at every tenth of a large load, so a long run shows it is alive.
+struct Progress {
+    total: usize,
+    next: usize,
+    started: Instant,
+}
+
+impl Progress {
+    const MIN_TOTAL: usize = 100_000;
+
+    fn new(total: usize) -> Progress {
+        Progress { total, next: total / 10, started: Instant::now() }
+    }
+
+    fn report(&mut self, done: usize) {
+        if self.total < Self::MIN_TOTAL || done < self.next {
+            return;
+        }
+        eprintln!("  loaded {done} of {} memories ({:.0} s)", self.total, self.started.elapsed().as_secs_f64());
+        let step = self.total / 10;
+        self.next = (done / step + 1) * step;
+    }
+}
+
+fn throughput(method: &'static str, memories: usize, batch_size: usize, calls: &[Duration]) -> Option<Throughput> {
     let call_latency = Summary::of(calls)?;
     let seconds: f64 = calls.iter().map(Duration::as_secs_f64).sum();
     Some(Throughput {
+        method,
         memories,
         batch_size,
         seconds: round(seconds),

@@ -6,11 +6,13 @@
 //!
 //! - `retrieval`: how often recall ranks the turns that answer a question near the top, on a
 //!   conversational data set in the LoCoMo format (one store per conversation).
-//! - `latency`: capture and recall speed, store size and memory use, calling the engine in process.
+//! - `latency`: capture and recall speed, store size and memory use, calling the engine in
+//!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
-//! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`]; [`embedder`]
+//! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
+//! `kenning serve` through [`mcp_client`]; [`embedder`]
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
@@ -19,6 +21,7 @@ mod embed;
 mod embedder;
 mod latency;
 mod locomo;
+mod mcp_client;
 mod metrics;
 mod report;
 mod retrieval;

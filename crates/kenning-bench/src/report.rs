@@ -58,9 +58,6 @@ pub fn status_kib(text: &str, key: &str) -> Option<u64> {
 #[derive(Debug, Serialize)]
 pub struct LatencyReport {
     pub benchmark: &'static str,
-    /// How the service was driven: `in-process` calls `MemoryService` directly, so the figures
-    /// leave out serialisation and transport, which an MCP client would add.
-    pub transport: &'static str,
     pub kenning_version: &'static str,
     pub started_at: String,
     pub machine: Machine,
@@ -77,12 +74,16 @@ pub struct LatencyReport {
     pub single_capture: Option<Throughput>,
     /// `capture_many` calls of `batch_size` memories; `null` when the single phase covered them all.
     pub bulk_capture: Option<Throughput>,
+    /// Recall calling `MemoryService` directly: no serialisation, no transport.
     pub recall: RecallFigures,
+    /// The real binary over MCP stdio; `null` with `--skip-mcp`.
+    pub mcp: Option<McpFigures>,
     /// The database, its write-ahead log and shared-memory index after loading, before recall.
     pub store_bytes: u64,
-    /// The process's peak resident set (VmHWM): the heap, the model if any, and the pages of
-    /// the store that SQLite's readers memory-map, which count as resident once touched although
-    /// the kernel can drop them at will. At large stores the mapped pages dominate.
+    /// The benchmark process's peak resident set (VmHWM) after the in-process phases: the heap,
+    /// the model if any, and the pages of the store that SQLite's readers memory-map, which
+    /// count as resident once touched although the kernel can drop them at will. At large
+    /// stores the mapped pages dominate.
     pub peak_rss_bytes: Option<u64>,
 }
 
@@ -96,6 +97,8 @@ pub struct CorpusFigures {
 /// A write phase: how many memories, how long all the calls took, and each call's latency.
 #[derive(Debug, Serialize)]
 pub struct Throughput {
+    /// The `MemoryService` method called.
+    pub method: &'static str,
     pub memories: usize,
     pub batch_size: usize,
     pub seconds: f64,
@@ -110,6 +113,19 @@ pub struct RecallFigures {
     /// Queries that found nothing; a high share means the queries do not exercise ranking.
     pub empty_results: usize,
     pub latency: Summary,
+}
+
+/// `kenning serve` measured from outside, as an MCP client sees it.
+#[derive(Debug, Serialize)]
+pub struct McpFigures {
+    pub kenning_bin: String,
+    pub transport: &'static str,
+    /// `tools/call memory_recall` from writing the request to reading the response.
+    pub recall: RecallFigures,
+    /// From spawning the process to reading the `initialize` result, on the loaded store.
+    pub cold_start: Summary,
+    /// The server's peak resident set (VmHWM) after the recalls, before it shut down.
+    pub server_peak_rss_bytes: Option<u64>,
 }
 
 /// Prints the JSON record on stdout (and to `json_out`, if given) and the table on stderr.
@@ -127,34 +143,43 @@ pub fn latency_table(report: &LatencyReport) -> String {
     let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
     let _ = writeln!(
         out,
-        "latency, {}: {} memories, seed {}, embedder {}{model}, {} CPUs",
-        report.transport, report.memories, report.seed, report.embedder, report.machine.cpus
+        "latency: {} memories, seed {}, embedder {}{model}, {} CPUs",
+        report.memories, report.seed, report.embedder, report.machine.cpus
     );
     for (name, phase) in [("single capture", &report.single_capture), ("bulk capture", &report.bulk_capture)] {
         if let Some(phase) = phase {
             let _ = writeln!(
                 out,
-                "  {name:<15} {:>7} memories {:>9.1}/s   per call ({}): {}",
+                "  {name:<17} {:>7} memories {:>9.1}/s   per {} call ({}): {}",
                 phase.memories,
                 phase.memories_per_second,
+                phase.method,
                 phase.batch_size,
                 percentiles(&phase.call_latency)
             );
         }
     }
-    let recall = &report.recall;
-    let _ = writeln!(
-        out,
-        "  {:<15} {:>7} queries  {:>9.1} hits  {}",
-        "recall",
-        recall.latency.samples,
-        recall.mean_results,
-        percentiles(&recall.latency)
-    );
+    let mut recall_row = |name: &str, recall: &RecallFigures| {
+        let _ = writeln!(
+            out,
+            "  {name:<17} {:>7} queries  {:>9.1} hits  {}",
+            recall.latency.samples,
+            recall.mean_results,
+            percentiles(&recall.latency)
+        );
+    };
+    recall_row("recall in process", &report.recall);
+    if let Some(mcp) = &report.mcp {
+        recall_row("recall MCP stdio", &mcp.recall);
+        let _ = writeln!(out, "  {:<17} {:>7} spawns                     {}", "cold start", mcp.cold_start.samples, percentiles(&mcp.cold_start));
+    }
     let per_memory = report.store_bytes as f64 / report.memories.max(1) as f64;
-    let _ = writeln!(out, "  {:<15} {:>10.1} MiB ({per_memory:.0} bytes a memory)", "store on disk", mib(report.store_bytes));
-    if let Some(peak) = report.peak_rss_bytes {
-        let _ = writeln!(out, "  {:<15} {:>10.1} MiB", "peak RSS", mib(peak));
+    let _ = writeln!(out, "  {:<17} {:>10.1} MiB ({per_memory:.0} bytes a memory)", "store on disk", mib(report.store_bytes));
+    let server = report.mcp.as_ref().and_then(|mcp| mcp.server_peak_rss_bytes);
+    for (name, peak) in [("peak RSS bench", report.peak_rss_bytes), ("peak RSS server", server)] {
+        if let Some(peak) = peak {
+            let _ = writeln!(out, "  {name:<17} {:>10.1} MiB", mib(peak));
+        }
     }
     out
 }
