@@ -34,10 +34,6 @@ use crate::mcp_client::ServerCommand;
 use crate::report::{CorpusFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, status_kib};
 use crate::stats::{Summary, round};
 
-/// Single captures stop here: each is its own transaction and fsync, so a larger store is
-/// loaded faster in bulk, and a couple of thousand samples already give a stable p95.
-const MAX_SINGLE_CAPTURES: usize = 2000;
-
 #[derive(Debug, Args)]
 pub struct LatencyArgs {
     /// How many memories to store.
@@ -50,6 +46,11 @@ pub struct LatencyArgs {
     /// warm-up pass over the same queries).
     #[arg(long, default_value_t = 200)]
     queries: usize,
+    /// How many memories are captured one at a time before the bulk phase loads the rest. Each
+    /// single capture is its own transaction and fsync, so a large store loads faster in bulk,
+    /// and a couple of thousand samples already give a stable p95.
+    #[arg(long, default_value_t = 2000)]
+    single_captures: usize,
     /// Memories per `capture_many` call in the bulk phase.
     #[arg(long, default_value_t = 1000)]
     bulk_batch: usize,
@@ -93,7 +94,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
 
-    let single_count = args.memories.min(MAX_SINGLE_CAPTURES);
+    let single_count = args.memories.min(args.single_captures);
     let mut single = Vec::with_capacity(single_count);
     for index in 0..single_count {
         let input = corpus.memory(index);

@@ -103,3 +103,38 @@ fn retrieval_names_the_file_line_and_field_of_a_malformed_line() {
     assert!(stderr.contains("turns.jsonl line 5, field `date_time`: cannot read `June 20th`"), "{stderr}");
     assert!(!dir.path().join("rankings.jsonl").exists(), "no rankings are written for bad input");
 }
+
+#[test]
+fn latency_loads_single_and_bulk_then_recalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = bench(
+        &[
+            "latency", "--memories", "60", "--single-captures", "10", "--bulk-batch", "25", "--queries", "5", "--skip-mcp",
+            "--json-out", "latency.json",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report, serde_json::from_str::<Value>(&std::fs::read_to_string(dir.path().join("latency.json")).unwrap()).unwrap());
+    assert_eq!((report["memories"].as_u64(), report["corpus"]["duplicates"].as_u64()), (Some(60), Some(0)));
+    let single = &report["single_capture"];
+    assert_eq!((single["method"].as_str(), single["memories"].as_u64()), (Some("capture"), Some(10)));
+    let bulk = &report["bulk_capture"];
+    assert_eq!((bulk["method"].as_str(), bulk["memories"].as_u64()), (Some("capture_many"), Some(50)));
+    assert_eq!(bulk["call_latency"]["samples"], 2, "50 memories in batches of 25");
+    assert_eq!(report["recall"]["latency"]["samples"], 5);
+    assert_eq!(report["mcp"], Value::Null);
+    assert!(report["store_bytes"].as_u64().unwrap() > 0);
+    assert!(stderr.contains("recall in process"), "{stderr}");
+}
+
+#[test]
+fn latency_refuses_a_missing_kenning_binary_before_loading() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = bench(&["latency", "--memories", "10", "--kenning-bin", "no/such/kenning"], dir.path());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("no/such/kenning does not exist: build it with `cargo build --release -p kenning`"), "{stderr}");
+}
