@@ -85,6 +85,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         );
     }
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let machine = Machine::detect();
     let loaded = args.embedder.load()?;
 
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
@@ -158,7 +159,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         benchmark: "latency",
         kenning_version: env!("CARGO_PKG_VERSION"),
         started_at,
-        machine: Machine::detect(),
+        machine,
         memories: args.memories,
         seed: args.seed,
         queries: args.queries,

@@ -22,6 +22,9 @@ pub struct Machine {
     /// What `std::thread::available_parallelism` reports: cores this process may use.
     pub cpus: usize,
     pub memory_total_bytes: Option<u64>,
+    /// The 1-minute load average when the run began: other work on the machine (builds,
+    /// other benchmarks) slows every figure, and this says how busy it was.
+    pub load_average: Option<f64>,
     /// Where the store was created. Its filesystem decides what an fsync costs, and every
     /// capture ends in one; set `TMPDIR` to measure another disk.
     pub temp_dir: String,
@@ -42,6 +45,8 @@ impl Machine {
             }),
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             memory_total_bytes: proc_file("/proc/meminfo").and_then(|text| status_kib(&text, "MemTotal:")),
+            load_average: proc_file("/proc/loadavg")
+                .and_then(|text| text.split_whitespace().next().and_then(|load| load.parse().ok())),
             temp_dir: std::env::temp_dir().display().to_string(),
         }
     }
@@ -143,8 +148,12 @@ pub fn latency_table(report: &LatencyReport) -> String {
     let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
     let _ = writeln!(
         out,
-        "latency: {} memories, seed {}, embedder {}{model}, {} CPUs",
-        report.memories, report.seed, report.embedder, report.machine.cpus
+        "latency: {} memories, seed {}, embedder {}{model}, {} CPUs, load average {}",
+        report.memories,
+        report.seed,
+        report.embedder,
+        report.machine.cpus,
+        report.machine.load_average.map_or("unknown".to_owned(), |load| format!("{load:.1}"))
     );
     for (name, phase) in [("single capture", &report.single_capture), ("bulk capture", &report.bulk_capture)] {
         if let Some(phase) = phase {

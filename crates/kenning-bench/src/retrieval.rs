@@ -115,6 +115,7 @@ struct Ranking<'a> {
 
 pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let machine = Machine::detect();
     let data = locomo::read_turns(&args.turns)?;
     let queries = locomo::read_queries(&args.queries, &data)?;
     let loaded = args.embedder.load()?;
@@ -186,7 +187,7 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
         capture: Summary::of(&capture_times),
         recall: Summary::of(&recall_times),
         model_load_ms: loaded.load_ms,
-        machine: Machine::detect(),
+        machine,
     })
 }
 
