@@ -12,7 +12,9 @@
 //! 3. recalls against the loaded store, calling the service directly;
 //! 4. the same recalls through `kenning serve` on the same store file, over newline-delimited
 //!    JSON-RPC on its stdin and stdout ([`crate::mcp_client`]);
-//! 5. cold starts: spawning `kenning serve` until its `initialize` result arrives.
+//! 5. cold starts: spawning `kenning serve` until its `initialize` result arrives, and on to
+//!    the result of a first recall; and how long each server takes to exit once its stdin
+//!    closes.
 //!
 //! Only the calls are timed; making the synthetic inputs is not. The corpus is generated batch
 //! by batch, so the benchmark's own memory stays small at a million memories.
@@ -181,8 +183,8 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
 
 /// Recall through the real server's stdio transport, then cold starts.
 fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) -> Result<McpFigures> {
-    let (mut server, _) = command.start()?;
     let arguments = |query: &str| json!({"query": query});
+    let (mut server, _, _) = command.start()?;
     for query in queries {
         server.call_tool("memory_recall", arguments(query))?;
     }
@@ -196,19 +198,25 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         counts.push(result.get("results").and_then(Value::as_array).map_or(0, Vec::len));
     }
     let server_peak_rss_bytes = server.peak_rss_bytes();
-    server.shut_down()?;
+    let mut exits = vec![server.shut_down()?];
 
-    let mut cold_starts = Vec::with_capacity(args.cold_starts);
-    for _ in 0..args.cold_starts {
-        let (server, cold_start) = command.start()?;
+    // Each fresh server answers one recall, as an agent's first question of a session would:
+    // a server that defers work past the handshake pays for it there.
+    let (mut cold_starts, mut first_recalls) = (Vec::new(), Vec::new());
+    for index in 0..args.cold_starts {
+        let (mut server, spawned, cold_start) = command.start()?;
         cold_starts.push(cold_start);
-        server.shut_down()?;
+        server.call_tool("memory_recall", arguments(&queries[index % queries.len()]))?;
+        first_recalls.push(spawned.elapsed());
+        exits.push(server.shut_down()?);
     }
     Ok(McpFigures {
         kenning_bin: command.binary.display().to_string(),
         transport: "stdio",
         recall: recall_figures(&recall, &counts),
         cold_start: Summary::of(&cold_starts).expect("at least one cold start"),
+        first_recall: Summary::of(&first_recalls).expect("at least one cold start"),
+        exit: Summary::of(&exits).expect("at least one server"),
         server_peak_rss_bytes,
     })
 }

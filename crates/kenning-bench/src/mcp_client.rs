@@ -18,8 +18,10 @@ use crate::report::status_kib;
 
 /// The newest protocol revision that still opens with an `initialize` handshake.
 const PROTOCOL_VERSION: &str = "2025-11-25";
-/// How long a server may take to exit once its stdin closes before it is killed.
-const EXIT_GRACE: Duration = Duration::from_secs(10);
+/// How long a server may take to exit once its stdin closes before it is killed and the run
+/// fails. Generous, because the time to exit is itself measured: a server finishes background
+/// work (building search indexes) before it exits.
+const EXIT_GRACE: Duration = Duration::from_secs(120);
 
 /// How to start `kenning serve` on a given store, isolated from the user's own setup.
 pub struct ServerCommand {
@@ -63,9 +65,9 @@ impl ServerCommand {
         Ok(command)
     }
 
-    /// Starts a server and completes the handshake; also returns the time from spawning the
-    /// process to reading the `initialize` result.
-    pub fn start(&self) -> Result<(McpServer, Duration)> {
+    /// Starts a server and completes the handshake; also returns when the process was spawned
+    /// and the time from then to reading the `initialize` result.
+    pub fn start(&self) -> Result<(McpServer, Instant, Duration)> {
         let started = Instant::now();
         let mut child = self.command()?.spawn().with_context(|| {
             format!(
@@ -89,7 +91,7 @@ impl ServerCommand {
             bail!("the initialize result has no serverInfo: {result}");
         }
         server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        Ok((server, cold_start))
+        Ok((server, started, cold_start))
     }
 }
 
@@ -119,21 +121,23 @@ impl McpServer {
         status_kib(&status, "VmHWM:")
     }
 
-    /// Closes the server's stdin, which ends the session, and waits for it to exit.
-    pub fn shut_down(mut self) -> Result<()> {
+    /// Closes the server's stdin, which ends the session, waits for it to exit and returns how
+    /// long that took.
+    pub fn shut_down(mut self) -> Result<Duration> {
+        let closed = Instant::now();
         drop(self.stdin.take());
-        let deadline = Instant::now() + EXIT_GRACE;
         loop {
             if let Some(status) = self.child.try_wait()? {
+                let exit = closed.elapsed();
                 if !status.success() {
                     bail!("the server exited with {status}{}", log_tail(&self.log));
                 }
-                return Ok(());
+                return Ok(exit);
             }
-            if Instant::now() > deadline {
+            if closed.elapsed() > EXIT_GRACE {
                 bail!("the server did not exit within {EXIT_GRACE:?} of its stdin closing; killed it");
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

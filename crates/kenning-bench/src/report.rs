@@ -129,6 +129,11 @@ pub struct McpFigures {
     pub recall: RecallFigures,
     /// From spawning the process to reading the `initialize` result, on the loaded store.
     pub cold_start: Summary,
+    /// From spawning the process to the result of its first `memory_recall`, handshake
+    /// included: what an agent's first question of a session waits for.
+    pub first_recall: Summary,
+    /// From closing a server's stdin to its exit, for every server started.
+    pub exit: Summary,
     /// The server's peak resident set (VmHWM) after the recalls, before it shut down.
     pub server_peak_rss_bytes: Option<u64>,
 }
@@ -180,7 +185,10 @@ pub fn latency_table(report: &LatencyReport) -> String {
     recall_row("recall in process", &report.recall);
     if let Some(mcp) = &report.mcp {
         recall_row("recall MCP stdio", &mcp.recall);
-        let _ = writeln!(out, "  {:<17} {:>7} spawns                     {}", "cold start", mcp.cold_start.samples, percentiles(&mcp.cold_start));
+        for (name, summary) in [("cold start", &mcp.cold_start), ("first recall", &mcp.first_recall)] {
+            let _ = writeln!(out, "  {name:<17} {:>7} spawns                     {}", summary.samples, percentiles(summary));
+        }
+        let _ = writeln!(out, "  {:<17} {:>7} servers                    {}", "exit", mcp.exit.samples, percentiles(&mcp.exit));
     }
     let per_memory = report.store_bytes as f64 / report.memories.max(1) as f64;
     let _ = writeln!(out, "  {:<17} {:>10.1} MiB ({per_memory:.0} bytes a memory)", "store on disk", mib(report.store_bytes));
