@@ -79,6 +79,10 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     ensure!(args.bulk_batch > 0, "--bulk-batch must be at least 1");
     ensure!(args.skip_mcp || args.cold_starts > 0, "--cold-starts must be at least 1 (or pass --skip-mcp)");
     if !args.skip_mcp {
+        ensure!(
+            args.embedder.static_model.is_none(),
+            "--static-model applies in process only (the server embeds with its compiled-in model): add --skip-mcp"
+        );
         // Failing after loading a million memories for want of a binary would waste the load.
         ensure!(
             args.kenning_bin.is_file(),
