@@ -105,7 +105,12 @@ impl Shared {
                 }
             }
             self.write_queued();
-            std::thread::sleep(WRITE_INTERVAL);
+            // A pause before the next write lets reads gather; closing ends it at once, so
+            // that a process exits without waiting it out.
+            let queue = lock(&self.queue);
+            if !queue.closed {
+                drop(self.arrived.wait_timeout_while(queue, WRITE_INTERVAL, |queue| !queue.closed));
+            }
         }
     }
 

@@ -73,7 +73,10 @@ impl MemoryService {
 
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
-        let query_vector = self.embed_one(&plan.query)?.map(|embedding| embedding.vector);
+        // A query with no word the model knows embeds to the zero vector, which is equally far
+        // from everything: the vector leg would only add noise, so the recall is text-only.
+        let query_vector =
+            self.embed_one(&plan.query)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
         for (index, entry) in plan.stores.iter().enumerate() {
             for hit in entry.store.search_text(&plan.query, &plan.filter, depth)? {
                 text_leg.push((hit.score, (index, hit.id)));

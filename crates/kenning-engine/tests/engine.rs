@@ -291,3 +291,18 @@ fn hybrid_recall_finds_meaning_without_shared_words_and_reindex_fills_vectors() 
     assert_eq!(page.results[0].title, "The login page times out after thirty seconds");
     assert!(page.results.iter().all(|hit| (0.0..=1.0).contains(&hit.score)), "fused scores are relevance from 0 to 1");
 }
+
+/// Regression: a query with no word the built-in model knows embedded to the zero vector,
+/// whose vector leg then ranked every memory alike and recall returned arbitrary ones.
+#[test]
+fn a_query_the_model_has_no_word_for_is_answered_by_text_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedder: Arc<dyn Embedder> = Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap());
+    let memory = two_domains(&dir, Some(embedder));
+    memory.capture(note("The login page times out after thirty seconds", "blockers"), None).unwrap();
+    memory.capture(note("Invoices are rendered as PDF by a nightly job", "context"), None).unwrap();
+    let page = memory.recall(recall("🎉🎉")).unwrap();
+    assert_eq!(page.mode, "text");
+    assert!(page.results.is_empty(), "{:?}", urns(&page));
+    assert_eq!(memory.recall(recall("login timeout")).unwrap().mode, "hybrid");
+}

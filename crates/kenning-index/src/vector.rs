@@ -8,8 +8,6 @@
 //! candidates, and the 8-bit dot product ranks those. How close the two-step answer stays to
 //! the exact one is measured by `kenning-bench`, not assumed.
 
-use std::collections::BinaryHeap;
-
 use crate::docs::{CompiledFilter, DocTable, FastMap, Slot};
 use crate::topk::TopK;
 
@@ -82,12 +80,15 @@ impl VectorIndex {
         if limit == 0 || self.row_slots.is_empty() {
             return Vec::new();
         }
-        let rows: Vec<u32> = (0..self.row_slots.len() as u32).filter(|row| filter.admits(docs, self.row_slots[*row as usize])).collect();
         let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES);
-        let candidates = if rows.len() <= EXACT_ROWS.max(wanted) { rows } else { self.closest_codes(query, &rows, wanted) };
+        let admitted = |row: usize| filter.admits(docs, self.row_slots[row]);
+        let candidates = if self.row_slots.len() <= EXACT_ROWS.max(wanted) {
+            (0..self.row_slots.len()).filter(|row| admitted(*row)).collect()
+        } else {
+            self.closest_codes(query, admitted, wanted)
+        };
         let mut best = TopK::new(limit);
         for row in candidates {
-            let row = row as usize;
             let score = f64::from(self.dot(query, row));
             if best.admits(score) {
                 let slot = self.row_slots[row];
@@ -98,21 +99,53 @@ impl VectorIndex {
         best.into_sorted()
     }
 
-    /// The `wanted` rows among `rows` whose binary codes are nearest the query's in Hamming distance.
-    fn closest_codes(&self, query: &[f32], rows: &[u32], wanted: usize) -> Vec<u32> {
+    /// The `wanted` admitted rows whose binary codes are nearest the query's in Hamming
+    /// distance, or every admitted row when there are no more than [`EXACT_ROWS`]. Distances
+    /// are small integers, so a histogram of them gives the cut-off distance without sorting:
+    /// every row nearer than it is taken, and rows at it in row order until `wanted` are.
+    fn closest_codes(&self, query: &[f32], admitted: impl Fn(usize) -> bool, wanted: usize) -> Vec<usize> {
         let code: Vec<u64> = sign_code(query).collect();
-        let mut nearest: BinaryHeap<(u32, u32)> = BinaryHeap::with_capacity(wanted + 1);
-        for &row in rows {
-            let start = row as usize * self.words;
-            let distance = hamming(&code, &self.codes[start..start + self.words]);
-            if nearest.len() < wanted {
-                nearest.push((distance, row));
-            } else if nearest.peek().is_some_and(|(worst, _)| distance < *worst) {
-                nearest.pop();
-                nearest.push((distance, row));
+        let mut distances = vec![NOT_ADMITTED; self.row_slots.len()];
+        let mut histogram = vec![0usize; self.dims + 1];
+        self.code_distances(&code, &admitted, &mut distances, &mut histogram);
+        let admitted_rows: usize = histogram.iter().sum();
+        if admitted_rows <= EXACT_ROWS.max(wanted) {
+            return (0..distances.len()).filter(|row| distances[*row] != NOT_ADMITTED).collect();
+        }
+        let mut nearer = 0;
+        let mut cut_off = 0;
+        for (distance, count) in histogram.iter().enumerate() {
+            if nearer + count >= wanted {
+                cut_off = distance;
+                break;
+            }
+            nearer += count;
+        }
+        let mut at_cut_off = wanted - nearer;
+        let mut rows = Vec::with_capacity(wanted);
+        for (row, distance) in distances.iter().enumerate() {
+            let distance = usize::from(*distance);
+            if distance < cut_off {
+                rows.push(row);
+            } else if distance == cut_off && at_cut_off > 0 {
+                rows.push(row);
+                at_cut_off -= 1;
             }
         }
-        nearest.into_iter().map(|(_, row)| row).collect()
+        rows
+    }
+
+    /// Fills in the Hamming distance of every admitted row's code to `code`, and counts rows
+    /// per distance. With the CPU's population-count instruction the loop is several times
+    /// faster, so it is used when the CPU has one.
+    fn code_distances(&self, code: &[u64], admitted: &impl Fn(usize) -> bool, distances: &mut [u16], histogram: &mut [usize]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU was just found to have the instruction the function is compiled for.
+            unsafe { code_distances_popcnt(&self.codes, self.words, code, admitted, distances, histogram) };
+            return;
+        }
+        code_distances_portable(&self.codes, self.words, code, admitted, distances, histogram);
     }
 
     fn dot(&self, query: &[f32], row: usize) -> f32 {
@@ -151,6 +184,40 @@ fn sign_code(vector: &[f32]) -> impl Iterator<Item = u64> + '_ {
 
 fn hamming(a: &[u64], b: &[u64]) -> u32 {
     a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+/// Marks a row the filter left out.
+const NOT_ADMITTED: u16 = u16::MAX;
+
+#[inline(always)]
+fn code_distances_portable(
+    codes: &[u64],
+    words: usize,
+    code: &[u64],
+    admitted: &impl Fn(usize) -> bool,
+    distances: &mut [u16],
+    histogram: &mut [usize],
+) {
+    for (row, row_code) in codes.chunks_exact(words).enumerate() {
+        if admitted(row) {
+            let distance = hamming(code, row_code);
+            distances[row] = distance as u16;
+            histogram[distance as usize] += 1;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn code_distances_popcnt(
+    codes: &[u64],
+    words: usize,
+    code: &[u64],
+    admitted: &impl Fn(usize) -> bool,
+    distances: &mut [u16],
+    histogram: &mut [usize],
+) {
+    code_distances_portable(codes, words, code, admitted, distances, histogram);
 }
 
 #[cfg(test)]
