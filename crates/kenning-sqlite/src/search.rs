@@ -7,6 +7,7 @@
 //! search always sees every write committed before it began, and the index costs nothing to
 //! keep in step on the write path.
 
+use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use chrono::TimeDelta;
@@ -140,48 +141,27 @@ fn load_vectors(conn: &Connection, index: &mut SearchIndex, model: &str, applied
 }
 
 /// Every row changed in `(after, head]`, with its tags and its vectors from the loaded models.
-/// The three queries run side by side in row order and are merged as they stream, so that
-/// loading a large store never holds more than one row in memory outside the index.
+/// Each query walks the changed rows through the change-number index and looks up their tags
+/// and vectors by key (`CROSS JOIN` keeps SQLite to that order), so a small change costs a few
+/// lookups and a full load streams the tables without sorting them.
 fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) -> Result<()> {
-    let models = index.models();
+    let mut tags: HashMap<i64, Vec<String>> = HashMap::new();
+    let mut tags_statement = conn.prepare_cached(
+        "SELECT m.seq, t.tag FROM memories m CROSS JOIN memory_tags t ON t.memory_id = m.id \
+         WHERE m.change_seq > ?1 AND m.change_seq <= ?2",
+    )?;
+    let mut rows = tags_statement.query(params![after, head])?;
+    while let Some(row) = rows.next()? {
+        tags.entry(row.get(0)?).or_default().push(row.get(1)?);
+    }
+
     let mut rows_statement = conn.prepare_cached(
         "SELECT seq, id, namespace, kind, status, confidence, occurred_at, search_text FROM memories \
-         WHERE change_seq > ?1 AND change_seq <= ?2 ORDER BY seq",
-    )?;
-    let mut tags_statement = conn.prepare_cached(
-        "SELECT m.seq, t.tag FROM memories m JOIN memory_tags t ON t.memory_id = m.id \
-         WHERE m.change_seq > ?1 AND m.change_seq <= ?2 ORDER BY m.seq",
-    )?;
-    let mut vectors_statement = conn.prepare_cached(
-        "SELECT m.seq, e.model, e.vector FROM memories m JOIN embeddings e ON e.memory_id = m.id \
-         WHERE m.change_seq > ?1 AND m.change_seq <= ?2 ORDER BY m.seq",
+         WHERE change_seq > ?1 AND change_seq <= ?2",
     )?;
     let mut rows = rows_statement.query(params![after, head])?;
-    let mut tags = tags_statement.query(params![after, head])?;
-    let mut vectors = vectors_statement.query(params![after, head])?;
-    let mut next_tag = tags.next()?;
-    let mut next_vector = vectors.next()?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
-        let mut row_tags = Vec::new();
-        while let Some(tag) = next_tag {
-            if tag.get::<_, i64>(0)? != seq {
-                break;
-            }
-            row_tags.push(tag.get::<_, String>(1)?);
-            next_tag = tags.next()?;
-        }
-        let mut row_vectors: Vec<(String, Vec<f32>)> = Vec::new();
-        while let Some(found) = next_vector {
-            if found.get::<_, i64>(0)? != seq {
-                break;
-            }
-            let model: String = found.get(1)?;
-            if models.contains(&model) {
-                row_vectors.push((model, blob_vector(found, 2)?));
-            }
-            next_vector = vectors.next()?;
-        }
         let id: String = row.get(1)?;
         let namespace: String = row.get(2)?;
         let text: String = row.get(7)?;
@@ -190,13 +170,24 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
             kind: MemoryKind::parse(&row.get::<_, String>(3)?).map_err(corrupt)?,
             status: Status::parse(&row.get::<_, String>(4)?).map_err(corrupt)?,
             namespace: &namespace,
-            tags: &row_tags,
+            tags: tags.get(&seq).map_or(&[], Vec::as_slice),
             confidence: row.get(5)?,
             occurred_at: parse_time_key(&row.get::<_, String>(6)?)?,
             text: &text,
         };
-        let borrowed: Vec<(&str, &[f32])> = row_vectors.iter().map(|(model, vector)| (model.as_str(), vector.as_slice())).collect();
-        index.upsert(seq, &doc, &borrowed);
+        // The row's vectors follow below; until then it has none.
+        index.upsert(seq, &doc, &[]);
+    }
+
+    for model in index.models() {
+        let mut vectors_statement = conn.prepare_cached(
+            "SELECT m.seq, e.vector FROM memories m CROSS JOIN embeddings e ON e.memory_id = m.id AND e.model = ?3 \
+             WHERE m.change_seq > ?1 AND m.change_seq <= ?2",
+        )?;
+        let mut rows = vectors_statement.query(params![after, head, model])?;
+        while let Some(row) = rows.next()? {
+            index.set_vector(row.get(0)?, &model, &blob_vector(row, 1)?);
+        }
     }
     Ok(())
 }
