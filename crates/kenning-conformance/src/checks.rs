@@ -388,6 +388,29 @@ pub fn search_text_ranks_best_first(make: MakeStore) {
     assert!(store.search_text("pool", &SearchFilter::active(), 0).unwrap().is_empty());
 }
 
+pub fn latest_occurred_at_is_the_latest_event_passing_the_filter(make: MakeStore) {
+    let store = make();
+    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), None, "an empty store");
+    let mut captured_last_about_the_past = memory("old-news", "context", "Imported from an old wiki");
+    captured_last_about_the_past.event_time = Some(at(-60 * 24 * 30));
+    let mut forgotten = memory("forgotten", "context", "Dropped");
+    forgotten.event_time = Some(at(120));
+    forgotten.status = Status::Forgotten;
+    let mut planned = memory("planned", "decisions", "Release train leaves next week");
+    planned.event_time = Some(at(60 * 24 * 7));
+    let present = memory("present", "context", "Captured now, about now");
+    insert_all(&*store, &[present, planned, forgotten, captured_last_about_the_past]);
+
+    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), Some(at(60 * 24 * 7)));
+    let until_now = SearchFilter { until: Some(at(60)), ..SearchFilter::active() };
+    assert_eq!(store.latest_occurred_at(&until_now).unwrap(), Some(base_time()), "later events are left out");
+    assert_eq!(store.latest_occurred_at(&all_statuses()).unwrap(), Some(at(60 * 24 * 7)));
+    let until_then = SearchFilter { until: Some(at(200)), ..all_statuses() };
+    assert_eq!(store.latest_occurred_at(&until_then).unwrap(), Some(at(120)), "the forgotten one counts without a status filter");
+    let decisions = SearchFilter { namespaces: vec![Namespace::parse("decisions").unwrap()], ..until_now };
+    assert_eq!(store.latest_occurred_at(&decisions).unwrap(), None);
+}
+
 pub fn neighbours_are_the_memories_captured_next_to_one(make: MakeStore) {
     let store = make();
     let at_minute = |id_text: &str, namespace: &str, minutes: i64| Memory {

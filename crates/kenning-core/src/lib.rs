@@ -7,6 +7,8 @@
 //! - [`input`] validates what callers send ([`CaptureInput`], [`UpdateInput`]) into records,
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
+//! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
+//!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
 //! - [`calibration`] holds the statistics of decisions and outcomes: [`calibrate`] turns
 //!   [`Evidence`] (stated confidence, outcome score, time) into a [`Calibration`] (Beta posterior,
@@ -26,6 +28,7 @@ pub mod memory;
 pub mod search;
 pub mod store;
 pub mod urn;
+pub mod when;
 
 pub use calibration::{
     Calibration, CalibrationStatus, Evidence, Guidance, ReliabilityBin, Trend, TrendDetail, TrendWindow, beta_cdf,

@@ -64,11 +64,26 @@ impl Detail {
 /// and so every page of a recall, the same whatever the page size.
 pub const FUSION_SCALE_DEPTH: usize = 100;
 
-/// Fuses weighted ranked lists by a convex combination of their scaled scores. Each list
-/// `(weight, [(item, score)])`, best first, has its scores scaled to `[0, 1]`: its best score
-/// maps to 1 and its score at rank [`FUSION_SCALE_DEPTH`] (its last, if shorter) to 0, with
-/// deeper scores held at 0. An item scores the weighted sum of its scaled scores over the lists
-/// it appears in, so with weights summing to 1 the best possible score is 1.
+/// One ranked list for [`score_fusion`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusionList<T> {
+    pub weight: f64,
+    /// Items and their scores, best first.
+    pub hits: Vec<(T, f64)>,
+    /// What an item the list leaves out scores in it, if that is known: 0 for full text, where
+    /// a missing item shares no word with the query. A list shorter than
+    /// [`FUSION_SCALE_DEPTH`] then scales down to this score rather than to its last hit, so
+    /// the last of three matches counts as a weaker match, not as no match. `None` for a list
+    /// that, when short, holds everything (vector search over a small store).
+    pub unlisted_score: Option<f64>,
+}
+
+/// Fuses weighted ranked lists by a convex combination of their scaled scores. Each list has
+/// its scores scaled to `[0, 1]`: its best score maps to 1 and its score at rank
+/// [`FUSION_SCALE_DEPTH`] to 0, with deeper scores held at 0; a shorter list scales down to
+/// its [`FusionList::unlisted_score`], or else to its last score. An item scores the weighted
+/// sum of its scaled scores over the lists it appears in, so with weights summing to 1 the best
+/// possible score is 1.
 ///
 /// Unlike reciprocal rank fusion, this keeps how far apart the scores of a list are: a clear
 /// winner in one list stays a clear winner, where rank fusion would make it one step better than
@@ -76,20 +91,24 @@ pub const FUSION_SCALE_DEPTH: usize = 100;
 /// found such a combination better than rank fusion for lexical and dense retrieval, and it
 /// gives later stages (time preferences, neighbours) a score to work with. Ties keep
 /// first-seen order.
-pub fn score_fusion<T: Clone + Eq + Hash>(lists: &[(f64, Vec<(T, f64)>)]) -> Vec<(T, f64)> {
+pub fn score_fusion<T: Clone + Eq + Hash>(lists: &[FusionList<T>]) -> Vec<(T, f64)> {
     let mut scores: HashMap<T, (f64, usize)> = HashMap::new();
     let mut order = 0;
-    for (weight, list) in lists {
-        let Some((_, best)) = list.first() else { continue };
-        let floor = list[list.len().min(FUSION_SCALE_DEPTH) - 1].1;
+    for list in lists {
+        let Some((_, best)) = list.hits.first() else { continue };
+        let floor = match (list.hits.get(FUSION_SCALE_DEPTH - 1), list.unlisted_score) {
+            (Some((_, score)), _) => *score,
+            (None, Some(unlisted)) => unlisted,
+            (None, None) => list.hits[list.hits.len() - 1].1,
+        };
         let range = best - floor;
-        for (item, score) in list {
+        for (item, score) in &list.hits {
             let scaled = if range > 0.0 { ((score - floor) / range).clamp(0.0, 1.0) } else { 1.0 };
             let entry = scores.entry(item.clone()).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
-            entry.0 += weight * scaled;
+            entry.0 += list.weight * scaled;
         }
     }
     let mut fused: Vec<(T, f64, usize)> = scores.into_iter().map(|(item, (score, seen))| (item, score, seen)).collect();

@@ -28,6 +28,14 @@ pub trait Embedder: Send + Sync {
     fn dimensions(&self) -> usize;
     /// Embeds a batch of texts; the result has one L2-normalised vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+
+    /// The weight hybrid recall gives this model's ranking against full-text search's (which
+    /// gets the rest of 1). Equal by default, since neither leg is better everywhere: full text
+    /// wins on names and rare words, vectors on paraphrase. A model whose ranking is weaker
+    /// (one vector per word, blind to word order) says so with a lower weight.
+    fn recall_weight(&self) -> f64 {
+        0.5
+    }
 }
 
 /// What happened to a memory handed to [`MemoryStore::insert`].
@@ -107,6 +115,10 @@ pub trait MemoryStore: Send + Sync {
 
     /// Nearest neighbours by cosine similarity among vectors made by `model`.
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
+
+    /// When the latest memory passing `filter` occurred ([`Memory::occurred_at`]), or `None`
+    /// if none passes.
+    fn latest_occurred_at(&self, filter: &SearchFilter) -> Result<Option<DateTime<Utc>>>;
 
     /// The context each of `ids` was captured in: the memories captured just before and just
     /// after it. On each side, among the [`NEIGHBOUR_REACH`] memories captured next to it, the

@@ -644,31 +644,44 @@ mod decisions {
 }
 
 mod fusion {
-    use kenning_core::search::{FUSION_SCALE_DEPTH, score_fusion};
+    use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, score_fusion};
 
     type Scored = Vec<(&'static str, f64)>;
-    /// A case: what it shows, the weighted lists, the fused result.
-    type Case = (&'static str, Vec<(f64, Scored)>, Scored);
+    /// A case: what it shows, the lists as (weight, hits, unlisted score), the fused result.
+    type Case = (&'static str, Vec<(f64, Scored, Option<f64>)>, Scored);
 
-    fn fused(lists: &[(f64, Scored)]) -> Scored {
-        score_fusion(lists).into_iter().map(|(item, score)| (item, (score * 1000.0).round() / 1000.0)).collect()
+    fn fused(lists: &[(f64, Scored, Option<f64>)]) -> Scored {
+        let lists: Vec<FusionList<&str>> = lists
+            .iter()
+            .map(|(weight, hits, unlisted_score)| FusionList { weight: *weight, hits: hits.clone(), unlisted_score: *unlisted_score })
+            .collect();
+        score_fusion(&lists).into_iter().map(|(item, score)| (item, (score * 1000.0).round() / 1000.0)).collect()
     }
 
     #[test]
     fn scores_are_scaled_per_list_and_combined_by_weight() {
         let cases: &[Case] = &[
             (
-                "each list's best maps to 1 and its last to 0, whatever its score range",
-                vec![(0.5, vec![("a", 12.0), ("b", 9.0), ("c", 3.0)]), (0.5, vec![("b", 0.71), ("c", 0.70), ("d", 0.61)])],
+                "a short list scales from its best down to its last, whatever its score range",
+                vec![(0.5, vec![("a", 12.0), ("b", 9.0), ("c", 3.0)], None), (0.5, vec![("b", 0.71), ("c", 0.70), ("d", 0.61)], None)],
                 vec![("b", 0.833), ("a", 0.5), ("c", 0.45), ("d", 0.0)],
             ),
             (
+                "or down to the score of what it left out, when that is known",
+                vec![(0.5, vec![("a", 12.0), ("b", 9.0), ("c", 3.0)], Some(0.0)), (0.5, vec![("b", 0.71), ("c", 0.70), ("d", 0.61)], None)],
+                vec![("b", 0.875), ("c", 0.575), ("a", 0.5), ("d", 0.0)],
+            ),
+            (
                 "a clear winner stays clear, where rank fusion would put it one step ahead",
-                vec![(0.5, vec![("a", 20.0), ("b", 2.0), ("c", 1.0)]), (0.5, vec![("b", 0.9), ("a", 0.2), ("c", 0.1)])],
+                vec![(0.5, vec![("a", 20.0), ("b", 2.0), ("c", 1.0)], None), (0.5, vec![("b", 0.9), ("a", 0.2), ("c", 0.1)], None)],
                 vec![("a", 0.563), ("b", 0.526), ("c", 0.0)],
             ),
-            ("a list of one, or of equal scores, scales to 1", vec![(1.0, vec![("a", 3.0)]), (0.5, vec![("b", 2.0), ("c", 2.0)])], vec![("a", 1.0), ("b", 0.5), ("c", 0.5)]),
-            ("empty lists add nothing", vec![(0.5, vec![]), (0.5, vec![("a", 0.3), ("b", 0.1)])], vec![("a", 0.5), ("b", 0.0)]),
+            (
+                "a list of one, or of equal scores, scales to 1",
+                vec![(1.0, vec![("a", 3.0)], None), (0.5, vec![("b", 2.0), ("c", 2.0)], None)],
+                vec![("a", 1.0), ("b", 0.5), ("c", 0.5)],
+            ),
+            ("empty lists add nothing", vec![(0.5, vec![], Some(0.0)), (0.5, vec![("a", 0.3), ("b", 0.1)], None)], vec![("a", 0.5), ("b", 0.0)]),
         ];
         for (name, lists, expected) in cases {
             assert_eq!(fused(lists), *expected, "{name}");
@@ -677,12 +690,81 @@ mod fusion {
 
     #[test]
     fn the_scale_ends_at_a_fixed_depth_so_longer_lists_keep_the_same_top_scores() {
-        let list = |length: usize| -> Vec<(usize, f64)> { (0..length).map(|rank| (rank, 1000.0 - rank as f64)).collect() };
-        let short = score_fusion(&[(1.0, list(FUSION_SCALE_DEPTH))]);
-        let long = score_fusion(&[(1.0, list(FUSION_SCALE_DEPTH * 3))]);
+        let list = |length: usize| FusionList {
+            weight: 1.0,
+            hits: (0..length).map(|rank| (rank, 1000.0 - rank as f64)).collect(),
+            unlisted_score: Some(0.0),
+        };
+        let short = score_fusion(&[list(FUSION_SCALE_DEPTH)]);
+        let long = score_fusion(&[list(FUSION_SCALE_DEPTH * 3)]);
         assert_eq!(short, long[..FUSION_SCALE_DEPTH]);
         assert!(long[FUSION_SCALE_DEPTH..].iter().all(|(_, score)| *score == 0.0), "deeper hits are held at 0");
         let order: Vec<usize> = long.iter().map(|(item, _)| *item).collect();
         assert_eq!(order, (0..FUSION_SCALE_DEPTH * 3).collect::<Vec<_>>(), "ties keep first-seen order");
+    }
+}
+
+mod when {
+    use chrono::{DateTime, Utc};
+    use kenning_core::when::find_time_expression;
+
+    fn time(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn time_expressions_name_the_span_they_mean() {
+        let now = time("2023-08-16T12:00:00Z");
+        // (query, needs a "now", span start, span end); `None` when the query names no time.
+        type Case = (&'static str, Option<(bool, &'static str, &'static str)>);
+        let cases: &[Case] = &[
+            ("What painting did Melanie show on October 13, 2023?", Some((false, "2023-10-13", "2023-10-14"))),
+            ("What did Gina find on 1 February, 2023?", Some((false, "2023-02-01", "2023-02-02"))),
+            ("Which book did Tim finish on 8th December, 2023?", Some((false, "2023-12-08", "2023-12-09"))),
+            ("the forest picture shared on December 1,2023", Some((false, "2023-12-01", "2023-12-02"))),
+            ("deploy notes from 2023-03-07 please", Some((false, "2023-03-07", "2023-03-08"))),
+            ("What did Maria donate in December 2023?", Some((false, "2023-12-01", "2024-01-01"))),
+            ("Which tournament did Nate win in the beginning of November 2022?", Some((false, "2022-11-01", "2022-12-01"))),
+            ("What happened on 13 Oct", Some((true, "2022-10-13", "2022-10-14"))),
+            ("What happened on August 3", Some((true, "2023-08-03", "2023-08-04"))),
+            ("When did Melanie go camping in June?", Some((true, "2023-06-01", "2023-07-01"))),
+            ("Which outdoor spot did Joanna visit in September?", Some((true, "2022-09-01", "2022-10-01"))),
+            ("What did we decide last August?", Some((true, "2022-08-01", "2022-09-01"))),
+            ("Where was Tim in the second week of August?", Some((true, "2023-08-01", "2023-09-01"))),
+            ("How many times has Melanie gone to the beach in 2023?", Some((false, "2023-01-01", "2024-01-01"))),
+            ("What did I break yesterday?", Some((true, "2023-08-15", "2023-08-16"))),
+            ("flaky tests today", Some((true, "2023-08-16", "2023-08-17"))),
+            ("what changed this week", Some((true, "2023-08-10", "2023-08-17"))),
+            ("what did we ship last week", Some((true, "2023-08-03", "2023-08-10"))),
+            ("incidents last month", Some((true, "2023-07-01", "2023-08-01"))),
+            ("migrations this year", Some((true, "2023-01-01", "2024-01-01"))),
+            ("Where did John explore on a road trip last year?", Some((true, "2022-01-01", "2023-01-01"))),
+            ("It may rain, so the build may fail", None),
+            ("this may break the build", None),
+            ("port 2023 on localhost", None),
+            ("bump to version 10.2023.1", None),
+            ("serial 12023-10-130", None),
+            ("a march through the deps", None),
+        ];
+        for (query, expected) in cases {
+            let found = find_time_expression(query);
+            let got = found.map(|expression| {
+                let span = expression.span(Some(now)).unwrap();
+                assert_eq!(expression.span(None).is_none(), expression.needs_now(), "{query}: needs now");
+                (expression.needs_now(), span.start.format("%Y-%m-%d").to_string(), span.end.format("%Y-%m-%d").to_string())
+            });
+            let want = expected.map(|(needs_now, start, end)| (needs_now, start.to_owned(), end.to_owned()));
+            assert_eq!(got, want, "{query}");
+        }
+    }
+
+    #[test]
+    fn spans_are_half_open_and_impossible_dates_name_none() {
+        let span = find_time_expression("in May 2022").unwrap().span(None).unwrap();
+        assert!(span.contains(time("2022-05-01T00:00:00Z")) && span.contains(time("2022-05-31T23:59:59Z")));
+        assert!(!span.contains(time("2022-06-01T00:00:00Z")) && !span.contains(time("2022-04-30T23:59:59Z")));
+        assert_eq!(find_time_expression("on 30 February 2023").unwrap().span(None), None);
+        let leap = find_time_expression("on 29 February").unwrap();
+        assert_eq!(leap.span(Some(time("2025-03-01T00:00:00Z"))).unwrap().start, time("2024-02-29T00:00:00Z"), "the latest 29 February");
     }
 }

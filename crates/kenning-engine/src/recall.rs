@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 
 use kenning_core::input::parse_time;
-use kenning_core::search::{FUSION_SCALE_DEPTH, estimate_tokens, score_fusion, snippet};
+use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, estimate_tokens, score_fusion, snippet};
+use kenning_core::when::find_time_expression;
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
 use crate::error::Result;
@@ -20,10 +21,6 @@ pub const DEFAULT_MAX_TOKENS: usize = 4000;
 const SNIPPET_CHARS: usize = 240;
 /// The most candidates one leg contributes; deeper pages than this are not reachable.
 const MAX_CANDIDATES: usize = 1000;
-/// The weights of the legs in hybrid recall: equal, the neutral choice, since neither leg is
-/// better everywhere (full text wins on names and rare words, vectors on paraphrase).
-const TEXT_WEIGHT: f64 = 0.5;
-const VECTOR_WEIGHT: f64 = 0.5;
 /// The share of its score a hit passes on to each memory captured next to it. What was
 /// captured around a relevant memory often completes it (the answer after a question, the fix
 /// after a failure), yet it is less likely to be relevant than the hit itself: half is the
@@ -34,6 +31,9 @@ const NEIGHBOUR_SOURCES: usize = 10;
 /// Memories captured next to each other belong to one context only if they occurred this close
 /// in time: the same sitting, not the last note of one day and the first of the next.
 const NEIGHBOUR_WINDOW: TimeDelta = TimeDelta::hours(1);
+/// How much a memory from the span of time a query names gains, times its relevance among the
+/// memories of that span: half the range of a fused score.
+const TIME_PREFERENCE: f64 = 0.5;
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,28 +71,13 @@ impl MemoryService {
         // depend on the page asked for.
         let depth = ((plan.offset + plan.limit) * 3 + 30).clamp(FUSION_SCALE_DEPTH, MAX_CANDIDATES);
 
-        let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
-        let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         // A query with no word the model knows embeds to the zero vector, which is equally far
         // from everything: the vector leg would only add noise, so the recall is text-only.
         let query_vector =
             self.embed_one(&plan.query)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
-        for (index, entry) in plan.stores.iter().enumerate() {
-            for hit in entry.store.search_text(&plan.query, &plan.filter, depth)? {
-                text_leg.push((hit.score, (index, hit.id)));
-            }
-            if let (Some(vector), Some(model)) = (&query_vector, self.embedder_model()) {
-                for hit in entry.store.search_vector(vector, model, &plan.filter, depth)? {
-                    vector_leg.push((hit.score, (index, hit.id)));
-                }
-            }
-        }
-        let lists = if query_vector.is_some() {
-            vec![(TEXT_WEIGHT, ranked(text_leg, depth)), (VECTOR_WEIGHT, ranked(vector_leg, depth))]
-        } else {
-            vec![(1.0, ranked(text_leg, depth))]
-        };
-        let fused = spread_to_neighbours(&plan, score_fusion(&lists))?;
+        let fused = score_fusion(&self.legs(&plan, &plan.filter, query_vector.as_deref(), depth)?);
+        let fused = self.prefer_time_span(&plan, fused, query_vector.as_deref(), depth)?;
+        let fused = spread_to_neighbours(&plan, fused)?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
         let memories = fetch(&plan.stores, page.iter().map(|(key, _)| key))?;
@@ -137,6 +122,69 @@ impl MemoryService {
             estimated_tokens: used_tokens,
             resource_template: RESOURCE_TEMPLATE.to_owned(),
         })
+    }
+
+    /// The weighted legs of a search: full text and, with a query vector, vectors, each merged
+    /// across stores and cut to `depth`.
+    fn legs(&self, plan: &RecallPlan<'_>, filter: &SearchFilter, query_vector: Option<&[f32]>, depth: usize) -> Result<Vec<FusionList<(usize, MemoryId)>>> {
+        let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
+        let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
+        for (index, entry) in plan.stores.iter().enumerate() {
+            for hit in entry.store.search_text(&plan.query, filter, depth)? {
+                text_leg.push((hit.score, (index, hit.id)));
+            }
+            if let (Some(vector), Some(model)) = (query_vector, self.embedder_model()) {
+                for hit in entry.store.search_vector(vector, model, filter, depth)? {
+                    vector_leg.push((hit.score, (index, hit.id)));
+                }
+            }
+        }
+        // A memory the full-text leg leaves out shares no word with the query: it scores 0.
+        let text = |weight| FusionList { weight, hits: ranked(text_leg, depth), unlisted_score: Some(0.0) };
+        Ok(match (query_vector, &self.embedder) {
+            (Some(_), Some(embedder)) => {
+                let vector_weight = embedder.recall_weight();
+                vec![text(1.0 - vector_weight), FusionList { weight: vector_weight, hits: ranked(vector_leg, depth), unlisted_score: None }]
+            }
+            _ => vec![text(1.0)],
+        })
+    }
+
+    /// When the query names a span of time ("last May", "on 13 October, 2023"), adds to the
+    /// score of each memory that occurred in it [`TIME_PREFERENCE`] times its relevance among
+    /// the memories of that span (the same legs and fusion, restricted to the span). So the
+    /// memories of that time come first, the best of them first, and the rest still follow: a
+    /// memory is often recalled by the day it was mentioned rather than the day it happened.
+    fn prefer_time_span(&self, plan: &RecallPlan<'_>, fused: Ranking, query_vector: Option<&[f32]>, depth: usize) -> Result<Ranking> {
+        let Some(expression) = find_time_expression(&plan.query) else { return Ok(fused) };
+        let now = if expression.needs_now() { self.latest_event_time(&plan.stores)? } else { None };
+        let Some(span) = expression.span(now) else { return Ok(fused) };
+        let since = plan.filter.since.map_or(span.start, |since| since.max(span.start));
+        let last = span.end - TimeDelta::nanoseconds(1);
+        let until = plan.filter.until.map_or(last, |until| until.min(last));
+        if since > until {
+            return Ok(fused);
+        }
+        let in_span = SearchFilter { since: Some(since), until: Some(until), ..plan.filter.clone() };
+        let preferred: Ranking = score_fusion(&self.legs(plan, &in_span, query_vector, depth)?)
+            .into_iter()
+            .map(|(key, score)| (key, TIME_PREFERENCE * score))
+            .collect();
+        Ok(add_scores(fused, preferred))
+    }
+
+    /// What "now" means for a query that counts from the present ("yesterday", "last May"):
+    /// when the latest memory occurred, leaving out any dated after the clock (plans, reminders).
+    /// For an agent that captures as it works that is about the present, or the last day of
+    /// work after a break; for a store of past conversations it is their end, whenever recall
+    /// runs.
+    fn latest_event_time(&self, stores: &[&DomainStore]) -> Result<Option<DateTime<Utc>>> {
+        let past = SearchFilter { until: Some(self.now()), ..SearchFilter::active() };
+        let mut latest = None;
+        for entry in stores {
+            latest = latest.max(entry.store.latest_occurred_at(&past)?);
+        }
+        Ok(latest)
     }
 
     fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
@@ -205,7 +253,7 @@ impl MemoryService {
 /// Gives the memories captured just before and after each of the best hits a share of that
 /// hit's score, on top of their own, and ranks again. A memory between two hits gets a share
 /// from each.
-fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Vec<((usize, MemoryId), f64)>) -> Result<Vec<((usize, MemoryId), f64)>> {
+fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
     let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
     for (index, entry) in plan.stores.iter().enumerate() {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).filter(|((store, _), _)| *store == index).collect();
@@ -220,26 +268,42 @@ fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Vec<((usize, MemoryId), f6
             }
         }
     }
-    if shares.is_empty() {
-        return Ok(fused);
-    }
-    let mut spread: Vec<((usize, MemoryId), f64)> = fused
-        .into_iter()
-        .map(|(key, score)| {
-            let extra = shares.remove(&key).unwrap_or_default();
-            (key, score + extra)
-        })
-        .collect();
-    let mut newcomers: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
-    newcomers.sort_by(|a, b| a.0.cmp(&b.0));
-    spread.extend(newcomers);
-    // A stable sort keeps the fused order among equal scores, and newcomers in id order.
-    spread.sort_by(|a, b| b.1.total_cmp(&a.1));
-    Ok(spread)
+    let mut shares: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
+    // In id order, so that equal scores rank the same way every time.
+    shares.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(add_scores(fused, shares))
 }
 
+/// Adds `extra` scores to a ranking (appending what it lacks) and ranks again. The sort is
+/// stable, so equal scores keep the ranking's order, then `extra`'s.
+fn add_scores(ranking: Ranking, extra: Ranking) -> Ranking {
+    if extra.is_empty() {
+        return ranking;
+    }
+    let mut extra_scores: HashMap<(usize, MemoryId), f64> = HashMap::with_capacity(extra.len());
+    let mut newcomers = Vec::new();
+    for (key, score) in extra {
+        if extra_scores.insert(key.clone(), score).is_none() {
+            newcomers.push(key);
+        }
+    }
+    let mut combined: Ranking = ranking
+        .into_iter()
+        .map(|(key, score)| {
+            let added = extra_scores.remove(&key).unwrap_or_default();
+            (key, score + added)
+        })
+        .collect();
+    combined.extend(newcomers.into_iter().filter_map(|key| extra_scores.remove(&key).map(|score| (key, score))));
+    combined.sort_by(|a, b| b.1.total_cmp(&a.1));
+    combined
+}
+
+/// Memories (by store index and id) with scores, best first.
+type Ranking = Vec<((usize, MemoryId), f64)>;
+
 /// Merges one leg's hits from several stores into a single ranking by score.
-fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Vec<((usize, MemoryId), f64)> {
+fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Ranking {
     hits.sort_by(|a, b| b.0.total_cmp(&a.0));
     hits.into_iter().take(depth).map(|(score, key)| (key, score)).collect()
 }

@@ -167,6 +167,44 @@ fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
 }
 
 #[test]
+fn recall_puts_memories_from_the_time_a_query_names_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let at = |content: &str, namespace: &str, time: &str| CaptureInput { event_time: Some(time.into()), ..note(content, namespace) };
+    let captured: Vec<String> = memory
+        .capture_many(
+            vec![
+                at("Deploy failed: the deploy script lost its deploy key", "blockers", "2024-03-04T09:00:00Z"),
+                at("Deploy was slow because of a cold cache", "blockers", "2024-05-20T09:00:00Z"),
+                at("Release checklist reviewed", "progress", "2024-05-21T09:00:00Z"),
+                at("Renamed the billing queue", "progress", "2024-06-10T09:00:00Z"),
+            ],
+            None,
+        )
+        .unwrap()
+        .into_iter()
+        .map(|outcome| outcome.urn)
+        .collect();
+    let (march, may) = (&captured[0], &captured[1]);
+    let first = |query: &str| memory.recall(recall(query)).unwrap().results[0].urn.clone();
+    assert_eq!(&first("deploy problems"), march, "by words alone the March memory matches best");
+    let cases = [
+        ("deploy problems on 20 May 2024", may),
+        ("deploy problems on 2024-05-20", may),
+        ("deploy problems in May 2024", may),
+        // "Last May" counts back from when the latest memory occurred (June 2024), not from the clock.
+        ("deploy problems last May", may),
+        ("deploy problems in March", march),
+        ("deploy problems in 2023", march),
+        // A time alone does not make a memory relevant: the checklist shares no word with the query.
+        ("deploy problems on 2024-05-21", march),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(&first(query), expected, "{query}");
+    }
+}
+
+#[test]
 fn forgotten_memories_leave_recall_and_come_back_on_restore() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);

@@ -120,7 +120,7 @@ impl CaptureArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallArgs {
-    /// What you are looking for, in natural language or keywords.
+    /// What you are looking for; a time it names ("last May", "yesterday") ranks memories from then first.
     pub query: String,
     /// Results per page, 1 to 100; default 10.
     pub limit: Option<usize>,
