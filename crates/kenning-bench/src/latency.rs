@@ -24,10 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use kenning_core::{Domain, MemoryStore};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
-use kenning_sqlite::SqliteStore;
+use kenning_sqlite::{Durability, SqliteStore};
 use serde_json::{Value, json};
 
 use crate::corpus::Corpus;
@@ -58,6 +58,10 @@ pub struct LatencyArgs {
     bulk_batch: usize,
     #[command(flatten)]
     embedder: EmbedderArgs,
+    /// What an acknowledged capture survives, as `storage.durability` in the configuration:
+    /// `power-loss` flushes the disk on every commit, `process-crash` only at checkpoints.
+    #[arg(long, value_enum, default_value_t = DurabilityChoice::PowerLoss)]
+    durability: DurabilityChoice,
     /// The kenning binary whose MCP stdio server is measured; the default is relative to the
     /// repository root, after `cargo build --release -p kenning`.
     #[arg(long, default_value = "target/release/kenning")]
@@ -71,6 +75,31 @@ pub struct LatencyArgs {
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
+}
+
+/// [`Durability`] as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityChoice {
+    PowerLoss,
+    ProcessCrash,
+}
+
+impl DurabilityChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            DurabilityChoice::PowerLoss => "power-loss",
+            DurabilityChoice::ProcessCrash => "process-crash",
+        }
+    }
+}
+
+impl From<DurabilityChoice> for Durability {
+    fn from(choice: DurabilityChoice) -> Durability {
+        match choice {
+            DurabilityChoice::PowerLoss => Durability::PowerLoss,
+            DurabilityChoice::ProcessCrash => Durability::ProcessCrash,
+        }
+    }
 }
 
 pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
@@ -96,7 +125,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
 
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
     let db_path = dir.path().join("user.db");
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&db_path)?);
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&db_path, args.durability.into())?);
     let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder);
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
@@ -156,6 +185,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
             config_dir: empty_dir(dir.path(), "config")?,
             work_dir: empty_dir(dir.path(), "work")?,
             embedder: args.embedder.embedder.name(),
+            durability: args.durability.name(),
             model_dir: (args.embedder.embedder == EmbedderChoice::Transformer).then(|| args.embedder.model_dir.clone()),
             log: dir.path().join("server.log"),
         };
@@ -169,6 +199,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         machine,
         memories: args.memories,
         seed: args.seed,
+        durability: args.durability.name(),
         queries: args.queries,
         embedder: args.embedder.embedder.name(),
         model: loaded.model,

@@ -33,6 +33,8 @@ pub struct ServerCommand {
     pub work_dir: PathBuf,
     /// `KENNING_EMBEDDER`, the name the configuration uses.
     pub embedder: &'static str,
+    /// `KENNING_DURABILITY`, as the benchmark's own store.
+    pub durability: &'static str,
     pub model_dir: Option<PathBuf>,
     /// The server's standard error (its logs), kept for when it fails.
     pub log: PathBuf,
@@ -58,7 +60,8 @@ impl ServerCommand {
             .env("KENNING_DATA_DIR", &self.work_dir)
             .env("KENNING_CONFIG_DIR", &self.config_dir)
             .env("KENNING_PROJECT", "false")
-            .env("KENNING_EMBEDDER", self.embedder);
+            .env("KENNING_EMBEDDER", self.embedder)
+            .env("KENNING_DURABILITY", self.durability);
         if let Some(dir) = &self.model_dir {
             command.env("KENNING_MODEL_DIR", dir);
         }

@@ -68,6 +68,8 @@ pub struct LatencyReport {
     pub machine: Machine,
     pub memories: usize,
     pub seed: u64,
+    /// `power-loss` or `process-crash`, for the benchmark's store and the server's.
+    pub durability: &'static str,
     pub queries: usize,
     /// `none` or `transformer`.
     pub embedder: &'static str,
@@ -153,10 +155,11 @@ pub fn latency_table(report: &LatencyReport) -> String {
     let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
     let _ = writeln!(
         out,
-        "latency: {} memories, seed {}, embedder {}{model}, {} CPUs, load average {}",
+        "latency: {} memories, seed {}, embedder {}{model}, durability {}, {} CPUs, load average {}",
         report.memories,
         report.seed,
         report.embedder,
+        report.durability,
         report.machine.cpus,
         report.machine.load_average.map_or("unknown".to_owned(), |load| format!("{load:.1}"))
     );

@@ -110,7 +110,7 @@ fn latency_loads_single_and_bulk_then_recalls() {
     let output = bench(
         &[
             "latency", "--memories", "60", "--single-captures", "10", "--bulk-batch", "25", "--queries", "5", "--skip-mcp",
-            "--json-out", "latency.json",
+            "--durability", "process-crash", "--json-out", "latency.json",
         ],
         dir.path(),
     );
@@ -119,6 +119,7 @@ fn latency_loads_single_and_bulk_then_recalls() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report, serde_json::from_str::<Value>(&std::fs::read_to_string(dir.path().join("latency.json")).unwrap()).unwrap());
     assert_eq!((report["memories"].as_u64(), report["corpus"]["duplicates"].as_u64()), (Some(60), Some(0)));
+    assert_eq!(report["durability"], "process-crash");
     let single = &report["single_capture"];
     assert_eq!((single["method"].as_str(), single["memories"].as_u64()), (Some("capture"), Some(10)));
     let bulk = &report["bulk_capture"];
