@@ -60,6 +60,8 @@ pub(crate) struct Layout {
     pub dimensions: usize,
     pub vocab_size: usize,
     pub unk_id: u32,
+    /// The length in bytes of the longest token.
+    pub longest_token: usize,
     pub source_sha256: [u8; 32],
     pub body_sha256: [u8; 32],
     scales: usize,
@@ -175,12 +177,13 @@ impl Layout {
         let (Ok(_), Ok(token_text)) = (std::str::from_utf8(&bytes[name.clone()]), std::str::from_utf8(&bytes[text..slots])) else {
             return Err("its model name or token text is not UTF-8".into());
         };
-        let mut previous = 0;
+        let (mut previous, mut longest_token) = (0, 0);
         for id in 0..=vocab_size {
             let offset = u32_at(bytes, offsets + 4 * id) as usize;
             if offset < previous || (id == 0 && offset != 0) || !token_text.is_char_boundary(offset) {
                 return Err(format!("the offset of token {id} is out of order"));
             }
+            longest_token = longest_token.max(offset - previous);
             previous = offset;
         }
         for slot in 0..slot_count {
@@ -193,6 +196,7 @@ impl Layout {
             dimensions,
             vocab_size,
             unk_id,
+            longest_token,
             source_sha256: bytes[32..64].try_into().expect("32 bytes"),
             body_sha256: bytes[64..96].try_into().expect("32 bytes"),
             scales,
@@ -234,7 +238,13 @@ impl Layout {
                 return None;
             }
             let token = self.token(bytes, entry - 1);
-            if token.len() == prefix.len() + rest.len() && token.starts_with(prefix) && token.ends_with(rest) {
+            // Comparing one byte first spares a call to compare the whole token with most of the
+            // same length that share its slot's neighbourhood.
+            if token.len() == prefix.len() + rest.len()
+                && token.get(prefix.len()) == rest.first()
+                && token.starts_with(prefix)
+                && token.ends_with(rest)
+            {
                 return Some(entry - 1);
             }
             slot = (slot + 1) & self.slot_mask;

@@ -25,6 +25,9 @@ static BUILTIN: &[u8] = include_bytes!("../../assets/all-MiniLM-L6-v2-static.kns
 /// How many bytes of the body's sha256 the model id carries: enough that two different models
 /// never share an id in practice, short enough to read.
 const MODEL_ID_HASH_BYTES: usize = 4;
+/// The fewest texts a thread of a batch embeds: about a millisecond's work, worth the cost of
+/// starting the thread (tens of microseconds).
+const PARALLEL_BATCH_SHARE: usize = 128;
 
 /// A static embedding model read in place from its bytes (see the `asset` module for the
 /// format): opening one checks its layout and decodes nothing, so the built-in model costs
@@ -74,6 +77,11 @@ impl StaticEmbedder {
         hex(&self.layout.source_sha256)
     }
 
+    fn embed_all(&self, texts: &[&str]) -> Vec<Vec<f32>> {
+        let mut ids = Vec::new();
+        texts.iter().map(|text| self.embed_text(text, &mut ids)).collect()
+    }
+
     fn embed_text(&self, text: &str, ids: &mut Vec<u32>) -> Vec<f32> {
         ids.clear();
         tokenizer::tokenize(self, text, ids);
@@ -106,6 +114,10 @@ impl Vocabulary for StaticEmbedder {
     fn unk_id(&self) -> u32 {
         self.layout.unk_id
     }
+
+    fn longest_token(&self) -> usize {
+        self.layout.longest_token
+    }
 }
 
 impl kenning_core::Embedder for StaticEmbedder {
@@ -119,9 +131,19 @@ impl kenning_core::Embedder for StaticEmbedder {
 
     /// One unit vector per text; a text with no token the vocabulary knows (empty, or only
     /// unknown symbols) has no direction and gets the zero vector, which is similar to nothing.
+    /// A large batch (an import, a bulk capture, a reindex) is split across the machine's
+    /// cores; a small one is embedded on the caller's thread, where starting threads would cost
+    /// more than it saves.
     fn embed(&self, texts: &[&str]) -> kenning_core::Result<Vec<Vec<f32>>> {
-        let mut ids = Vec::new();
-        Ok(texts.iter().map(|text| self.embed_text(text, &mut ids)).collect())
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(texts.len() / PARALLEL_BATCH_SHARE);
+        if threads <= 1 {
+            return Ok(self.embed_all(texts));
+        }
+        let share = texts.len().div_ceil(threads);
+        Ok(std::thread::scope(|scope| {
+            let workers: Vec<_> = texts.chunks(share).map(|chunk| scope.spawn(move || self.embed_all(chunk))).collect();
+            workers.into_iter().flat_map(|worker| worker.join().expect("embedding does not panic")).collect()
+        }))
     }
 
     /// Averaged word vectors rank worse than the transformer they come from and, alone, worse

@@ -24,6 +24,9 @@ use unicode_normalization_alignments::UnicodeNormalization;
 pub(crate) trait Vocabulary {
     fn lookup(&self, prefix: &[u8], rest: &[u8]) -> Option<u32>;
     fn unk_id(&self) -> u32;
+    /// The length in bytes of the longest token, its `##` included: WordPiece need not look
+    /// up anything longer.
+    fn longest_token(&self) -> usize;
 }
 
 const CONTINUATION_PREFIX: &[u8] = b"##";
@@ -101,7 +104,17 @@ fn word_piece(vocabulary: &impl Vocabulary, word: &str, ids: &mut Vec<u32>) {
     let mut start = 0;
     while start < bytes.len() {
         let prefix = if start == 0 { &b""[..] } else { CONTINUATION_PREFIX };
-        let mut end = bytes.len();
+        // Longest match first, from the longest piece the vocabulary could hold: without that
+        // bound a long word the vocabulary lacks costs a lookup for every one of its lengths.
+        let mut end = bytes.len().min(start + vocabulary.longest_token().saturating_sub(prefix.len()));
+        while !word.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end <= start {
+            ids.truncate(first_piece);
+            ids.push(vocabulary.unk_id());
+            return;
+        }
         let found = loop {
             if let Some(id) = vocabulary.lookup(prefix, &bytes[start..end]) {
                 break Some(id);
@@ -175,6 +188,10 @@ mod tests {
         fn unk_id(&self) -> u32 {
             0
         }
+
+        fn longest_token(&self) -> usize {
+            self.0.keys().map(String::len).max().unwrap_or(0)
+        }
     }
 
     fn words() -> Words {
@@ -191,6 +208,11 @@ mod tests {
     #[test]
     fn greedy_longest_match_with_continuation_pieces() {
         assert_eq!(ids("unaffable playing!"), [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn a_word_longer_than_any_token_is_matched_from_the_longest_token_down() {
+        assert_eq!(ids("unaffableplay unaffableplaying"), [1, 2, 3, 10, 1, 2, 3, 10, 5]);
     }
 
     #[test]

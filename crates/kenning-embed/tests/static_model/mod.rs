@@ -94,6 +94,16 @@ fn vectors_are_unit_length_and_empty_text_is_zero() {
 /// The quantised rows point where the distillation's exact vectors do. The fixture is written
 /// by the same `cargo xtask distil` run as the asset (see assets/README.md).
 #[test]
+fn a_large_batch_split_across_threads_gives_each_text_its_own_vector_in_order() {
+    let texts: Vec<String> = (0..1000).map(|index| format!("note {index}: the cache for service {} was rebuilt", index % 7)).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let batch = embed(&refs);
+    for (index, text) in refs.iter().enumerate().step_by(97) {
+        assert_eq!(batch[index], embed(&[text])[0], "text {index}");
+    }
+}
+
+#[test]
 fn single_tokens_match_the_distillation() {
     let fixture: serde_json::Value =
         serde_json::from_str(include_str!("../fixtures/static_reference.json")).expect("the fixture is JSON");
