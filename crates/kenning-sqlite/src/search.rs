@@ -7,14 +7,13 @@
 //! search always sees every write committed before it began, and the index costs nothing to
 //! keep in step on the write path.
 
-use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use chrono::TimeDelta;
 use kenning_core::{FieldError, MemoryId, MemoryKind, ScoredId, SearchFilter, Status};
 use kenning_index::{DocInput, SearchIndex};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, Row, Rows, params};
 
 use crate::codec::parse_time_key;
 use crate::db::Db;
@@ -143,25 +142,29 @@ fn load_vectors(conn: &Connection, index: &mut SearchIndex, model: &str, applied
 /// Every row changed in `(after, head]`, with its tags and its vectors from the loaded models.
 /// Each query walks the changed rows through the change-number index and looks up their tags
 /// and vectors by key (`CROSS JOIN` keeps SQLite to that order), so a small change costs a few
-/// lookups and a full load streams the tables without sorting them.
+/// lookups and a full load streams the tables without sorting them. Rows and tags come in the
+/// same order and are merged as they stream, so loading a large store holds no table of tags.
 fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) -> Result<()> {
-    let mut tags: HashMap<i64, Vec<String>> = HashMap::new();
     let mut tags_statement = conn.prepare_cached(
         "SELECT m.seq, t.tag FROM memories m CROSS JOIN memory_tags t ON t.memory_id = m.id \
-         WHERE m.change_seq > ?1 AND m.change_seq <= ?2",
+         WHERE m.change_seq > ?1 AND m.change_seq <= ?2 ORDER BY m.change_seq, m.seq",
     )?;
-    let mut rows = tags_statement.query(params![after, head])?;
-    while let Some(row) = rows.next()? {
-        tags.entry(row.get(0)?).or_default().push(row.get(1)?);
-    }
+    let mut tag_rows = tags_statement.query(params![after, head])?;
+    let mut next_tag: Option<(i64, String)> = next_tag_row(&mut tag_rows)?;
+    let mut tags: Vec<String> = Vec::new();
 
     let mut rows_statement = conn.prepare_cached(
         "SELECT seq, id, namespace, kind, status, confidence, occurred_at, search_text FROM memories \
-         WHERE change_seq > ?1 AND change_seq <= ?2",
+         WHERE change_seq > ?1 AND change_seq <= ?2 ORDER BY change_seq, seq",
     )?;
     let mut rows = rows_statement.query(params![after, head])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
+        tags.clear();
+        while let Some((_, tag)) = next_tag.take_if(|(tag_seq, _)| *tag_seq == seq) {
+            tags.push(tag);
+            next_tag = next_tag_row(&mut tag_rows)?;
+        }
         let id: String = row.get(1)?;
         let namespace: String = row.get(2)?;
         let text: String = row.get(7)?;
@@ -170,7 +173,7 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
             kind: MemoryKind::parse(&row.get::<_, String>(3)?).map_err(corrupt)?,
             status: Status::parse(&row.get::<_, String>(4)?).map_err(corrupt)?,
             namespace: &namespace,
-            tags: tags.get(&seq).map_or(&[], Vec::as_slice),
+            tags: &tags,
             confidence: row.get(5)?,
             occurred_at: parse_time_key(&row.get::<_, String>(6)?)?,
             text: &text,
@@ -190,6 +193,13 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
         }
     }
     Ok(())
+}
+
+fn next_tag_row(rows: &mut Rows<'_>) -> Result<Option<(i64, String)>> {
+    Ok(match rows.next()? {
+        Some(row) => Some((row.get(0)?, row.get(1)?)),
+        None => None,
+    })
 }
 
 fn blob_vector(row: &Row<'_>, column: usize) -> Result<Vec<f32>> {
