@@ -19,13 +19,15 @@
 //! Only the calls are timed; making the synthetic inputs is not. The corpus is generated batch
 //! by batch, so the benchmark's own memory stays small at a million memories.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use clap::{Args, ValueEnum};
-use kenning_core::{Domain, MemoryStore};
+use kenning_core::search::FUSION_SCALE_DEPTH;
+use kenning_core::{Domain, Embedder, MemoryStore, SearchFilter};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::{Durability, SqliteStore};
 use serde_json::{Value, json};
@@ -33,7 +35,7 @@ use serde_json::{Value, json};
 use crate::corpus::Corpus;
 use crate::embedder::{EmbedderArgs, EmbedderChoice};
 use crate::mcp_client::ServerCommand;
-use crate::report::{CorpusFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, status_kib};
+use crate::report::{CorpusFigures, VectorSearchFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, status_kib};
 use crate::stats::{Summary, round};
 
 #[derive(Debug, Args)]
@@ -126,7 +128,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
     let db_path = dir.path().join("user.db");
     let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&db_path, args.durability.into())?);
-    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder);
+    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
 
@@ -174,6 +176,10 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         counts.push(page.results.len());
     }
     let peak_rss_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|text| status_kib(&text, "VmHWM:"));
+    let vector_search = match &loaded.embedder {
+        Some(embedder) => Some(vector_search_accuracy(&*store, &**embedder, &queries)?),
+        None => None,
+    };
 
     let mcp = if args.skip_mcp {
         None
@@ -199,6 +205,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         machine,
         memories: args.memories,
         seed: args.seed,
+        vector_search,
         durability: args.durability.name(),
         queries: args.queries,
         embedder: args.embedder.embedder.name(),
@@ -338,4 +345,64 @@ fn store_bytes(db_path: &Path) -> u64 {
             std::fs::metadata(path).map_or(0, |meta| meta.len())
         })
         .sum()
+}
+
+/// How many of each query's exact ten nearest neighbours are among the first ten the store's
+/// vector search returns when asked as recall's vector leg asks (recall@10 of the vector leg
+/// against exact search), and how far below the exact tenth the returned ones fall. The store
+/// may search approximately and ranks by 8-bit vectors; the exact answer here is a brute-force
+/// scan of every stored vector in `f32`, read back through `export` in one pass for all queries.
+fn vector_search_accuracy(store: &dyn MemoryStore, embedder: &dyn Embedder, queries: &[String]) -> Result<VectorSearchFigures> {
+    const K: usize = 10;
+    const EXPORT_PAGE: usize = 5_000;
+    let started = Instant::now();
+    let texts: Vec<&str> = queries.iter().map(String::as_str).collect();
+    // A query with no word the model knows embeds to zero and has no nearest neighbours.
+    let vectors: Vec<Vec<f32>> =
+        embedder.embed(&texts).context("embedding the queries")?.into_iter().filter(|vector| vector.iter().any(|value| *value != 0.0)).collect();
+    let model = embedder.model_id();
+    let mut returned: Vec<HashMap<String, f32>> = Vec::with_capacity(vectors.len());
+    for query in &vectors {
+        // Asked for as many as recall's vector leg asks for, of which the first ten count.
+        let hits = store.search_vector(query, model, &SearchFilter::active(), FUSION_SCALE_DEPTH)?;
+        returned.push(hits.into_iter().take(K).map(|hit| (hit.id.as_str().to_owned(), f32::NAN)).collect());
+    }
+    let mut exact: Vec<Vec<(f32, String)>> = vec![Vec::with_capacity(K + 1); vectors.len()];
+    let mut offset = 0;
+    loop {
+        let page = store.export(offset, EXPORT_PAGE)?;
+        for record in &page {
+            let Some(embedding) = record.embedding.as_ref().filter(|embedding| embedding.model == model) else { continue };
+            let id = record.memory.id.as_str();
+            for ((best, query), returned) in exact.iter_mut().zip(&vectors).zip(&mut returned) {
+                let score: f32 = query.iter().zip(&embedding.vector).map(|(a, b)| a * b).sum();
+                if let Some(slot) = returned.get_mut(id) {
+                    *slot = score;
+                }
+                if best.len() < K || score > best[K - 1].0 {
+                    let at = best.partition_point(|(other, _)| *other >= score);
+                    best.insert(at, (score, id.to_owned()));
+                    best.truncate(K);
+                }
+            }
+        }
+        if page.len() < EXPORT_PAGE {
+            break;
+        }
+        offset += page.len();
+    }
+    let (mut found, mut possible, mut shortfall) = (0, 0, 0f32);
+    for (best, returned) in exact.iter().zip(&returned) {
+        possible += best.len();
+        found += best.iter().filter(|(_, id)| returned.contains_key(id)).count();
+        if let Some((tenth, _)) = best.last() {
+            shortfall = returned.values().fold(shortfall, |worst, score| worst.max(tenth - score));
+        }
+    }
+    Ok(VectorSearchFigures {
+        queries: vectors.len(),
+        recall_at_10: if possible == 0 { 1.0 } else { round(found as f64 / possible as f64 * 10_000.0) / 10_000.0 },
+        worst_shortfall: round(f64::from(shortfall) * 10_000.0) / 10_000.0,
+        seconds: round(started.elapsed().as_secs_f64()),
+    })
 }

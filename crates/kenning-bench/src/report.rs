@@ -68,6 +68,8 @@ pub struct LatencyReport {
     pub machine: Machine,
     pub memories: usize,
     pub seed: u64,
+    /// The vector leg's recall@10 against exact search; `null` without an embedder.
+    pub vector_search: Option<VectorSearchFigures>,
     /// `power-loss` or `process-crash`, for the benchmark's store and the server's.
     pub durability: &'static str,
     pub queries: usize,
@@ -120,6 +122,20 @@ pub struct RecallFigures {
     /// Queries that found nothing; a high share means the queries do not exercise ranking.
     pub empty_results: usize,
     pub latency: Summary,
+}
+
+/// The store's vector search against exact search, over the benchmark's queries.
+#[derive(Debug, Serialize)]
+pub struct VectorSearchFigures {
+    /// Queries with a vector (a query with no word the model knows has none).
+    pub queries: usize,
+    /// The share of each query's exact ten nearest neighbours the store returned, on average.
+    pub recall_at_10: f64,
+    /// The largest amount by which a returned top-ten neighbour's exact cosine falls short of
+    /// the exact tenth's: how near to a tie the misses are.
+    pub worst_shortfall: f64,
+    /// How long the exact scan took.
+    pub seconds: f64,
 }
 
 /// `kenning serve` measured from outside, as an MCP client sees it.
@@ -192,6 +208,13 @@ pub fn latency_table(report: &LatencyReport) -> String {
             let _ = writeln!(out, "  {name:<17} {:>7} spawns                     {}", summary.samples, percentiles(summary));
         }
         let _ = writeln!(out, "  {:<17} {:>7} servers                    {}", "exit", mcp.exit.samples, percentiles(&mcp.exit));
+    }
+    if let Some(vector) = &report.vector_search {
+        let _ = writeln!(
+            out,
+            "  {:<17} {:>7} queries    recall@10 {:.4} against exact search, worst cosine shortfall {:.4} ({:.1} s to scan)",
+            "vector search", vector.queries, vector.recall_at_10, vector.worst_shortfall, vector.seconds
+        );
     }
     let per_memory = report.store_bytes as f64 / report.memories.max(1) as f64;
     let _ = writeln!(out, "  {:<17} {:>10.1} MiB ({per_memory:.0} bytes a memory)", "store on disk", mib(report.store_bytes));

@@ -127,8 +127,25 @@ fn latency_loads_single_and_bulk_then_recalls() {
     assert_eq!(bulk["call_latency"]["samples"], 2, "50 memories in batches of 25");
     assert_eq!(report["recall"]["latency"]["samples"], 5);
     assert_eq!(report["mcp"], Value::Null);
+    assert_eq!(report["vector_search"], Value::Null, "no embedder, no vector leg");
     assert!(report["store_bytes"].as_u64().unwrap() > 0);
     assert!(stderr.contains("recall in process"), "{stderr}");
+}
+
+#[test]
+fn latency_with_an_embedder_checks_the_vector_leg_against_exact_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = bench(
+        &["latency", "--memories", "300", "--single-captures", "0", "--queries", "20", "--skip-mcp", "--embedder", "builtin"],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let vector = &report["vector_search"];
+    assert_eq!(vector["queries"], 20);
+    // A small store is searched exactly, over 8-bit vectors: only near-ties may swap places.
+    assert!(vector["recall_at_10"].as_f64().unwrap() >= 0.9, "{vector}");
+    assert!(vector["worst_shortfall"].as_f64().unwrap() < 0.02, "{vector}");
 }
 
 #[test]

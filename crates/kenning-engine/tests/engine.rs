@@ -141,25 +141,25 @@ fn light_detail_gives_snippets_and_full_detail_gives_content() {
     assert_eq!(full.results[0].metadata.as_ref().unwrap()["turn_id"], "D1:3");
 }
 
+/// Captures `(content, namespace, event time)` notes in one batch and returns their URNs.
+fn capture_at_times(memory: &MemoryService, notes: &[(&str, &str, &str)]) -> Vec<String> {
+    let inputs = notes.iter().map(|(content, namespace, time)| CaptureInput { event_time: Some((*time).into()), ..note(content, namespace) }).collect();
+    memory.capture_many(inputs, None).unwrap().into_iter().map(|outcome| outcome.urn).collect()
+}
+
 #[test]
 fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);
-    let at = |content: &str, namespace: &str, time: &str| CaptureInput { event_time: Some(time.into()), ..note(content, namespace) };
-    let captured: Vec<String> = memory
-        .capture_many(
-            vec![
-                at("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z"),
-                at("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z"),
-                at("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z"),
-                at("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z"),
-            ],
-            None,
-        )
-        .unwrap()
-        .into_iter()
-        .map(|outcome| outcome.urn)
-        .collect();
+    let captured = capture_at_times(
+        &memory,
+        &[
+            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z"),
+            ("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z"),
+            ("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z"),
+            ("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z"),
+        ],
+    );
     let page = memory.recall(recall("staging database port")).unwrap();
     assert_eq!(urns(&page), captured[..2], "the answer captured after the question comes along; other namespaces and later sittings do not");
     assert_eq!(page.results[0].score, 1.0);
@@ -170,21 +170,15 @@ fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
 fn recall_puts_memories_from_the_time_a_query_names_first() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);
-    let at = |content: &str, namespace: &str, time: &str| CaptureInput { event_time: Some(time.into()), ..note(content, namespace) };
-    let captured: Vec<String> = memory
-        .capture_many(
-            vec![
-                at("Deploy failed: the deploy script lost its deploy key", "blockers", "2024-03-04T09:00:00Z"),
-                at("Deploy was slow because of a cold cache", "blockers", "2024-05-20T09:00:00Z"),
-                at("Release checklist reviewed", "progress", "2024-05-21T09:00:00Z"),
-                at("Renamed the billing queue", "progress", "2024-06-10T09:00:00Z"),
-            ],
-            None,
-        )
-        .unwrap()
-        .into_iter()
-        .map(|outcome| outcome.urn)
-        .collect();
+    let captured = capture_at_times(
+        &memory,
+        &[
+            ("Deploy failed: the deploy script lost its deploy key", "blockers", "2024-03-04T09:00:00Z"),
+            ("Deploy was slow because of a cold cache", "blockers", "2024-05-20T09:00:00Z"),
+            ("Release checklist reviewed", "progress", "2024-05-21T09:00:00Z"),
+            ("Renamed the billing queue", "progress", "2024-06-10T09:00:00Z"),
+        ],
+    );
     let (march, may) = (&captured[0], &captured[1]);
     let first = |query: &str| memory.recall(recall(query)).unwrap().results[0].urn.clone();
     assert_eq!(&first("deploy problems"), march, "by words alone the March memory matches best");

@@ -17,6 +17,9 @@ const EXACT_ROWS: usize = 4096;
 /// How many candidates the binary codes pass on per result asked for, and at least.
 const CANDIDATES_PER_RESULT: usize = 10;
 const MIN_CANDIDATES: usize = 400;
+/// And at least one candidate per this many rows: the more vectors, the more of them fall
+/// between the query's true neighbours in Hamming distance.
+const ROWS_PER_CANDIDATE: usize = 500;
 
 pub(crate) struct VectorIndex {
     dims: usize,
@@ -80,7 +83,7 @@ impl VectorIndex {
         if limit == 0 || self.row_slots.is_empty() {
             return Vec::new();
         }
-        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES);
+        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES).max(self.row_slots.len() / ROWS_PER_CANDIDATE);
         let admitted = |row: usize| filter.admits(docs, self.row_slots[row]);
         let candidates = if self.row_slots.len() <= EXACT_ROWS.max(wanted) {
             (0..self.row_slots.len()).filter(|row| admitted(*row)).collect()
@@ -102,7 +105,8 @@ impl VectorIndex {
     /// The `wanted` admitted rows whose binary codes are nearest the query's in Hamming
     /// distance, or every admitted row when there are no more than [`EXACT_ROWS`]. Distances
     /// are small integers, so a histogram of them gives the cut-off distance without sorting:
-    /// every row nearer than it is taken, and rows at it in row order until `wanted` are.
+    /// every row at or nearer than it is taken. Rows at the cut-off are as near as one another
+    /// by their codes, so all of them go on to the 8-bit ranking rather than the first few.
     fn closest_codes(&self, query: &[f32], admitted: impl Fn(usize) -> bool, wanted: usize) -> Vec<usize> {
         let code: Vec<u64> = sign_code(query).collect();
         let mut distances = vec![NOT_ADMITTED; self.row_slots.len()];
@@ -121,18 +125,7 @@ impl VectorIndex {
             }
             nearer += count;
         }
-        let mut at_cut_off = wanted - nearer;
-        let mut rows = Vec::with_capacity(wanted);
-        for (row, distance) in distances.iter().enumerate() {
-            let distance = usize::from(*distance);
-            if distance < cut_off {
-                rows.push(row);
-            } else if distance == cut_off && at_cut_off > 0 {
-                rows.push(row);
-                at_cut_off -= 1;
-            }
-        }
-        rows
+        distances.iter().enumerate().filter(|(_, distance)| usize::from(**distance) <= cut_off).map(|(row, _)| row).collect()
     }
 
     /// Fills in the Hamming distance of every admitted row's code to `code`, and counts rows
