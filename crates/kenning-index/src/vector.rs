@@ -4,8 +4,8 @@
 //! of its `f32` size, and within about half a percent of it in every dot product), and as a
 //! binary code of the signs of its components (one bit a dimension). A small store is searched
 //! exactly over the 8-bit vectors. A larger one is searched in two steps: the Hamming distance
-//! between binary codes, a few instructions a vector, picks the closest few hundred
-//! candidates, and the 8-bit dot product ranks those. How close the two-step answer stays to
+//! between binary codes, a few instructions a vector, picks the closest candidates (a few
+//! hundred, and one per 500 vectors in a large store), and the 8-bit dot product ranks those. How close the two-step answer stays to
 //! the exact one is measured by `kenning-bench`, not assumed.
 
 use crate::docs::{CompiledFilter, DocTable, FastMap, Slot};
