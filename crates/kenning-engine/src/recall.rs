@@ -251,8 +251,9 @@ impl MemoryService {
 }
 
 /// Gives the memories captured just before and after each of the best hits a share of that
-/// hit's score, on top of their own, and ranks again. A memory between two hits gets a share
-/// from each.
+/// hit's score, on top of their own, and ranks again. A memory between two hits gets the
+/// larger of their shares, not both: with both, a middling match between two good ones could
+/// outrank the best of them.
 fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
     let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
     for (index, entry) in plan.stores.iter().enumerate() {
@@ -264,7 +265,8 @@ fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking
         let neighbours = entry.store.neighbours(&ids, &plan.filter, NEIGHBOUR_WINDOW)?;
         for ((_, score), found) in sources.iter().zip(neighbours) {
             for id in found {
-                *shares.entry((index, id)).or_default() += NEIGHBOUR_SHARE * score;
+                let share = shares.entry((index, id)).or_default();
+                *share = share.max(NEIGHBOUR_SHARE * score);
             }
         }
     }

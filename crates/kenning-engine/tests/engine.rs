@@ -167,6 +167,28 @@ fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
 }
 
 #[test]
+fn a_memory_between_two_hits_does_not_outrank_the_best_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let captured = capture_at_times(
+        &memory,
+        &[
+            ("PostgreSQL pool size for the orders service", "decisions", "2026-03-02T10:00:00Z"),
+            ("PostgreSQL pool size for the billing service", "decisions", "2026-03-02T10:01:00Z"),
+            ("PostgreSQL pool size for the inventory service", "decisions", "2026-03-02T10:02:00Z"),
+            // Unrelated notes make the words the three share rarer, so the other two match well.
+            ("Renamed the release branch", "progress", "2026-03-05T09:00:00Z"),
+            ("The linter runs before every commit", "progress", "2026-03-05T11:00:00Z"),
+            ("Flaky snapshot test quarantined", "progress", "2026-03-05T13:00:00Z"),
+            ("Docs moved into the workspace root", "progress", "2026-03-05T15:00:00Z"),
+            ("Upgraded the CI runners to larger disks", "progress", "2026-03-05T17:00:00Z"),
+        ],
+    );
+    let page = memory.recall(recall("PostgreSQL pool size orders service")).unwrap();
+    assert_eq!(page.results[0].urn, captured[0], "the billing note lies between two hits; it takes the larger share, not both");
+}
+
+#[test]
 fn recall_puts_memories_from_the_time_a_query_names_first() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);
