@@ -57,6 +57,19 @@ fn fresh(records: &BTreeMap<i64, Record>) -> SearchIndex {
     index
 }
 
+/// Applies `history` in order to an index that was kept up to date through it, and returns the
+/// index with the records that history leaves.
+fn replay(history: &[(i64, Record)]) -> (SearchIndex, BTreeMap<i64, Record>) {
+    let mut index = SearchIndex::new();
+    index.add_model(MODEL);
+    let mut records = BTreeMap::new();
+    for (key, record) in history {
+        upsert(&mut index, *key, record);
+        records.insert(*key, record.clone());
+    }
+    (index, records)
+}
+
 fn passes(record: &Record, filter: &SearchFilter) -> bool {
     (filter.kinds.is_empty() || filter.kinds.contains(&record.kind))
         && (filter.namespaces.is_empty() || filter.namespaces.iter().any(|namespace| namespace.as_str() == record.namespace))
@@ -226,13 +239,7 @@ proptest! {
 
     #[test]
     fn text_search_matches_brute_force_bm25(history in arb_history(), filter in arb_filter(), query in proptest::collection::vec(0..WORDS.len(), 1..4)) {
-        let mut index = SearchIndex::new();
-        index.add_model(MODEL);
-        let mut records = BTreeMap::new();
-        for (key, record) in &history {
-            upsert(&mut index, *key, record);
-            records.insert(*key, record.clone());
-        }
+        let (index, records) = replay(&history);
         let query: String = query.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" ");
         let expected = reference_bm25(&records, &query, &filter);
         let found = index.search_text(&query, &filter, 100);
@@ -249,12 +256,7 @@ proptest! {
         filter in arb_filter(),
         window_days in 0..60i64,
     ) {
-        let mut index = SearchIndex::new();
-        let mut records = BTreeMap::new();
-        for (key, record) in &history {
-            upsert(&mut index, *key, record);
-            records.insert(*key, record.clone());
-        }
+        let (index, records) = replay(&history);
         let window = TimeDelta::days(window_days);
         for key in -1..=3 * NEIGHBOUR_REACH as i64 {
             let expected = reference_neighbours(&records, key, &filter, window);
@@ -267,13 +269,7 @@ proptest! {
 
     #[test]
     fn vector_search_matches_exact_cosine(history in arb_history(), filter in arb_filter(), query in arb_vector()) {
-        let mut index = SearchIndex::new();
-        index.add_model(MODEL);
-        let mut records = BTreeMap::new();
-        for (key, record) in &history {
-            upsert(&mut index, *key, record);
-            records.insert(*key, record.clone());
-        }
+        let (index, records) = replay(&history);
         let expected = reference_cosine(&records, &query, &filter);
         // Eight-bit vectors move a cosine by well under a hundredth.
         assert_ranks_like(&index.search_vector(&query, MODEL, &filter, 100), &expected, 0.02, "kept up to date");
