@@ -135,7 +135,13 @@ impl kenning_core::Embedder for StaticEmbedder {
     /// cores; a small one is embedded on the caller's thread, where starting threads would cost
     /// more than it saves.
     fn embed(&self, texts: &[&str]) -> kenning_core::Result<Vec<Vec<f32>>> {
-        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(texts.len() / PARALLEL_BATCH_SHARE);
+        // Asking for the core count reads cgroup files on Linux, so a small batch (a query is
+        // one text) does not ask.
+        let threads = if texts.len() < 2 * PARALLEL_BATCH_SHARE {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, usize::from).min(texts.len() / PARALLEL_BATCH_SHARE)
+        };
         if threads <= 1 {
             return Ok(self.embed_all(texts));
         }
