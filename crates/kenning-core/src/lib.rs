@@ -6,6 +6,8 @@
 //!   `kenning://{domain}/{namespace}/{id}`; [`Domain`] is `project:{id}`, `user` or `org:{id}`.
 //! - [`input`] validates what callers send ([`CaptureInput`], [`UpdateInput`]) into records,
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
+//! - [`secrets`] finds API keys, tokens, passwords, private keys and credentials in text and
+//!   replaces them with `[REDACTED:kind]` before anything is stored ([`secrets::redact_capture`]).
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
@@ -26,6 +28,7 @@ pub mod error;
 pub mod input;
 pub mod memory;
 pub mod search;
+pub mod secrets;
 pub mod store;
 pub mod urn;
 pub mod when;

@@ -768,3 +768,107 @@ mod when {
         assert_eq!(leap.span(Some(time("2025-03-01T00:00:00Z"))).unwrap().start, time("2024-02-29T00:00:00Z"), "the latest 29 February");
     }
 }
+
+mod secrets {
+    use kenning_core::secrets::{SecretKind, redact, redact_capture};
+    use serde::Deserialize;
+
+    use super::capture;
+
+    #[derive(Deserialize)]
+    struct Corpus {
+        positives: Vec<Positive>,
+        near_misses: Vec<NearMiss>,
+    }
+
+    #[derive(Deserialize)]
+    struct Positive {
+        text: String,
+        kinds: Vec<SecretKind>,
+        /// Parts of the text that must be gone after redaction.
+        secrets: Vec<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct NearMiss {
+        text: String,
+        why: String,
+    }
+
+    fn corpus() -> Corpus {
+        serde_json::from_str(include_str!("fixtures/secrets.json")).unwrap()
+    }
+
+    #[test]
+    fn every_secret_of_the_corpus_is_redacted_under_its_kind() {
+        let corpus = corpus();
+        assert!(corpus.positives.len() >= 50, "the corpus holds {} true positives", corpus.positives.len());
+        let mut failures = Vec::new();
+        for case in &corpus.positives {
+            let redacted = redact(&case.text);
+            let mut kinds = redacted.kinds.clone();
+            kinds.sort();
+            kinds.dedup();
+            let mut expected = case.kinds.clone();
+            expected.sort();
+            let leaked: Vec<&String> = case.secrets.iter().filter(|secret| redacted.text.contains(secret.as_str())).collect();
+            let markers_missing = case.kinds.iter().any(|kind| !redacted.text.contains(&kind.marker()));
+            if kinds != expected || !leaked.is_empty() || markers_missing {
+                failures.push(format!("{:?}\n  -> {:?}\n  kinds {kinds:?}, expected {expected:?}", case.text, redacted.text));
+            }
+        }
+        assert!(failures.is_empty(), "{} of {} positives failed:\n{}", failures.len(), corpus.positives.len(), failures.join("\n"));
+    }
+
+    #[test]
+    fn near_misses_survive_unchanged() {
+        let corpus = corpus();
+        assert!(corpus.near_misses.len() >= 50, "the corpus holds {} near-misses", corpus.near_misses.len());
+        let failures: Vec<String> = corpus
+            .near_misses
+            .iter()
+            .filter_map(|case| {
+                let redacted = redact(&case.text);
+                (redacted.text != case.text || !redacted.kinds.is_empty())
+                    .then(|| format!("{} ({}):\n  {:?}\n  -> {:?}", case.why, case.kinds_hint(), case.text, redacted.text))
+            })
+            .collect();
+        assert!(failures.is_empty(), "{} near-misses were changed:\n{}", failures.len(), failures.join("\n"));
+    }
+
+    impl NearMiss {
+        fn kinds_hint(&self) -> String {
+            format!("{:?}", redact(&self.text).kinds)
+        }
+    }
+
+    #[test]
+    fn a_capture_reports_each_field_and_kind_it_redacted() {
+        let mut input = capture("Deploy with GITHUB_TOKEN=ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5 and password=Sup3r-s3cret!");
+        input.title = Some("token ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5".into());
+        input.metadata.insert("auth".into(), "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXNpZw".into());
+        let found = redact_capture(&mut input);
+        let summary: Vec<(String, &str, usize)> = found.iter().map(|r| (r.field.clone(), r.kind.as_str(), r.count)).collect();
+        assert_eq!(
+            summary,
+            [
+                ("content".to_owned(), "github-token", 1),
+                ("content".to_owned(), "password", 1),
+                ("title".to_owned(), "github-token", 1),
+                ("metadata.auth".to_owned(), "jwt", 1),
+            ]
+        );
+        assert_eq!(input.content, "Deploy with GITHUB_TOKEN=[REDACTED:github-token] and password=[REDACTED:password]");
+        assert_eq!(input.metadata["auth"], "Bearer [REDACTED:jwt]");
+    }
+
+    #[test]
+    fn redaction_is_idempotent() {
+        for case in corpus().positives {
+            let once = redact(&case.text).text.into_owned();
+            let twice = redact(&once);
+            assert_eq!(twice.text, once, "a second pass changed {once:?}");
+            assert!(twice.kinds.is_empty(), "a second pass found {:?} in {once:?}", twice.kinds);
+        }
+    }
+}

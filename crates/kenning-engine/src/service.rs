@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kenning_core::input::{apply_update, build_memory, change_status};
+use kenning_core::secrets::{redact_capture, redact_update};
 use kenning_core::{
     CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
     SearchFilter, Status, UpdateInput, Urn,
@@ -13,8 +14,8 @@ use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::views::{
-    CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, ReindexReport,
-    StatusReport, VersionView, domain_status,
+    CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
+    ReindexReport, StatusReport, VersionView, domain_status, redaction_warning,
 };
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
@@ -48,6 +49,8 @@ pub struct MemoryService {
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) access: AccessRecorder,
     clock: Arc<dyn Clock>,
+    /// The author recorded on a capture that names none: the configured user's id.
+    default_author: Option<String>,
 }
 
 impl MemoryService {
@@ -56,12 +59,30 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock) }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), default_author: None }
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Records `author` on every capture that names no author of its own.
+    pub fn with_default_author(mut self, author: Option<String>) -> Self {
+        self.default_author = author;
+        self
+    }
+
+    pub fn default_author(&self) -> Option<&str> {
+        self.default_author.as_deref()
+    }
+
+    /// The capture with the default author filled in when it names none.
+    pub(crate) fn authored(&self, mut input: CaptureInput) -> CaptureInput {
+        if input.author.is_none() {
+            input.author = self.default_author.clone();
+        }
+        input
     }
 
     pub fn domains(&self) -> impl Iterator<Item = &Domain> {
@@ -128,18 +149,21 @@ impl MemoryService {
     }
 
     /// Captures a batch atomically per store: all inputs are validated first, so one invalid
-    /// input rejects the batch before anything is written.
+    /// input rejects the batch before anything is written. Secrets are redacted from every input
+    /// before validation, so none reaches the store, its history or the search index.
     pub fn capture_many(&self, inputs: Vec<CaptureInput>, domain: Option<&str>) -> Result<Vec<CaptureOutcome>> {
         let entry = match domain {
             Some(text) => self.resolve_domain("domain", text)?,
             None => &self.domains[0],
         };
         let now = self.now();
+        let mut redactions = Vec::with_capacity(inputs.len());
         let memories = inputs
             .into_iter()
-            .map(|input| {
+            .map(|mut input| {
+                redactions.push(redact_capture(&mut input).iter().map(RedactionView::from).collect::<Vec<_>>());
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
-                build_memory(input, entry.domain.clone(), id, now)
+                build_memory(self.authored(input), entry.domain.clone(), id, now)
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
@@ -148,7 +172,8 @@ impl MemoryService {
         batch
             .iter()
             .zip(inserted)
-            .map(|((memory, embedding), inserted)| {
+            .zip(redactions)
+            .map(|(((memory, embedding), inserted), redacted)| {
                 let mut warnings = Vec::new();
                 if let Some(near) = memory.namespace.near_built_in() {
                     warnings.push(format!(
@@ -156,6 +181,7 @@ impl MemoryService {
                         memory.namespace
                     ));
                 }
+                warnings.extend(redaction_warning(&redacted));
                 Ok(match inserted {
                     Inserted::Created => CaptureOutcome {
                         urn: memory.urn().to_string(),
@@ -163,6 +189,7 @@ impl MemoryService {
                         created: true,
                         embedded: embedding.is_some(),
                         warnings,
+                        redacted,
                     },
                     Inserted::Duplicate(existing_id) => {
                         warnings.push("an identical memory already exists in this namespace; nothing new was stored".into());
@@ -173,6 +200,7 @@ impl MemoryService {
                             created: false,
                             embedded: embedding.is_some(),
                             warnings,
+                            redacted,
                         }
                     }
                 })
@@ -204,9 +232,14 @@ impl MemoryService {
         Ok(MemoryView::from(&memory))
     }
 
-    /// Applies an update, keeping the previous version with the reason.
-    pub fn update(&self, urn: &str, input: UpdateInput) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))
+    /// Applies an update, keeping the previous version with the reason. Secrets are redacted
+    /// from the update before it is applied.
+    pub fn update(&self, urn: &str, mut input: UpdateInput) -> Result<ChangeOutcome> {
+        let redacted: Vec<RedactionView> = redact_update(&mut input).iter().map(RedactionView::from).collect();
+        let mut outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
+        outcome.warnings.extend(redaction_warning(&redacted));
+        outcome.redacted = redacted;
+        Ok(outcome)
     }
 
     /// Soft-deletes a memory: it leaves recall but keeps its record and history.
@@ -235,6 +268,8 @@ impl MemoryService {
                     status: current.status.to_string(),
                     version: current.version,
                     changed: false,
+                    redacted: Vec::new(),
+                    warnings: Vec::new(),
                 });
             };
             let text_changed = next.search_text() != current.search_text();
@@ -246,6 +281,8 @@ impl MemoryService {
                         status: next.status.to_string(),
                         version: next.version,
                         changed: true,
+                        redacted: Vec::new(),
+                        warnings: Vec::new(),
                     });
                 }
                 Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),

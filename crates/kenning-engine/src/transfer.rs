@@ -79,6 +79,24 @@ impl MemoryService {
         Ok(count)
     }
 
+    /// Every memory one author wrote, for the author's data-rights export: the memories whose
+    /// author is `author`, and those another author captured that `author` never touched are
+    /// left out. A memory counts when its current record or any earlier version names the author.
+    pub fn export_authored(&self, author: &str, domain: Option<&str>, mut sink: impl FnMut(ExportLine) -> Result<()>) -> Result<usize> {
+        let author = author.trim();
+        let mut count = 0;
+        self.export(domain, |line| {
+            let wrote = line.memory.author.as_deref() == Some(author)
+                || line.history.iter().any(|version| version.memory.author.as_deref() == Some(author));
+            if wrote {
+                count += 1;
+                sink(line)?;
+            }
+            Ok(())
+        })?;
+        Ok(count)
+    }
+
     /// Imports records into the store of each record's domain, or into `into` when given
     /// (rewriting the records' domain, history included).
     pub fn import(&self, lines: Vec<ExportLine>, into: Option<&str>) -> Result<ImportReport> {

@@ -44,6 +44,10 @@ pub struct MemoryView {
     pub links: Vec<LinkView>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
+    /// Who captured it (the configured user id, or an API key's identity); absent on memories
+    /// captured before authors were recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -80,6 +84,7 @@ impl From<&Memory> for MemoryView {
                 .collect(),
             metadata: memory.metadata.clone(),
             version: memory.version,
+            author: memory.author.clone(),
         }
     }
 }
@@ -120,6 +125,39 @@ pub struct CaptureOutcome {
     /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Secrets replaced by `[REDACTED:kind]` before the memory was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+}
+
+/// Secrets of one kind that were replaced in one field before anything was stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RedactionView {
+    /// `title`, `content` or `metadata.{key}`.
+    pub field: String,
+    /// What was found, e.g. `github-token`, `aws-secret-access-key`, `password`.
+    pub kind: String,
+    pub count: usize,
+}
+
+impl From<&kenning_core::secrets::Redaction> for RedactionView {
+    fn from(redaction: &kenning_core::secrets::Redaction) -> Self {
+        RedactionView { field: redaction.field.clone(), kind: redaction.kind.to_string(), count: redaction.count }
+    }
+}
+
+/// The warning a response carries when secrets were redacted.
+pub(crate) fn redaction_warning(redacted: &[RedactionView]) -> Option<String> {
+    if redacted.is_empty() {
+        return None;
+    }
+    let total: usize = redacted.iter().map(|r| r.count).sum();
+    let what: Vec<String> = redacted.iter().map(|r| format!("{} in {}", r.kind, r.field)).collect();
+    Some(format!(
+        "{total} secret{} replaced by [REDACTED:kind] before storing ({}); keep credentials in a secret manager, not in memories",
+        if total == 1 { " was" } else { "s were" },
+        what.join(", ")
+    ))
 }
 
 /// One recall result.
@@ -175,6 +213,11 @@ pub struct ChangeOutcome {
     pub version: u32,
     /// False when nothing had to change (e.g. forgetting a forgotten memory).
     pub changed: bool,
+    /// Secrets replaced by `[REDACTED:kind]` in the update before it was stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One superseded version in a memory's history.

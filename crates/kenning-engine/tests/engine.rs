@@ -360,3 +360,45 @@ fn a_query_the_model_has_no_word_for_is_answered_by_text_alone() {
     assert!(page.results.is_empty(), "{:?}", urns(&page));
     assert_eq!(memory.recall(recall("login timeout")).unwrap().mode, "hybrid");
 }
+
+#[test]
+fn secrets_are_redacted_before_a_capture_or_an_update_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    let key = "AKIA7QX3MZ2LP9WTR4KD";
+    let outcome = memory
+        .capture(note(&format!("The deploy user's key is {key}; DB_PASSWORD=Kx9-pl4ne-42 in staging"), "config"), None)
+        .unwrap();
+    let kinds: Vec<(&str, &str, usize)> = outcome.redacted.iter().map(|r| (r.field.as_str(), r.kind.as_str(), r.count)).collect();
+    assert_eq!(kinds, [("content", "aws-access-key-id", 1), ("content", "password", 1)]);
+    assert!(outcome.warnings.iter().any(|warning| warning.contains("2 secrets were replaced")), "{:?}", outcome.warnings);
+    let stored = memory.get(&outcome.urn).unwrap();
+    assert_eq!(stored.content, "The deploy user's key is [REDACTED:aws-access-key-id]; DB_PASSWORD=[REDACTED:password] in staging");
+    assert!(memory.recall(recall(key)).unwrap().results.is_empty(), "the key reached the search index");
+
+    let update = UpdateInput {
+        content: Some("Rotated: the new token is ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue".into()),
+        reason: "rotation".into(),
+        ..UpdateInput::default()
+    };
+    let changed = memory.update(&outcome.urn, update).unwrap();
+    assert_eq!(changed.redacted.len(), 1);
+    assert_eq!(changed.redacted[0].kind, "github-token");
+    let history = memory.history(&outcome.urn).unwrap();
+    assert_eq!(history.current.content, "Rotated: the new token is [REDACTED:github-token]");
+    assert!(history.versions.iter().all(|version| !version.memory.content.contains(key)), "history kept a secret");
+}
+
+#[test]
+fn captures_record_the_default_author_unless_the_front_end_names_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None).with_default_author(Some("ada".into()));
+    let own = memory.capture(note("Use rustls everywhere", "decisions"), None).unwrap();
+    let keyed = memory.capture(CaptureInput { author: Some(" ci-bot ".into()), ..note("Nightly build flakes on ARM", "blockers") }, None).unwrap();
+    assert_eq!(memory.get(&own.urn).unwrap().author.as_deref(), Some("ada"));
+    assert_eq!(memory.get(&keyed.urn).unwrap().author.as_deref(), Some("ci-bot"));
+    let Err(Error::Invalid(error)) = memory.capture(CaptureInput { author: Some("\u{7}".into()), ..note("x", "blockers") }, None) else {
+        panic!("a control character was accepted as an author");
+    };
+    assert_eq!(error.field, "author");
+}

@@ -112,6 +112,7 @@ impl CaptureArgs {
             event_time: self.event_time,
             links: self.links.unwrap_or_default().into_iter().map(LinkInput::from).collect(),
             metadata: self.metadata.unwrap_or_default(),
+            author: None,
         };
         (input, self.domain)
     }

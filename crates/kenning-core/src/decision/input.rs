@@ -489,6 +489,7 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
         event_time: None,
         links: Vec::new(),
         metadata,
+        author: None,
     }
 }
 
@@ -533,6 +534,7 @@ pub fn refresh_memory(
         status,
         version: current.version,
         updated_at: current.updated_at,
+        author: current.author.clone(),
         ..built
     };
     if next == *current {
@@ -564,5 +566,6 @@ pub fn lesson_memory_input(decision: &Decision, decision_urn: &MemoryUrn, outcom
             ("decision_id".to_owned(), decision.id.to_string()),
             ("module".to_owned(), decision.module.clone()),
         ]),
+        author: None,
     }
 }

@@ -156,7 +156,8 @@ impl DecisionService {
         let now = self.memory.now();
         let id = DecisionId::parse(&format!("{}{}", DecisionId::PREFIX, new_memory_id(now))).expect("generated ids are valid");
         let decision = build_decision(input, &self.modules, id, now)?;
-        let memory = build_memory(decision_memory_input(&decision, None), entry.domain.clone(), decision.id.memory_id(), now)?;
+        let face = self.memory.authored(decision_memory_input(&decision, None));
+        let memory = build_memory(face, entry.domain.clone(), decision.id.memory_id(), now)?;
         let embedding = self.memory.embed_one(&memory.search_text())?;
         entry.store.insert_decision(&decision, &memory, embedding.as_ref())?;
         Ok(CaptureDecisionResult {
@@ -461,7 +462,8 @@ impl DecisionService {
                 .iter()
                 .map(|lesson| {
                     let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
-                    build_memory(lesson_memory_input(&next, &decision_urn, outcome.status, lesson), entry.domain.clone(), id, now)
+                    let face = self.memory.authored(lesson_memory_input(&next, &decision_urn, outcome.status, lesson));
+                    build_memory(face, entry.domain.clone(), id, now)
                 })
                 .collect::<Result<Vec<Memory>, FieldError>>()?;
             outcome.lesson_ids = lessons.iter().map(|memory| memory.id.clone()).collect();
