@@ -9,6 +9,7 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
+//! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer ([`hooks`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -19,6 +20,7 @@
 mod corpus;
 mod embed;
 mod embedder;
+mod hooks;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -45,6 +47,8 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
+    /// Claude Code hook speed: spawn to answer of `kenning hook EVENT` on a synthetic store.
+    Hooks(hooks::HooksArgs),
 }
 
 fn main() -> Result<()> {
@@ -60,6 +64,10 @@ fn main() -> Result<()> {
         Command::Embed(args) => {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
+        }
+        Command::Hooks(args) => {
+            let report = hooks::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &hooks::table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -55,6 +55,9 @@ pub enum Command {
         /// Leave vectors out (they are rebuilt by `kenning reindex`).
         #[arg(long)]
         no_vectors: bool,
+        /// Only the memories this author wrote (their data-rights export).
+        #[arg(long)]
+        author: Option<String>,
     },
     /// Decisions: capture, follow through signals to an outcome, and learn from them.
     Decisions {
@@ -63,6 +66,15 @@ pub enum Command {
     },
     /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
     Calibration(crate::decisions::CalibrationArgs),
+    /// Answer a Claude Code hook (session-start, user-prompt, post-tool, pre-compact, stop): reads
+    /// the hook's JSON on stdin, prints its answer; never fails the agent (errors go to hooks.log).
+    Hook(HookArgs),
+    /// Register kenning with Claude Code: the MCP server in `.mcp.json` and the hooks in
+    /// `.claude/settings.json` (with --user, in ~/.claude.json and ~/.claude/settings.json).
+    Init(InitArgs),
+    /// Check the binary, the configuration, the stores, the index, the hooks and the MCP
+    /// registration, and say what to fix.
+    Doctor,
     /// Read memories exported by `kenning export`.
     Import {
         /// JSON-lines file, or `-` for standard input.
@@ -71,6 +83,26 @@ pub enum Command {
         #[arg(long)]
         into: Option<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// session-start, user-prompt, post-tool, pre-compact or stop.
+    pub event: String,
+    /// The most tokens of context to add (default: session-start 1500, user-prompt 600, post-tool 400).
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Register for every project of this user (~/.claude.json and ~/.claude/settings.json)
+    /// instead of the current project.
+    #[arg(long)]
+    pub user: bool,
+    /// Show what would change, as a diff, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -35,7 +35,7 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
         .into_iter()
         .map(|(domain, store)| DecisionDomain { domain, store: store as Arc<dyn DecisionStore> })
         .collect();
-    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?));
+    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?).with_default_author(config.author()));
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
         None => ModuleList::default(),

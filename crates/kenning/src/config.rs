@@ -26,6 +26,9 @@ pub struct Config {
     pub read_only: bool,
     /// The modules decisions are filed under; default database, auth, api, frontend, backend, infra.
     pub decision_modules: Option<Vec<String>>,
+    /// The id recorded as the author of what this user captures (`[user] id`, `KENNING_USER_ID`);
+    /// default the login name (`USER`, `USERNAME`).
+    pub user_id: Option<String>,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
 }
@@ -62,6 +65,13 @@ struct FileConfig {
     project: Option<ProjectSection>,
     server: Option<ServerSection>,
     decisions: Option<DecisionsSection>,
+    user: Option<UserSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserSection {
+    id: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +167,9 @@ impl Config {
         if let Some(modules) = file.decisions.and_then(|decisions| decisions.modules) {
             self.decision_modules = Some(modules);
         }
+        if let Some(id) = file.user.and_then(|user| user.id) {
+            self.user_id = Some(id);
+        }
         self.sources.push(path.to_owned());
         Ok(())
     }
@@ -192,7 +205,16 @@ impl Config {
         if let Some(list) = var("KENNING_DECISION_MODULES") {
             self.decision_modules = Some(split_list(&list));
         }
+        if let Some(id) = var("KENNING_USER_ID") {
+            self.user_id = Some(id);
+        }
         Ok(())
+    }
+
+    /// The author recorded on this user's captures: the configured id, else the login name.
+    pub fn author(&self) -> Option<String> {
+        let login = || std::env::var("USER").or_else(|_| std::env::var("USERNAME")).ok();
+        self.user_id.clone().or_else(login).map(|id| id.trim().to_owned()).filter(|id| !id.is_empty())
     }
 
     /// The user store's path: configured, else under the user's data directory.
@@ -200,12 +222,16 @@ impl Config {
         if let Some(path) = &self.user_db {
             return Ok(path.clone());
         }
-        let data = std::env::var_os("KENNING_DATA_DIR")
-            .map(PathBuf::from)
-            .or_else(|| dirs::data_dir().map(|dir| dir.join("kenning")))
-            .context("no user data directory is known; set KENNING_DATA_DIR or storage.user_db")?;
-        Ok(data.join("user.db"))
+        Ok(data_dir()?.join("user.db"))
     }
+}
+
+/// kenning's data directory: `KENNING_DATA_DIR`, else `kenning` under the user's data directory.
+pub fn data_dir() -> Result<PathBuf> {
+    std::env::var_os("KENNING_DATA_DIR")
+        .map(PathBuf::from)
+        .or_else(|| dirs::data_dir().map(|dir| dir.join("kenning")))
+        .context("no user data directory is known; set KENNING_DATA_DIR or storage.user_db")
 }
 
 pub fn split_list(text: &str) -> Vec<String> {

@@ -5,6 +5,9 @@ mod cli;
 mod compose;
 mod config;
 mod decisions;
+mod doctor;
+mod hook;
+mod init;
 mod project;
 mod render;
 
@@ -23,6 +26,11 @@ use crate::config::Config;
 use crate::project::Project;
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // A hook answers before anything else can fail: it never returns an error to the agent.
+    if let Command::Hook(args) = &cli.command {
+        return hook::run(args);
+    }
     // stdout belongs to the MCP stdio transport and to command output: logs go to stderr.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -31,8 +39,13 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("KENNING_LOG").unwrap_or_else(|_| "warn,rmcp=error".into()),
         )
         .init();
-    match run(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let outcome = if matches!(cli.command, Command::Doctor) {
+        doctor::run(cli.json)
+    } else {
+        run(cli).map(|()| std::process::ExitCode::SUCCESS)
+    };
+    match outcome {
+        Ok(code) => code,
         Err(error) => {
             eprintln!("kenning: {}", describe(&error));
             std::process::ExitCode::FAILURE
@@ -53,6 +66,9 @@ fn describe(error: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> Result<()> {
     let cwd = std::env::current_dir().context("reading the working directory")?;
+    if let Command::Init(args) = &cli.command {
+        return init::run(&cwd, args, cli.json);
+    }
     let project_hint = Project::discover(&cwd, None);
     let config = Config::load(project_hint.as_ref().map(|project| project.root.as_path()))?;
     let project = match &config.project_id {
@@ -79,6 +95,7 @@ fn run(cli: Cli) -> Result<()> {
                 event_time: args.event_time,
                 links: args.links.into_iter().map(|target| LinkInput { target, relation: None }).collect(),
                 metadata: parse_metadata(&args.metadata)?,
+                author: None,
             };
             let outcome = memory.capture(input, args.domain.as_deref())?;
             print(json, &outcome, render::capture)
@@ -129,20 +146,25 @@ fn run(cli: Cli) -> Result<()> {
                 )
             })
         }
+        Command::Hook(_) | Command::Init(_) | Command::Doctor => Err(anyhow!("this command is answered before the stores open")),
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
-        Command::Export { domain, output, no_vectors } => {
+        Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {
                 Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)),
                 None => Box::new(BufWriter::new(std::io::stdout().lock())),
             };
-            let count = memory.export(domain.as_deref(), |mut line| {
+            let write_line = |mut line: ExportLine| {
                 if no_vectors {
                     line.embedding = None;
                 }
                 serde_json::to_writer(&mut writer, &line).map_err(|error| kenning_engine::Error::Storage(error.to_string()))?;
                 writer.write_all(b"\n").map_err(|error| kenning_engine::Error::Storage(error.to_string()))
-            })?;
+            };
+            let count = match author.as_deref() {
+                Some(author) => memory.export_authored(author, domain.as_deref(), write_line)?,
+                None => memory.export(domain.as_deref(), write_line)?,
+            };
             writer.flush()?;
             eprintln!("exported {count} memories");
             Ok(())

@@ -68,11 +68,15 @@ pub fn memory(view: &MemoryView) -> String {
 }
 
 pub fn change(outcome: &ChangeOutcome) -> String {
-    if outcome.changed {
+    let mut out = if outcome.changed {
         format!("{} is now {} (version {})\n", outcome.urn, outcome.status, outcome.version)
     } else {
         format!("{} was already {}; nothing changed\n", outcome.urn, outcome.status)
+    };
+    for warning in &outcome.warnings {
+        let _ = writeln!(out, "  note: {warning}");
     }
+    out
 }
 
 pub fn history(view: &HistoryView) -> String {

@@ -390,3 +390,129 @@ fn python_mcp_sdk_end_to_end() {
     assert!(output.status.success(), "the Python end-to-end tests failed ({}):\n{report}", output.status);
     println!("{report}");
 }
+
+/// Runs `kenning hook EVENT` in the repository with `input` on stdin.
+fn hook(sandbox: &Sandbox, event: &str, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = sandbox
+        .command(&sandbox.repo(), &["hook", event])
+        .env("KENNING_EMBEDDER", "none")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn kenning hook");
+    // A hook may stop reading early; a broken pipe here is not the test's concern.
+    let _ = child.stdin.take().expect("stdin").write_all(input);
+    child.wait_with_output().expect("wait for kenning hook")
+}
+
+#[test]
+fn hooks_answer_claude_code_and_never_fail_on_garbage() {
+    let sandbox = Sandbox::new();
+    let capture = sandbox.run(&sandbox.repo(), &["capture", "Blocked: the staging certificate expired", "--namespace", "blockers"]);
+    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    let input = serde_json::json!({
+        "session_id": "s1", "transcript_path": "", "cwd": sandbox.repo(), "hook_event_name": "SessionStart", "source": "startup"
+    });
+    let answer = hook(&sandbox, "session-start", input.to_string().as_bytes());
+    assert!(answer.status.success());
+    let output: Value = serde_json::from_slice(&answer.stdout).expect("the answer is JSON");
+    let context = text(&output, "/hookSpecificOutput/additionalContext");
+    assert!(context.contains("staging certificate") && context.contains("<project>widget-service</project>"), "{context}");
+    assert_eq!(text(&output, "/hookSpecificOutput/hookEventName"), "SessionStart");
+
+    let garbage: [(&str, &[u8]); 6] = [
+        ("session-start", b"{not json"),
+        ("user-prompt", b"\xff\xfe\x00binary"),
+        ("post-tool", b"[1, 2, 3]"),
+        ("stop", br#"{"transcript_path": "/nonexistent/t.jsonl"}"#),
+        ("pre-compact", b""),
+        ("no-such-event", b"{}"),
+    ];
+    for (event, input) in garbage {
+        let answer = hook(&sandbox, event, input);
+        assert_eq!(answer.status.code(), Some(0), "kenning hook {event} failed on garbage");
+        assert!(answer.stdout.is_empty(), "kenning hook {event} printed {:?}", String::from_utf8_lossy(&answer.stdout));
+    }
+    let log = std::fs::read_to_string(sandbox.path("data").join("hooks.log")).expect("failures are logged");
+    assert_eq!(log.lines().count(), 6, "one line per failure: {log}");
+    assert!(log.contains("no-such-event") && log.contains("/nonexistent/t.jsonl"), "{log}");
+}
+
+#[test]
+fn init_merges_with_existing_settings_and_a_second_run_changes_nothing() {
+    let sandbox = Sandbox::new();
+    let repo = sandbox.repo();
+    let mcp = serde_json::json!({"mcpServers": {"github": {"command": "github-mcp", "args": ["--stdio"]}}});
+    std::fs::write(repo.join(".mcp.json"), serde_json::to_string_pretty(&mcp).unwrap()).unwrap();
+    std::fs::create_dir_all(repo.join(".claude")).unwrap();
+    let settings = serde_json::json!({
+        "permissions": {"allow": ["Bash(cargo test:*)"]},
+        "hooks": {
+            "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "cargo fmt"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+        }
+    });
+    std::fs::write(repo.join(".claude/settings.json"), serde_json::to_string_pretty(&settings).unwrap()).unwrap();
+
+    let dry = sandbox.run(&repo, &["init", "--dry-run"]);
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    let shown = String::from_utf8_lossy(&dry.stdout);
+    assert!(shown.contains("would update") && shown.contains("  + ") && shown.contains("hook session-start"), "{shown}");
+    let unchanged: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(unchanged, mcp, "--dry-run wrote");
+
+    let first = sandbox.run(&repo, &["init"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let mcp_after: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp_after["mcpServers"]["github"], mcp["mcpServers"]["github"], "an existing server was dropped");
+    assert_eq!(mcp_after["mcpServers"]["kenning"]["args"], serde_json::json!(["serve"]));
+    let settings_after: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(settings_after["permissions"], settings["permissions"]);
+    let post_tool = settings_after["hooks"]["PostToolUse"].as_array().unwrap();
+    assert_eq!(post_tool[0], settings["hooks"]["PostToolUse"][0], "the user's hook was changed");
+    assert!(post_tool[1]["hooks"][0]["command"].as_str().unwrap().ends_with("hook post-tool"));
+    assert_eq!(settings_after["hooks"]["Stop"][0], settings["hooks"]["Stop"][0]);
+    for event in ["SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"] {
+        assert!(settings_after["hooks"][event].to_string().contains(" hook "), "{event} has no kenning hook");
+    }
+
+    let before = (std::fs::read(repo.join(".mcp.json")).unwrap(), std::fs::read(repo.join(".claude/settings.json")).unwrap());
+    let second = sandbox.json_in(&repo, &["init"]);
+    assert!(second.as_array().unwrap().iter().all(|change| change["action"] == "unchanged"), "{second}");
+    let after = (std::fs::read(repo.join(".mcp.json")).unwrap(), std::fs::read(repo.join(".claude/settings.json")).unwrap());
+    assert_eq!(before, after, "a second run changed a file");
+
+    let doctor = sandbox.run(&repo, &["doctor"]);
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(report.contains("ok   hooks") && report.contains("ok   mcp"), "{report}");
+}
+
+#[test]
+fn doctor_says_what_to_fix_and_fails_without_hooks() {
+    let sandbox = Sandbox::new();
+    let doctor = sandbox.command(&sandbox.repo(), &["--json", "doctor"]).env("HOME", sandbox.path("outside")).output().unwrap();
+    assert_eq!(doctor.status.code(), Some(1), "{}", String::from_utf8_lossy(&doctor.stdout));
+    let checks: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let by_name = |name: &str| checks.as_array().unwrap().iter().find(|check| check["name"] == name).cloned().unwrap();
+    assert_eq!(by_name("stores")["status"], "ok");
+    assert_eq!(by_name("hooks")["status"], "fail");
+    assert!(by_name("hooks")["fix"].as_str().unwrap().contains("kenning init"));
+    assert_eq!(by_name("mcp")["status"], "fail");
+}
+
+#[test]
+fn export_by_author_holds_only_what_that_author_wrote() {
+    let sandbox = Sandbox::new();
+    for (author, content) in [("ada", "Ada's note on the cache eviction policy"), ("bob", "Bob's note on the deploy freeze")] {
+        let output = sandbox.command(&sandbox.repo(), &["capture", content]).env("KENNING_USER_ID", author).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let output = sandbox.run(&sandbox.repo(), &["export", "--author", "ada"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["memory"]["author"], "ada");
+    assert!(text(&lines[0], "/memory/content").starts_with("Ada's note"));
+}

@@ -1,0 +1,207 @@
+//! `kenning doctor`: checks what kenning needs to work for Claude Code and says what to fix.
+//! The exit code is non-zero when a check fails; a warning alone leaves it zero.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use kenning_hooks::HookEvent;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::config::Config;
+use crate::init::{SERVER_NAME, Targets, find_on_path, hook_commands, is_kenning_hook};
+use crate::project::Project;
+
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    /// ok, warn or fail.
+    status: &'static str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, message: impl Into<String>) -> Check {
+        Check { name, status: "ok", message: message.into(), fix: None }
+    }
+    fn warn(name: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check { name, status: "warn", message: message.into(), fix: Some(fix.into()) }
+    }
+    fn fail(name: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check { name, status: "fail", message: message.into(), fix: Some(fix.into()) }
+    }
+}
+
+pub fn run(json: bool) -> Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
+    let mut checks = vec![binary()];
+    let project_hint = Project::discover(&cwd, None);
+    match Config::load(project_hint.as_ref().map(|project| project.root.as_path())) {
+        Err(error) => checks.push(Check::fail("config", format!("{error:#}"), "fix the file or variable named above")),
+        Ok(config) => {
+            checks.push(Check::ok("config", describe_sources(&config)));
+            let project = match &config.project_id {
+                Some(id) => Project::discover(&cwd, Some(id)),
+                None => project_hint.clone(),
+            };
+            checks.extend(stores(&config, project.as_ref()));
+        }
+    }
+    let root = project_hint.as_ref().map_or_else(|| cwd.clone(), |project| project.root.clone());
+    let project_targets = Targets::project(&root);
+    let user_targets = Targets::user().ok();
+    checks.push(hooks(&project_targets, user_targets.as_ref()));
+    checks.push(mcp(&project_targets, user_targets.as_ref(), &root));
+    checks.push(hook_log());
+
+    let failed = checks.iter().any(|check| check.status == "fail");
+    if json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        for check in &checks {
+            println!("{:<4} {:<8} {}", check.status, check.name, check.message);
+            if let Some(fix) = &check.fix {
+                println!("              fix: {fix}");
+            }
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn binary() -> Check {
+    let version = env!("CARGO_PKG_VERSION");
+    let current = std::env::current_exe().ok();
+    let shown = current.as_deref().map_or_else(|| "(unknown path)".to_owned(), |path| path.display().to_string());
+    match find_on_path("kenning") {
+        Some(_) => Check::ok("binary", format!("kenning {version} at {shown}, on PATH")),
+        None => Check::warn(
+            "binary",
+            format!("kenning {version} at {shown} is not on PATH"),
+            "add its folder to PATH, or keep the full path `kenning init` writes into the hooks",
+        ),
+    }
+}
+
+fn describe_sources(config: &Config) -> String {
+    if config.sources.is_empty() {
+        "defaults (no kenning.toml found)".to_owned()
+    } else {
+        let files: Vec<String> = config.sources.iter().map(|path| path.display().to_string()).collect();
+        format!("read {}", files.join(", "))
+    }
+}
+
+/// Opens every store and reads its status: counts, the search index, missing vectors.
+fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
+    let services = match crate::compose::services(config, project) {
+        Ok(services) => services,
+        Err(error) => {
+            return vec![Check::fail("stores", format!("{error:#}"), "check the path and permissions named above, or the storage settings")];
+        }
+    };
+    let status = match services.memory.status() {
+        Ok(status) => status,
+        Err(error) => return vec![Check::fail("stores", error.to_string(), "run `kenning reindex`; if it fails too, restore from `kenning export`")],
+    };
+    let mut checks = Vec::new();
+    let summary: Vec<String> =
+        status.domains.iter().map(|domain| format!("{} ({} memories, {})", domain.domain, domain.total, domain.location)).collect();
+    checks.push(Check::ok("stores", summary.join("; ")));
+    let out_of_step: Vec<&str> =
+        status.domains.iter().filter(|domain| !domain.index.text_index_ok).map(|domain| domain.domain.as_str()).collect();
+    let missing: u64 = status.domains.iter().map(|domain| domain.index.missing_vectors).sum();
+    checks.push(if !out_of_step.is_empty() {
+        Check::fail("index", format!("the search index of {} is out of step", out_of_step.join(", ")), "run `kenning reindex`")
+    } else if missing > 0 {
+        Check::warn("index", format!("{missing} memories have no vector from the current model"), "run `kenning reindex`")
+    } else {
+        Check::ok("index", format!("search index in step; search mode {}", status.search_mode))
+    });
+    if project.is_none() {
+        checks.push(Check::warn(
+            "project",
+            "not inside a git repository: memories go to the user domain only",
+            "run kenning inside the project's repository",
+        ));
+    }
+    checks
+}
+
+fn read_object(path: &Path) -> Option<Result<Map<String, Value>, String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(format!("{} does not hold a JSON object", path.display())),
+        Err(error) => Err(format!("{} is not valid JSON: {error}", path.display())),
+    })
+}
+
+/// Every event needs a kenning hook in the project's or the user's settings.
+fn hooks(project: &Targets, user: Option<&Targets>) -> Check {
+    let mut settings = Vec::new();
+    for path in std::iter::once(&project.settings).chain(user.map(|targets| &targets.settings)) {
+        match read_object(path) {
+            Some(Ok(map)) => settings.push(map),
+            Some(Err(problem)) => return Check::fail("hooks", problem, "fix the file, then run `kenning init`"),
+            None => {}
+        }
+    }
+    let missing: Vec<&str> = HookEvent::ALL
+        .into_iter()
+        .filter(|event| !settings.iter().any(|map| hook_commands(map, *event).into_iter().any(|command| is_kenning_hook(command, *event))))
+        .map(HookEvent::claude_name)
+        .collect();
+    if missing.is_empty() {
+        Check::ok("hooks", "kenning answers SessionStart, UserPromptSubmit, PostToolUse, PreCompact and Stop")
+    } else {
+        Check::fail(
+            "hooks",
+            format!("no kenning hook for {}", missing.join(", ")),
+            "run `kenning init` (this project) or `kenning init --user` (every project)",
+        )
+    }
+}
+
+/// kenning must be registered as an MCP server: in `.mcp.json`, or in `~/.claude.json` for the
+/// user or for this project.
+fn mcp(project: &Targets, user: Option<&Targets>, root: &Path) -> Check {
+    let registered = |servers: Option<&Value>| -> bool {
+        servers.and_then(Value::as_object).is_some_and(|servers| {
+            servers.iter().any(|(name, server)| {
+                let command = server.get("command").and_then(Value::as_str).unwrap_or_default();
+                name == SERVER_NAME || Path::new(command).file_name().and_then(|name| name.to_str()) == Some("kenning")
+            })
+        })
+    };
+    if let Some(Ok(map)) = read_object(&project.mcp)
+        && registered(map.get("mcpServers"))
+    {
+        return Check::ok("mcp", format!("registered in {}", project.mcp.display()));
+    }
+    if let Some(user) = user
+        && let Some(Ok(map)) = read_object(&user.mcp)
+    {
+        let for_project = map.get("projects").and_then(|projects| projects.get(&*root.to_string_lossy())).and_then(|entry| entry.get("mcpServers"));
+        if registered(map.get("mcpServers")) || registered(for_project) {
+            return Check::ok("mcp", format!("registered in {}", user.mcp.display()));
+        }
+    }
+    Check::fail("mcp", "kenning is not registered as an MCP server", "run `kenning init` (or `claude mcp add kenning -- kenning serve`)")
+}
+
+/// Hooks fail silently by design; their log says whether they did lately.
+fn hook_log() -> Check {
+    let Some(path) = crate::hook::log_path() else { return Check::ok("hook-log", "no data directory") };
+    let Ok(text) = std::fs::read_to_string(&path) else { return Check::ok("hook-log", "no hook has failed") };
+    match text.lines().last() {
+        Some(last) => Check::warn(
+            "hook-log",
+            format!("{} hook failure(s) logged; the last: {last}", text.lines().count()),
+            format!("fix the cause named there, then delete {}", path.display()),
+        ),
+        None => Check::ok("hook-log", "no hook has failed"),
+    }
+}
