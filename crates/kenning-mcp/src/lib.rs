@@ -11,8 +11,11 @@
 //! - [`decision_resources`] serves decisions, calibration, skills and anomalies as resources
 //!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
 //!   decision tool changes them.
-//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check.
+//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check,
+//!   `/healthz` and Prometheus `/metrics`; [`access`] puts API keys, per-key rate limits and
+//!   the audit log (from `kenning-service`) in front of the HTTP tools.
 
+pub mod access;
 pub mod decision_resources;
 pub mod error;
 pub mod params;
@@ -23,4 +26,5 @@ pub mod tools;
 pub mod transport;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
+pub use access::{Caller, HttpAccess};
 pub use transport::{ServeError, serve_http, serve_stdio};

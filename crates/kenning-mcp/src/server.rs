@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
@@ -13,7 +14,9 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
 use kenning_engine::{DecisionService, MemoryService};
+use kenning_service::Outcome;
 
+use crate::access::CallObserver;
 use crate::decision_resources::{self, Change, DecisionUri};
 use crate::error::invalid_params;
 use crate::resources;
@@ -58,6 +61,8 @@ pub struct KenningServer {
     pub(crate) subscriptions: Arc<Subscriptions>,
     /// Tells this session's subscriptions from other sessions' in the shared registry.
     session: u64,
+    /// Times, counts and audits tool calls; set by the HTTP transport.
+    observer: Option<Arc<CallObserver>>,
 }
 
 impl KenningServer {
@@ -67,12 +72,25 @@ impl KenningServer {
         let tool_router = Arc::new(Self::router(&selected, options.read_only));
         let subscriptions = Arc::new(Subscriptions::default());
         let session = subscriptions.next_number();
-        Ok(KenningServer { memory, decisions, tool_router, decision_resources: selected.contains(&"decisions"), subscriptions, session })
+        Ok(KenningServer {
+            memory,
+            decisions,
+            tool_router,
+            decision_resources: selected.contains(&"decisions"),
+            subscriptions,
+            session,
+            observer: None,
+        })
     }
 
     /// The same server for another client session, sharing stores and subscriptions.
     pub fn for_session(&self) -> KenningServer {
         KenningServer { session: self.subscriptions.next_number(), ..self.clone() }
+    }
+
+    /// The same server with every tool call timed, counted and audited by `observer`.
+    pub(crate) fn observed(self, observer: CallObserver) -> KenningServer {
+        KenningServer { observer: Some(Arc::new(observer)), ..self }
     }
 
     fn selected(options: &ServerOptions) -> Result<Vec<&'static str>, FieldError> {
@@ -181,6 +199,23 @@ async fn on_blocking_pool<T: Send + 'static>(
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KenningServer {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+        let Some(observer) = self.observer.clone() else {
+            return self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+        };
+        let started = std::time::Instant::now();
+        let tool = request.name.to_string();
+        let audit_context = context.clone();
+        let response = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+        let outcome = match &response {
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Invalid,
+        };
+        observer.record(&tool, &audit_context, started.elapsed(), outcome);
+        response
+    }
+
     fn get_info(&self) -> ServerConfig {
         let capabilities = if self.decision_resources {
             ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build()
