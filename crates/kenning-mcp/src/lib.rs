@@ -12,8 +12,9 @@
 //!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
 //!   decision tool changes them.
 //! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check,
-//!   `/healthz` and Prometheus `/metrics`; [`access`] puts API keys, per-key rate limits and
-//!   the audit log (from `kenning-service`) in front of the HTTP tools.
+//!   `/healthz` and Prometheus `/metrics`, and answers messages that cannot be read with the
+//!   JSON-RPC errors rmcp does not send; [`access`] puts API keys, per-key rate limits and the
+//!   audit log (from `kenning-service`) in front of the HTTP tools.
 
 pub mod access;
 pub mod decision_resources;
@@ -24,6 +25,7 @@ mod server;
 mod subscriptions;
 pub mod tools;
 pub mod transport;
+mod unparsed;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
 pub use access::{Caller, HttpAccess};

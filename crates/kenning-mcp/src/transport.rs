@@ -1,20 +1,36 @@
 //! Serving a [`KenningServer`] over stdio or streamable HTTP.
+//!
+//! rmcp carries the protocol on both transports, with two corrections of ours for messages that
+//! cannot be read (see [`jsonrpc`]): over stdio kenning's own [`stdio::LineTransport`] replaces
+//! rmcp's, and over HTTP a layer in front of rmcp's service turns its 415 for an unreadable JSON
+//! body into 400 with the JSON-RPC error.
+
+mod jsonrpc;
+pub mod stdio;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt;
-use rmcp::transport::stdio;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 
-use axum::http::header;
-use axum::response::IntoResponse;
 use kenning_service::Metrics;
 
 use crate::access::{self, CallObserver, Guard, HttpAccess, limit_classes};
 use crate::server::KenningServer;
+use jsonrpc::{Incoming, read_message};
+
+/// The largest HTTP request body read (rmcp's default, stated here because the layer in front of
+/// rmcp reads the body too).
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Why serving stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +45,8 @@ pub enum ServeError {
 
 /// Serves one client on stdin/stdout until it closes its end.
 pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
-    let running = server.serve(stdio()).await.map_err(|error| ServeError::Start(error.to_string()))?;
+    let transport = stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+    let running = server.serve(transport).await.map_err(|error| ServeError::Start(error.to_string()))?;
     running.waiting().await.map_err(|error| ServeError::Session(error.to_string()))?;
     Ok(())
 }
@@ -37,9 +54,6 @@ pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
 /// Origins a browser on this machine sends; any other Origin is refused with 403 so that a web
 /// page cannot reach the server through DNS rebinding.
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
-
-/// The largest request body accepted, the same as rmcp's own limit.
-const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Serves streamable HTTP at `/mcp`, with `/healthz` and `/metrics`, on an already bound
 /// listener until `shutdown` resolves.
@@ -57,11 +71,12 @@ pub async fn serve_http(
     let tools = server.tools();
     let metrics = Arc::new(Metrics::new(tools.iter().map(|tool| tool.name.to_string())));
     let server = server.observed(CallObserver { metrics: metrics.clone(), audit: access.audit.clone() });
-    let guard = Arc::new(Guard { classes: limit_classes(&tools), access, metrics: metrics.clone(), max_body_bytes: MAX_BODY_BYTES });
+    let guard =
+        Arc::new(Guard { classes: limit_classes(&tools), access, metrics: metrics.clone(), max_body_bytes: MAX_REQUEST_BODY_BYTES });
 
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_origins(LOOPBACK_ORIGINS)
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
+        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
     if !address.ip().is_loopback() {
         // Off loopback every request needs an API key, which a page reached by DNS rebinding
         // does not have, and clients name the server by whatever host or address reaches it.
@@ -73,8 +88,11 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    // The key check and rate limits come first (the outer layer), so that a refused request
+    // costs nothing more.
     let mcp = axum::Router::new()
         .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn(answer_unreadable_messages))
         .layer(axum::middleware::from_fn_with_state(guard.clone(), access::guard_mcp));
     let metrics_route = axum::Router::new()
         .route("/metrics", axum::routing::get(move || render_metrics(metrics.clone())))
@@ -100,4 +118,47 @@ async fn health() -> impl IntoResponse {
 
 async fn render_metrics(metrics: Arc<Metrics>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics.render())
+}
+
+/// Lets rmcp handle a POSTed JSON body first (its Origin, Host, Accept and session checks come
+/// before it reads the body), and when it refuses the body as unreadable (415 although the body is
+/// declared JSON) answers by the specification instead: 400 with -32700 for text that is not JSON,
+/// -32600 for JSON that is not a message, with the request's id when it has one.
+async fn answer_unreadable_messages(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || !declares_json(request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: the request body exceeds {MAX_REQUEST_BODY_BYTES} bytes, or could not be read"),
+        )
+            .into_response();
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    match read_message(&bytes) {
+        Incoming::Message(_) => response,
+        Incoming::Refused(error) => json_error(error),
+        // Over HTTP an unreadable notification or response is refused too (the specification's
+        // 400 with an id-less error), since the client waits for the status.
+        Incoming::Ignored(reason) => json_error(jsonrpc::unreadable_notification(&reason)),
+    }
+}
+
+fn declares_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn json_error(error: Value) -> Response {
+    let mut response = (StatusCode::BAD_REQUEST, Bytes::from(error.to_string())).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }

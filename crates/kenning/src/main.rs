@@ -192,10 +192,10 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
             None => kenning_mcp::serve_stdio(server).await?,
             Some(address) => {
                 let (listener, access) = http_access(config, &address).await?;
+                // Registered before the address is announced: a client that interrupts the server
+                // as soon as it is announced then stops it cleanly instead of killing it.
+                let shutdown = interrupted()?;
                 eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
-                let shutdown = async {
-                    let _ = tokio::signal::ctrl_c().await;
-                };
                 kenning_mcp::serve_http(server, listener, access, shutdown).await?;
             }
         }
@@ -237,6 +237,23 @@ async fn http_access(config: &Config, address: &str) -> Result<(tokio::net::TcpL
         audit: Some(Arc::new(audit)),
     };
     Ok((listener, access))
+}
+
+/// Resolves on Ctrl-C (SIGINT); the handler is in place when this returns.
+#[cfg(unix)]
+fn interrupted() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        interrupt.recv().await;
+    })
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn interrupted() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
 
 fn print<T: Serialize>(json: bool, value: &T, human: impl Fn(&T) -> String) -> Result<()> {
