@@ -9,16 +9,21 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
+//! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
+//!   its own connection, session and (by default) the same API key.
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
-//! `kenning serve` through [`mcp_client`]; [`embedder`]
+//! `kenning serve` through [`mcp_client`]; [`http`] loads `kenning serve --http` through
+//! [`http_client`]; [`embedder`]
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
 mod corpus;
 mod embed;
 mod embedder;
+mod http;
+mod http_client;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -45,6 +50,8 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
+    /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
+    Http(http::HttpArgs),
 }
 
 fn main() -> Result<()> {
@@ -60,6 +67,10 @@ fn main() -> Result<()> {
         Command::Embed(args) => {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
+        }
+        Command::Http(args) => {
+            let report = http::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
         }
     }
 }
