@@ -10,10 +10,13 @@
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
 //! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer ([`hooks`]).
+//! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
+//!   its own connection, session and (by default) the same API key.
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
-//! `kenning serve` through [`mcp_client`]; [`embedder`]
+//! `kenning serve` through [`mcp_client`]; [`http`] loads `kenning serve --http` through
+//! [`http_client`]; [`embedder`]
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
@@ -21,6 +24,8 @@ mod corpus;
 mod embed;
 mod embedder;
 mod hooks;
+mod http;
+mod http_client;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -49,6 +54,8 @@ enum Command {
     Embed(embed::EmbedArgs),
     /// Claude Code hook speed: spawn to answer of `kenning hook EVENT` on a synthetic store.
     Hooks(hooks::HooksArgs),
+    /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
+    Http(http::HttpArgs),
 }
 
 fn main() -> Result<()> {
@@ -68,6 +75,10 @@ fn main() -> Result<()> {
         Command::Hooks(args) => {
             let report = hooks::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &hooks::table(&report), args.json_out.as_deref())
+        }
+        Command::Http(args) => {
+            let report = http::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -9,7 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
-use crate::memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status};
+use crate::memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author};
 use crate::urn::{Domain, MemoryUrn};
 
 pub const MAX_TITLE_CHARS: usize = 200;

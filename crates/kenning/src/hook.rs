@@ -76,7 +76,7 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
 
 /// The hook log: `{data dir}/hooks.log`, one line per problem.
 pub fn log_path() -> Option<PathBuf> {
-    crate::config::data_dir().ok().map(|dir| dir.join("hooks.log"))
+    Config::data_dir().ok().map(|dir| dir.join("hooks.log"))
 }
 
 fn log(event: &str, message: &str) {

@@ -110,6 +110,10 @@ pub struct CaptureDecision {
     #[serde(default)]
     pub related_files: Vec<String>,
     pub created_by: Option<String>,
+    /// Who is writing: set by the front end from the caller's authenticated identity and
+    /// recorded as the author of the decision's memory, never taken from tool arguments.
+    #[serde(default)]
+    pub author: Option<String>,
 }
 
 /// A change to a decision; absent fields stay as they are.
