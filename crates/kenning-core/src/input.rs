@@ -20,7 +20,6 @@ pub const MAX_METADATA_ENTRIES: usize = 64;
 pub const MAX_METADATA_KEY_CHARS: usize = 64;
 pub const MAX_METADATA_VALUE_BYTES: usize = 4096;
 pub const MAX_LINKS: usize = 64;
-pub const MAX_AUTHOR_CHARS: usize = 128;
 pub const DEFAULT_NAMESPACE: &str = "context";
 pub const DEFAULT_SALIENCE: f64 = 0.5;
 
@@ -389,20 +388,6 @@ fn validate_metadata(metadata: BTreeMap<String, String>) -> Result<BTreeMap<Stri
         }
     }
     Ok(metadata)
-}
-
-/// An author id: 1 to 128 characters, trimmed, without control characters.
-pub fn validate_author(author: &str) -> Result<String, FieldError> {
-    let trimmed = author.trim();
-    if trimmed.is_empty() || trimmed.chars().count() > MAX_AUTHOR_CHARS || trimmed.chars().any(char::is_control) {
-        return Err(FieldError::new(
-            "author",
-            format!("must be 1-{MAX_AUTHOR_CHARS} characters without control characters"),
-            author,
-            "use a stable user id such as an e-mail address or a login name",
-        ));
-    }
-    Ok(trimmed.to_owned())
 }
 
 /// Parses an RFC 3339 timestamp or a plain `YYYY-MM-DD` date (taken as midnight UTC).

@@ -239,7 +239,12 @@ impl Config {
     /// The author recorded on this user's captures: the configured id, else the login name.
     pub fn author(&self) -> Option<String> {
         let login = || std::env::var("USER").or_else(|_| std::env::var("USERNAME")).ok();
-        self.user_id.clone().or_else(login).map(|id| id.trim().to_owned()).filter(|id| !id.is_empty())
+        // An author is `[A-Za-z0-9._@+:-]`; a login name with other characters is made to fit
+        // rather than refusing every capture.
+        let fit = |id: String| -> String {
+            id.trim().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-') { c } else { '-' }).take(128).collect()
+        };
+        self.user_id.clone().or_else(login).map(fit).filter(|id| !id.is_empty())
     }
 
     /// The user store's path: configured, else under the user's data directory.
