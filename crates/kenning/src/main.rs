@@ -78,8 +78,8 @@ fn run(cli: Cli) -> Result<()> {
 
 fn run_with_stores(json: bool, command: Command) -> Result<()> {
     let cwd = std::env::current_dir().context("reading the working directory")?;
-    if let Command::Init(args) = &cli.command {
-        return init::run(&cwd, args, cli.json);
+    if let Command::Init(args) = &command {
+        return init::run(&cwd, args, json);
     }
     let project_hint = Project::discover(&cwd, None);
     let config = Config::load(project_hint.as_ref().map(|project| project.root.as_path()))?;
