@@ -9,6 +9,8 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
+//! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
+//!   capture throughput, recall latency and concurrent clients ([`org`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -23,6 +25,7 @@ mod latency;
 mod locomo;
 mod mcp_client;
 mod metrics;
+mod org;
 mod report;
 mod retrieval;
 mod stats;
@@ -45,6 +48,9 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
+    /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
+    /// recall latency and concurrent clients.
+    Org(org::OrgArgs),
 }
 
 fn main() -> Result<()> {
@@ -60,6 +66,10 @@ fn main() -> Result<()> {
         Command::Embed(args) => {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
+        }
+        Command::Org(args) => {
+            let report = org::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())
         }
     }
 }

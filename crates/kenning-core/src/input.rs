@@ -140,6 +140,7 @@ pub fn build_memory(
         links: validate_links(&input.links)?,
         metadata: validate_metadata(input.metadata)?,
         version: 1,
+        author: None,
     })
 }
 

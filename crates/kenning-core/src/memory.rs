@@ -247,6 +247,11 @@ pub struct Memory {
     pub metadata: BTreeMap<String, String>,
     /// Starts at 1 and grows by one with every change; each earlier version is kept in the history.
     pub version: u32,
+    /// Who wrote the memory: the configured user id of the person (or service) whose agent
+    /// captured it. Recorded on organisation memories, where many people write; records written
+    /// before it existed read as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 impl Memory {

@@ -48,6 +48,8 @@ pub struct MemoryService {
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) access: AccessRecorder,
     clock: Arc<dyn Clock>,
+    /// The configured user id, recorded as the author of organisation memories.
+    author: Option<String>,
 }
 
 impl MemoryService {
@@ -56,7 +58,14 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock) }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None }
+    }
+
+    /// Names the user whose memories this service writes: every memory captured into (or
+    /// promoted to) an organisation domain records it as its author.
+    pub fn with_author(mut self, author: Option<String>) -> Self {
+        self.author = author;
+        self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -139,7 +148,9 @@ impl MemoryService {
             .into_iter()
             .map(|input| {
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
-                build_memory(input, entry.domain.clone(), id, now)
+                let mut memory = build_memory(input, entry.domain.clone(), id, now)?;
+                memory.author = self.author_for(&entry.domain);
+                Ok(memory)
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
@@ -178,6 +189,63 @@ impl MemoryService {
                 })
             })
             .collect()
+    }
+
+    /// The author a new memory in `domain` records: the configured user in an organisation
+    /// domain, where many people write; nobody elsewhere.
+    fn author_for(&self, domain: &Domain) -> Option<String> {
+        matches!(domain, Domain::Org(_)).then(|| self.author.clone()).flatten()
+    }
+
+    /// Copies a project or user memory into another domain (the organisation's, typically), so
+    /// that what one repository taught reaches the team. The copy is a new memory, version 1,
+    /// authored by the configured user, with everything the original says and a
+    /// `promoted-from` link back to it. Promoting content the target already holds returns
+    /// that memory (`created: false`).
+    pub fn promote(&self, urn: &str, to: &str) -> Result<CaptureOutcome> {
+        let (source_urn, source_entry) = self.parse_memory_urn("urn", urn)?;
+        let target = self.resolve_domain("to", to)?;
+        if target.domain == source_entry.domain {
+            return Err(FieldError::new(
+                "to",
+                "is the domain the memory is already in",
+                to,
+                "promote a project or user memory to `org`",
+            )
+            .into());
+        }
+        let source = source_entry.store.get(&source_urn.id)?.ok_or_else(|| Error::NotFound { urn: source_urn.to_string() })?;
+        if source.status != Status::Active {
+            return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
+        }
+        let now = self.now();
+        let mut links = source.links.clone();
+        links.push(kenning_core::Link { target: source_urn.clone(), relation: "promoted-from".to_owned() });
+        let copy = Memory {
+            id: MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid"),
+            domain: target.domain.clone(),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: None,
+            access_count: 0,
+            links,
+            version: 1,
+            author: self.author_for(&target.domain).or_else(|| source.author.clone()),
+            ..source
+        };
+        let embedding = self.embed_memories(std::slice::from_ref(&copy))?.pop().flatten();
+        let embedded = embedding.is_some();
+        let inserted = target.store.insert(&[(copy.clone(), embedding)])?;
+        Ok(match inserted.first() {
+            Some(Inserted::Duplicate(existing)) => CaptureOutcome {
+                urn: MemoryUrn::new(target.domain.clone(), copy.namespace.clone(), existing.clone()).to_string(),
+                title: copy.title,
+                created: false,
+                embedded,
+                warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
+            },
+            _ => CaptureOutcome { urn: copy.urn().to_string(), title: copy.title.clone(), created: true, embedded, warnings: Vec::new() },
+        })
     }
 
     pub(crate) fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {
@@ -269,10 +337,15 @@ impl MemoryService {
     pub fn status(&self) -> Result<StatusReport> {
         let model = self.embedder_model();
         let mut domains = Vec::with_capacity(self.domains.len());
-        for entry in &self.domains {
-            domains.push(domain_status(&entry.domain, entry.store.stats()?, model));
-        }
         let mut notes = Vec::new();
+        for entry in &self.domains {
+            match entry.store.stats() {
+                Ok(stats) => domains.push(domain_status(&entry.domain, stats, model)),
+                // A database that is down leaves its domain out of the figures, and says so.
+                Err(kenning_core::Error::Unavailable(message)) => notes.push(format!("{} is unavailable: {message}", entry.domain)),
+                Err(other) => return Err(other.into()),
+            }
+        }
         if self.embedder.is_none() {
             notes.push("no embedding model is configured: recall uses full-text (BM25) search only".to_owned());
         }

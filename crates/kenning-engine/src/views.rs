@@ -44,6 +44,9 @@ pub struct MemoryView {
     pub links: Vec<LinkView>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
+    /// Who wrote it (organisation memories record their author).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -80,6 +83,7 @@ impl From<&Memory> for MemoryView {
                 .collect(),
             metadata: memory.metadata.clone(),
             version: memory.version,
+            author: memory.author.clone(),
         }
     }
 }
@@ -164,6 +168,17 @@ pub struct RecallPage {
     /// Estimated tokens of the results returned.
     pub estimated_tokens: usize,
     pub resource_template: String,
+    /// Domains that could not be searched (an organisation database that is down); the
+    /// results come from the others. Absent when every domain answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<UnavailableDomain>,
+}
+
+/// A domain a recall had to leave out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UnavailableDomain {
+    pub domain: String,
+    pub message: String,
 }
 
 /// The result of an update, forget or restore.

@@ -40,6 +40,13 @@ pub enum Command {
     },
     /// Show a memory's earlier versions.
     History { urn: String },
+    /// Copy a project or user memory into the organisation's shared memory, linked back to it.
+    Promote {
+        urn: String,
+        /// The domain to copy it into: `org` or `org:{org-id}`.
+        #[arg(long, default_value = "org")]
+        to: String,
+    },
     /// Show counts, store locations, the embedder and index health.
     Status,
     /// Rebuild the full-text index and embed memories that lack a vector from the current model.

@@ -117,6 +117,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Forget { urn, reason } => print(json, &memory.forget(&urn, &reason)?, render::change),
         Command::Restore { urn, reason } => print(json, &memory.restore(&urn, &reason)?, render::change),
         Command::History { urn } => print(json, &memory.history(&urn)?, render::history),
+        Command::Promote { urn, to } => print(json, &memory.promote(&urn, &to)?, render::capture),
         Command::Status => print(json, &memory.status()?, render::status),
         Command::Reindex => {
             let report = memory.reindex(64)?;

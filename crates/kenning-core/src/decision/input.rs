@@ -533,6 +533,7 @@ pub fn refresh_memory(
         status,
         version: current.version,
         updated_at: current.updated_at,
+        author: current.author.clone(),
         ..built
     };
     if next == *current {
