@@ -8,7 +8,7 @@ use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
-use kenning_postgres::{PostgresStore, Settings};
+use kenning_postgres::{PostgresStore, Settings, VectorIndex};
 use kenning_sqlite::SqliteStore;
 
 use crate::config::{Config, EmbedderChoice, OrgConfig};
@@ -57,6 +57,16 @@ fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     let mut settings = Settings::new(org.url.clone());
     if let Some(schema) = &org.schema {
         settings.schema = schema.clone();
+    }
+    if let Some(text) = &org.vector_index {
+        settings.vector_index = VectorIndex::parse(text).ok_or_else(|| {
+            kenning_engine::Error::Invalid(kenning_core::FieldError::new(
+                "domains.org.vector_index",
+                "is not a known vector index",
+                text.as_str(),
+                "use `hnsw` (the default) or `exact`",
+            ))
+        })?;
     }
     let store = PostgresStore::open(&settings).with_context(|| format!("setting up the {domain} store"))?;
     Ok((domain, Arc::new(store)))

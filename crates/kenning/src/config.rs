@@ -44,6 +44,8 @@ pub struct OrgConfig {
     pub url: String,
     /// The PostgreSQL schema holding kenning's tables; default `kenning`.
     pub schema: Option<String>,
+    /// `hnsw` (the default) or `exact`.
+    pub vector_index: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,6 +96,7 @@ struct OrgSection {
     id: Option<String>,
     url: Option<String>,
     schema: Option<String>,
+    vector_index: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -196,7 +199,7 @@ impl Config {
             self.decision_modules = Some(modules);
         }
         if let Some(org) = file.domains.and_then(|domains| domains.org) {
-            self.merge_org(org.id, org.url, org.schema);
+            self.merge_org(org.id, org.url, org.schema, org.vector_index);
         }
         if let Some(id) = file.user.and_then(|user| user.id) {
             self.user_id = Some(id);
@@ -236,7 +239,7 @@ impl Config {
         if let Some(list) = var("KENNING_DECISION_MODULES") {
             self.decision_modules = Some(split_list(&list));
         }
-        self.merge_org(var("KENNING_ORG_ID"), var("KENNING_ORG_URL"), var("KENNING_ORG_SCHEMA"));
+        self.merge_org(var("KENNING_ORG_ID"), var("KENNING_ORG_URL"), var("KENNING_ORG_SCHEMA"), var("KENNING_ORG_VECTOR_INDEX"));
         if let Some(id) = var("KENNING_USER_ID") {
             self.user_id = Some(id);
         }
@@ -244,8 +247,8 @@ impl Config {
     }
 
     /// Overrides the org settings that are given; the others keep their earlier values.
-    fn merge_org(&mut self, id: Option<String>, url: Option<String>, schema: Option<String>) {
-        if id.is_none() && url.is_none() && schema.is_none() {
+    fn merge_org(&mut self, id: Option<String>, url: Option<String>, schema: Option<String>, vector_index: Option<String>) {
+        if id.is_none() && url.is_none() && schema.is_none() && vector_index.is_none() {
             return;
         }
         let org = self.org.get_or_insert_with(OrgConfig::default);
@@ -257,6 +260,9 @@ impl Config {
         }
         if let Some(schema) = schema {
             org.schema = Some(schema);
+        }
+        if let Some(vector_index) = vector_index {
+            org.vector_index = Some(vector_index);
         }
     }
 
