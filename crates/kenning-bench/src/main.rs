@@ -9,18 +9,23 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
+//! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
+//!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
 //!   capture throughput, recall latency and concurrent clients ([`org`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
-//! `kenning serve` through [`mcp_client`]; [`embedder`]
+//! `kenning serve` through [`mcp_client`]; [`http`] loads `kenning serve --http` through
+//! [`http_client`]; [`embedder`]
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
 mod corpus;
 mod embed;
 mod embedder;
+mod http;
+mod http_client;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -48,6 +53,8 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
+    /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
+    Http(http::HttpArgs),
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
     /// recall latency and concurrent clients.
     Org(org::OrgArgs),
@@ -67,6 +74,9 @@ fn main() -> Result<()> {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
         }
+        Command::Http(args) => {
+            let report = http::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
         Command::Org(args) => {
             let report = org::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())

@@ -149,7 +149,9 @@ impl MemoryService {
             .map(|input| {
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
                 let mut memory = build_memory(input, entry.domain.clone(), id, now)?;
-                memory.author = self.author_for(&entry.domain);
+                if memory.author.is_none() {
+                    memory.author = self.author_for(&entry.domain);
+                }
                 Ok(memory)
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;

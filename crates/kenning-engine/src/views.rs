@@ -44,8 +44,8 @@ pub struct MemoryView {
     pub links: Vec<LinkView>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
-    /// Who wrote it (organisation memories record their author).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The identity that wrote the memory (an API key's identity over HTTP), when one was known.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
 }
 
