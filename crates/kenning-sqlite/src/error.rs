@@ -21,6 +21,10 @@ pub enum Error {
         "the store at {path} has schema version {found}, newer than the {supported} this build knows; upgrade kenning"
     )]
     NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    #[error("search index file {path}: {source}")]
+    IndexFile { path: PathBuf, source: std::io::Error },
+    #[error("search index image: {0}")]
+    IndexImage(String),
     #[error("memory not found: {0}")]
     NotFound(String),
     #[error("memory {id} was changed concurrently (expected version {expected})")]

@@ -146,6 +146,12 @@ const MIGRATIONS: &[&str] = &[
            'link', m.created_at
     FROM memories m, json_each(m.body, '$.links') AS link;
     "#,
+    // 4: the store's identity, made once, so that a search index persisted beside the database
+    // (`index_file`) is only ever read back for the store it was built from.
+    r#"
+    CREATE TABLE store_identity (id TEXT NOT NULL);
+    INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
+    "#,
 ];
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped

@@ -42,6 +42,20 @@ impl SqliteStore {
     pub fn path(&self) -> &Path {
         self.db.path()
     }
+
+    /// Where the search index is kept between processes: beside the database, a cache that
+    /// is rebuilt from the database whenever it is missing, stale or damaged.
+    pub fn index_path(&self) -> std::path::PathBuf {
+        crate::index_file::index_path(self.db.path())
+    }
+
+    /// Brings the search index up to date and writes its file now, unless the file already
+    /// reflects every change. The index is otherwise written in the background, after it was
+    /// built and whenever it has moved well past its file; this is for callers that want the
+    /// file complete before they go on, such as a benchmark or a command about to exit.
+    pub fn persist_index(&self) -> Result<(), Error> {
+        self.search.persist(&self.db)
+    }
 }
 
 type CoreResult<T> = kenning_core::Result<T>;
@@ -124,7 +138,7 @@ impl MemoryStore for SqliteStore {
 
     fn rebuild_index(&self) -> CoreResult<u64> {
         let indexed = self.db.write(|tx| write::rebuild_index(tx))?;
-        self.search.reset();
+        self.search.reset(&self.db);
         Ok(indexed)
     }
 
