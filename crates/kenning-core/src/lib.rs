@@ -38,5 +38,5 @@ pub use error::{Error, FieldError, Result, closest};
 pub use input::{CaptureInput, LinkInput, UpdateInput};
 pub use memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, BUILT_IN_NAMESPACES};
 pub use search::{Cursor, Detail, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats, SyncReport};
 pub use urn::{Domain, MemoryUrn, Urn};
