@@ -12,9 +12,10 @@ from harness import Workspace, connect
 
 pytestmark = pytest.mark.anyio
 
-# The evaluation models live in `shared/` beside the repository, never inside it.
+# The evaluation models live in `shared/` beside the repository, never inside it; scripts/test finds
+# the model (there or from its PyPI package) and sets KENNING_TEST_MODEL_DIR.
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[3] / "shared" / "models" / "all-MiniLM-L6-v2"
-MODEL_DIR = Path(os.environ.get("KENNING_E2E_MODEL_DIR", str(DEFAULT_MODEL_DIR)))
+MODEL_DIR = Path(os.environ.get("KENNING_TEST_MODEL_DIR", str(DEFAULT_MODEL_DIR)))
 
 UNRELATED = [
     "Makefiles must be indented with tabs, not spaces.",
@@ -58,7 +59,7 @@ async def test_builtin_model_recalls_by_meaning_with_no_configuration(ws: Worksp
 
 async def test_transformer_recalls_by_meaning(ws: Workspace) -> None:
     assert (MODEL_DIR / "model.safetensors").is_file(), (
-        f"no all-MiniLM-L6-v2 model at {MODEL_DIR}: put shared/ beside the repository or set KENNING_E2E_MODEL_DIR"
+        f"no all-MiniLM-L6-v2 model at {MODEL_DIR}: run the tests with scripts/test, or set KENNING_TEST_MODEL_DIR"
     )
     status = await recalls_by_meaning(ws, env={"KENNING_MODEL_DIR": str(MODEL_DIR)})
     assert status["embedder"]["model"] == "all-MiniLM-L6-v2", status["embedder"]

@@ -45,6 +45,19 @@ pub fn invalid_params(error: &FieldError) -> McpError {
     )
 }
 
+/// How much of a refused value an error quotes back.
+const QUOTED_CHARS: usize = 200;
+
+/// A refused value as an error quotes it: itself when short, else the start of its JSON text.
+pub(crate) fn quoted(value: &Value) -> Value {
+    let text = value.to_string();
+    if text.chars().count() <= QUOTED_CHARS {
+        value.clone()
+    } else {
+        Value::String(format!("{}…", text.chars().take(QUOTED_CHARS).collect::<String>()))
+    }
+}
+
 impl From<EngineError> for ToolError {
     fn from(error: EngineError) -> Self {
         match error {

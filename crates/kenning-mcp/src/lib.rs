@@ -11,7 +11,8 @@
 //! - [`decision_resources`] serves decisions, calibration, skills and anomalies as resources
 //!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
 //!   decision tool changes them.
-//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check.
+//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check, and
+//!   answers messages that cannot be read with the JSON-RPC errors rmcp does not send.
 
 pub mod decision_resources;
 pub mod error;
@@ -21,6 +22,7 @@ mod server;
 mod subscriptions;
 pub mod tools;
 pub mod transport;
+mod unparsed;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
 pub use transport::{ServeError, serve_http, serve_stdio};

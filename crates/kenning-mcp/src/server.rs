@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    CustomRequest, CustomResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
@@ -257,6 +257,12 @@ impl ServerHandler for KenningServer {
         };
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// A request rmcp could not read into its method's type: -32602 for a method of the
+    /// specification (its params did not fit), -32601 for any other.
+    async fn on_custom_request(&self, request: CustomRequest, _context: RequestContext<RoleServer>) -> Result<CustomResult, McpError> {
+        Err(crate::unparsed::answer(&request.method, request.params.as_ref()))
     }
 
     #[allow(deprecated, reason = "clients that negotiate a 2025 protocol subscribe with resources/subscribe")]

@@ -1,15 +1,33 @@
 //! Serving a [`KenningServer`] over stdio or streamable HTTP.
+//!
+//! rmcp carries the protocol on both transports, with two corrections of ours for messages that
+//! cannot be read (see [`jsonrpc`]): over stdio kenning's own [`stdio::LineTransport`] replaces
+//! rmcp's, and over HTTP a layer in front of rmcp's service turns its 415 for an unreadable JSON
+//! body into 400 with the JSON-RPC error.
+
+mod jsonrpc;
+pub mod stdio;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt;
-use rmcp::transport::stdio;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 
 use crate::server::KenningServer;
+use jsonrpc::{Incoming, read_message};
+
+/// The largest HTTP request body read (rmcp's default, stated here because the layer in front of
+/// rmcp reads the body too).
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Why serving stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +42,8 @@ pub enum ServeError {
 
 /// Serves one client on stdin/stdout until it closes its end.
 pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
-    let running = server.serve(stdio()).await.map_err(|error| ServeError::Start(error.to_string()))?;
+    let transport = stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+    let running = server.serve(transport).await.map_err(|error| ServeError::Start(error.to_string()))?;
     running.waiting().await.map_err(|error| ServeError::Session(error.to_string()))?;
     Ok(())
 }
@@ -40,7 +59,9 @@ pub async fn serve_http(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let address: SocketAddr = listener.local_addr()?;
-    let mut config = StreamableHttpServerConfig::default().with_allowed_origins(LOOPBACK_ORIGINS);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(LOOPBACK_ORIGINS)
+        .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
     if !address.ip().is_loopback() {
         let host = address.ip().to_string();
         config = config.with_allowed_hosts(["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), host]);
@@ -51,7 +72,9 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let app = axum::Router::new().route_service("/mcp", service);
+    let app = axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn(answer_unreadable_messages));
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -59,4 +82,47 @@ pub async fn serve_http(
         })
         .await?;
     Ok(())
+}
+
+/// Lets rmcp handle a POSTed JSON body first (its Origin, Host, Accept and session checks come
+/// before it reads the body), and when it refuses the body as unreadable (415 although the body is
+/// declared JSON) answers by the specification instead: 400 with -32700 for text that is not JSON,
+/// -32600 for JSON that is not a message, with the request's id when it has one.
+async fn answer_unreadable_messages(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || !declares_json(request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await else {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Payload Too Large: the request body exceeds {MAX_REQUEST_BODY_BYTES} bytes, or could not be read"),
+        )
+            .into_response();
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    match read_message(&bytes) {
+        Incoming::Message(_) => response,
+        Incoming::Refused(error) => json_error(error),
+        // Over HTTP an unreadable notification or response is refused too (the specification's
+        // 400 with an id-less error), since the client waits for the status.
+        Incoming::Ignored(reason) => json_error(jsonrpc::unreadable_notification(&reason)),
+    }
+}
+
+fn declares_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn json_error(error: Value) -> Response {
+    let mut response = (StatusCode::BAD_REQUEST, Bytes::from(error.to_string())).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }

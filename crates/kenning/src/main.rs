@@ -205,14 +205,31 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
                 let listener = tokio::net::TcpListener::bind(&address)
                     .await
                     .with_context(|| format!("binding {address}"))?;
+                // Registered before the address is announced: a client that interrupts the server
+                // as soon as it is announced then stops it cleanly instead of killing it.
+                let shutdown = interrupted()?;
                 eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
-                let shutdown = async {
-                    let _ = tokio::signal::ctrl_c().await;
-                };
                 kenning_mcp::serve_http(server, listener, shutdown).await?;
             }
         }
         Ok(())
+    })
+}
+
+/// Resolves on Ctrl-C (SIGINT); the handler is in place when this returns.
+#[cfg(unix)]
+fn interrupted() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        interrupt.recv().await;
+    })
+}
+
+/// Resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn interrupted() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
     })
 }
 

@@ -356,16 +356,19 @@ fn project_domain_exists_only_inside_a_git_repository() {
 #[test]
 fn python_mcp_sdk_end_to_end() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    // scripts/test points KENNING_TEST_PYTHON at its virtual environment's interpreter.
+    let python = std::env::var("KENNING_TEST_PYTHON")
+        .or_else(|_| std::env::var("PYTHON"))
+        .unwrap_or_else(|_| "python3".to_owned());
     let requirements = workspace.join("tests/e2e/requirements.txt");
     let probe = Command::new(&python).args(["-c", "import mcp, pytest"]).output();
     match probe {
         Ok(output) if output.status.success() => {}
         Ok(output) => panic!(
             "the Python MCP SDK or pytest is not installed for `{python}`:\n{}\n\
-             run `pip install -r tests/e2e/requirements.txt` in {} (or `{python} -m pip install -r {}`)",
+             run the tests with `scripts/test` (it sets up a virtual environment with them), or \
+             `{python} -m pip install -r {}`",
             String::from_utf8_lossy(&output.stderr).trim(),
-            workspace.display(),
             requirements.display()
         ),
         Err(error) => panic!(
