@@ -153,3 +153,12 @@ def test_http_answers_misfit_requests_with_their_error(ws: Workspace, case: Case
         replies = [message for message in json_rpc_messages(content_type, body) if "id" in message]
         assert len(replies) == 1, body
         check_error(replies[0], case)
+
+
+def test_http_refuses_an_unreadable_notification_with_400_and_no_id(ws: Workspace) -> None:
+    # Over stdio such a notification is dropped (JSON-RPC never answers one); over HTTP the client
+    # waits for a status, and the specification asks for 400 with an error that has no id.
+    with http_server(ws) as server:
+        status, _, body = http_post(server.url, '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "soon"}')
+        assert status == 400, (status, body)
+        check_error(json.loads(body), Case("notification", "", -32600, None, "message"))

@@ -83,6 +83,7 @@ impl Corpus {
             // stored them; the store's cost of keeping a link is a few bytes of its record.
             links: Vec::new(),
             metadata: metadata(&mut rng, &facts),
+            author: None,
         };
         Draft { input, key_phrase: lead.key_phrase }
     }

@@ -9,7 +9,9 @@
 //!    batch capture, which validates, assigns ids, embeds and writes each batch in one
 //!    transaction; `kenning import` restores finished records from an export, skipping all
 //!    of that, so it would not measure capture);
-//! 3. recalls against the loaded store, calling the service directly;
+//! 3. recalls against the loaded store, calling the service directly, after building its index
+//!    from the database and writing the index file; then the same recalls through a second
+//!    store on the same database, which opens that file instead of building the index;
 //! 4. the same recalls through `kenning serve` on the same store file, over newline-delimited
 //!    JSON-RPC on its stdin and stdout ([`crate::mcp_client`]);
 //! 5. cold starts: spawning `kenning serve` until its `initialize` result arrives, and on to
@@ -35,7 +37,9 @@ use serde_json::{Value, json};
 use crate::corpus::Corpus;
 use crate::embedder::{EmbedderArgs, EmbedderChoice};
 use crate::mcp_client::ServerCommand;
-use crate::report::{CorpusFigures, VectorSearchFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, status_kib};
+use crate::report::{
+    CorpusFigures, IndexFigures, LatencyReport, Machine, McpFigures, RecallFigures, Throughput, VectorSearchFigures, status_kib,
+};
 use crate::stats::{Summary, round};
 
 #[derive(Debug, Args)]
@@ -127,7 +131,8 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
 
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
     let db_path = dir.path().join("user.db");
-    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&db_path, args.durability.into())?);
+    let sqlite = Arc::new(SqliteStore::open_with(&db_path, args.durability.into())?);
+    let store: Arc<dyn MemoryStore> = sqlite.clone();
     let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
@@ -158,6 +163,14 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     let store_bytes = store_bytes(&db_path);
 
     let queries: Vec<String> = (0..args.queries).map(|index| corpus.query(index, args.memories)).collect();
+    // The index is built from the database here, as a process finding no index file does, and
+    // its file written before anything is timed, so the writer does not share the CPU with them.
+    let started = Instant::now();
+    service.warm_up()?;
+    let index_build = started.elapsed();
+    let started = Instant::now();
+    sqlite.persist_index()?;
+    let index_write = started.elapsed();
     // The warm-up pass fills SQLite's page cache and the OS cache, so the timed pass measures a
     // store in use rather than the first touches of a freshly written file.
     for query in &queries {
@@ -175,6 +188,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         recall.push(started.elapsed());
         counts.push(page.results.len());
     }
+    let index = measure_index_file(args, &sqlite, &loaded.embedder, &queries, index_build, index_write, &recall)?;
     let peak_rss_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|text| status_kib(&text, "VmHWM:"));
     let vector_search = match &loaded.embedder {
         Some(embedder) => Some(vector_search_accuracy(&*store, &**embedder, &queries)?),
@@ -218,9 +232,52 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         single_capture: throughput("capture", single_count, 1, &single),
         bulk_capture: throughput("capture_many", args.memories - single_count, args.bulk_batch, &bulk),
         recall: recall_figures(&recall, &counts),
+        index,
         mcp,
         store_bytes,
         peak_rss_bytes,
+    })
+}
+
+/// The index file: how long building the index from the database and writing its file took,
+/// its size, how long a second store on the same database takes to open it, and recall on the
+/// index opened from the file against recall on the index built in memory (`in_memory`).
+fn measure_index_file(
+    args: &LatencyArgs,
+    sqlite: &SqliteStore,
+    embedder: &Option<Arc<dyn Embedder>>,
+    queries: &[String],
+    build: Duration,
+    write: Duration,
+    in_memory: &[Duration],
+) -> Result<IndexFigures> {
+    let file_bytes = std::fs::metadata(sqlite.index_path()).map(|metadata| metadata.len()).ok();
+    let reopened: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(sqlite.path(), args.durability.into())?);
+    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: reopened }], embedder.clone());
+    let started = Instant::now();
+    service.warm_up()?;
+    let open = started.elapsed();
+    for query in queries {
+        service.recall(recall_request(query))?;
+    }
+    let mut recall = Vec::with_capacity(queries.len());
+    let mut counts = Vec::with_capacity(queries.len());
+    for query in queries {
+        let request = recall_request(query);
+        let started = Instant::now();
+        let page = service.recall(request)?;
+        recall.push(started.elapsed());
+        counts.push(page.results.len());
+    }
+    let recall = recall_figures(&recall, &counts);
+    let in_memory = Summary::of(in_memory).expect("at least one query");
+    Ok(IndexFigures {
+        build_ms: round(build.as_secs_f64() * 1000.0),
+        write_ms: round(write.as_secs_f64() * 1000.0),
+        file_bytes,
+        open_ms: round(open.as_secs_f64() * 1000.0),
+        recall_p50_ratio: round(recall.latency.p50_ms / in_memory.p50_ms),
+        recall,
     })
 }
 

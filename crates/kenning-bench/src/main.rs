@@ -11,16 +11,21 @@
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
 //! - `notes`: the project domain's git-notes store beside the SQLite user domain (capture,
 //!   recall), sync through a bare remote, index catch-up and rebuild from notes.
+//! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
+//!   its own connection, session and (by default) the same API key.
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
-//! `kenning serve` through [`mcp_client`]; [`embedder`]
+//! `kenning serve` through [`mcp_client`]; [`http`] loads `kenning serve --http` through
+//! [`http_client`]; [`embedder`]
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
 mod corpus;
 mod embed;
 mod embedder;
+mod http;
+mod http_client;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -51,6 +56,8 @@ enum Command {
     /// The project domain in git notes beside the SQLite user domain: capture and recall,
     /// sync through a bare remote, index catch-up and rebuild.
     Notes(notes::NotesArgs),
+    /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
+    Http(http::HttpArgs),
 }
 
 fn main() -> Result<()> {
@@ -70,6 +77,10 @@ fn main() -> Result<()> {
         Command::Embed(args) => {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
+        }
+        Command::Http(args) => {
+            let report = http::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
         }
     }
 }

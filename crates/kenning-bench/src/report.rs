@@ -85,6 +85,8 @@ pub struct LatencyReport {
     pub bulk_capture: Option<Throughput>,
     /// Recall calling `MemoryService` directly: no serialisation, no transport.
     pub recall: RecallFigures,
+    /// The search index and its file beside the store.
+    pub index: IndexFigures,
     /// The real binary over MCP stdio; `null` with `--skip-mcp`.
     pub mcp: Option<McpFigures>,
     /// The database, its write-ahead log and shared-memory index after loading, before recall.
@@ -136,6 +138,22 @@ pub struct VectorSearchFigures {
     pub worst_shortfall: f64,
     /// How long the exact scan took.
     pub seconds: f64,
+}
+
+/// The search index: built from the database, written to its file, and opened from it.
+#[derive(Debug, Serialize)]
+pub struct IndexFigures {
+    /// Building the index from every row of the database (text and vectors), in memory.
+    pub build_ms: f64,
+    /// Writing the index file after the build (waiting for the background write it started).
+    pub write_ms: f64,
+    pub file_bytes: Option<u64>,
+    /// A second store on the same database opening the index file and catching up.
+    pub open_ms: f64,
+    /// Recall in process through that second store, whose index is read from the file in place.
+    pub recall: RecallFigures,
+    /// Its recall p50 over the p50 of recall on the index built in memory, in the same run.
+    pub recall_p50_ratio: f64,
 }
 
 /// `kenning serve` measured from outside, as an MCP client sees it.
@@ -202,6 +220,7 @@ pub fn latency_table(report: &LatencyReport) -> String {
         );
     };
     recall_row("recall in process", &report.recall);
+    recall_row("recall from file", &report.index.recall);
     if let Some(mcp) = &report.mcp {
         recall_row("recall MCP stdio", &mcp.recall);
         for (name, summary) in [("cold start", &mcp.cold_start), ("first recall", &mcp.first_recall)] {
@@ -209,6 +228,17 @@ pub fn latency_table(report: &LatencyReport) -> String {
         }
         let _ = writeln!(out, "  {:<17} {:>7} servers                    {}", "exit", mcp.exit.samples, percentiles(&mcp.exit));
     }
+    let index = &report.index;
+    let _ = writeln!(
+        out,
+        "  {:<17} build {:.0} ms, write {:.0} ms, {:.1} MiB, open {:.1} ms; recall p50 from file / in memory {:.2}",
+        "index file",
+        index.build_ms,
+        index.write_ms,
+        mib(index.file_bytes.unwrap_or_default()),
+        index.open_ms,
+        index.recall_p50_ratio
+    );
     if let Some(vector) = &report.vector_search {
         let _ = writeln!(
             out,

@@ -126,6 +126,11 @@ fn latency_loads_single_and_bulk_then_recalls() {
     assert_eq!((bulk["method"].as_str(), bulk["memories"].as_u64()), (Some("capture_many"), Some(50)));
     assert_eq!(bulk["call_latency"]["samples"], 2, "50 memories in batches of 25");
     assert_eq!(report["recall"]["latency"]["samples"], 5);
+    let index = &report["index"];
+    assert!(index["file_bytes"].as_u64().unwrap() > 0, "the index file was written: {index}");
+    assert_eq!(index["recall"]["latency"]["samples"], 5);
+    assert_eq!(index["recall"]["mean_results"], report["recall"]["mean_results"], "the index from the file finds as much");
+    assert!(index["recall_p50_ratio"].as_f64().unwrap() > 0.0);
     assert_eq!(report["mcp"], Value::Null);
     assert_eq!(report["vector_search"], Value::Null, "no embedder, no vector leg");
     assert!(report["store_bytes"].as_u64().unwrap() > 0);

@@ -45,6 +45,7 @@ pub fn memory(id_text: &str, namespace: &str, content: &str) -> Memory {
         links: Vec::new(),
         metadata: BTreeMap::new(),
         version: 1,
+        author: None,
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
-use crate::memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status};
+use crate::memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author};
 use crate::urn::{Domain, MemoryUrn};
 
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -43,6 +43,10 @@ pub struct CaptureInput {
     pub links: Vec<LinkInput>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// Who is writing: set by the front end from the caller's authenticated identity, never from
+    /// the tool's arguments.
+    #[serde(default)]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +144,7 @@ pub fn build_memory(
         links: validate_links(&input.links)?,
         metadata: validate_metadata(input.metadata)?,
         version: 1,
+        author: input.author.as_deref().map(validate_author).transpose()?,
     })
 }
 

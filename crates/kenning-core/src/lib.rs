@@ -36,7 +36,9 @@ pub use calibration::{
 };
 pub use error::{Error, FieldError, Result, closest};
 pub use input::{CaptureInput, LinkInput, UpdateInput};
-pub use memory::{Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, BUILT_IN_NAMESPACES};
+pub use memory::{
+    BUILT_IN_NAMESPACES, Link, MAX_AUTHOR_CHARS, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
+};
 pub use search::{Cursor, Detail, ScoredId, SearchFilter};
 pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats, SyncReport};
 pub use urn::{Domain, MemoryUrn, Urn};

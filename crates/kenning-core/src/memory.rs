@@ -174,6 +174,28 @@ impl<'de> Deserialize<'de> for Namespace {
     }
 }
 
+/// The longest author identity accepted.
+pub const MAX_AUTHOR_CHARS: usize = 128;
+
+/// Validates an author identity: 1 to 128 characters of `[A-Za-z0-9._@+:-]`, so that it can
+/// stand in an audit line, a file name or a command line without quoting.
+pub fn validate_author(text: &str) -> Result<String, FieldError> {
+    let valid = !text.is_empty()
+        && text.chars().count() <= MAX_AUTHOR_CHARS
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-'));
+    if valid {
+        return Ok(text.to_owned());
+    }
+    let cleaned: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-') { c } else { '-' })
+        .take(MAX_AUTHOR_CHARS)
+        .collect();
+    let suggestion = if cleaned.is_empty() { "use a name such as `ci-bot` or `alice@example.com`".to_owned() } else { format!("use `{cleaned}`") };
+    Err(FieldError::new("author", "must be 1-128 characters of [A-Za-z0-9._@+:-]", text, suggestion))
+}
+
 /// A memory's id inside its domain: 1 to 128 characters of `[A-Za-z0-9._:-]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
@@ -247,6 +269,10 @@ pub struct Memory {
     pub metadata: BTreeMap<String, String>,
     /// Starts at 1 and grows by one with every change; each earlier version is kept in the history.
     pub version: u32,
+    /// The identity that wrote the memory (an API key's identity over HTTP), if one was known.
+    /// Records written before authors were kept have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 impl Memory {

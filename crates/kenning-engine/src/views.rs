@@ -44,6 +44,9 @@ pub struct MemoryView {
     pub links: Vec<LinkView>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
+    /// The identity that wrote the memory (an API key's identity over HTTP), when one was known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -80,6 +83,7 @@ impl From<&Memory> for MemoryView {
                 .collect(),
             metadata: memory.metadata.clone(),
             version: memory.version,
+            author: memory.author.clone(),
         }
     }
 }

@@ -3,9 +3,13 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, Seek, Write};
 
 use chrono::{DateTime, Utc};
 use kenning_core::{MemoryKind, SearchFilter, Status};
+
+use crate::column::Column;
+use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 
 /// A memory's position in the index. Slots are handed out in order and never reused, so that
 /// postings can refer to them without being rewritten; a replaced memory gets a new slot.
@@ -25,70 +29,130 @@ pub struct DocInput<'a> {
     pub text: &'a str,
 }
 
-/// The filterable fields of a live document.
-#[derive(Debug, Clone)]
-pub(crate) struct DocMeta {
-    pub id: Box<str>,
-    pub kind: MemoryKind,
-    pub status: Status,
+/// The filterable fields of a live document, read from the table's columns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DocMeta<'t> {
+    pub id: &'t str,
     pub namespace: u32,
-    pub tags: Box<[u32]>,
-    pub confidence: f64,
     pub occurred_at: DateTime<Utc>,
 }
 
-/// Every slot ever handed out, with the meta of the live ones, and the interned namespace and
-/// tag names the metas refer to.
+/// Marks a dead slot in the state column.
+const DEAD: u8 = u8::MAX;
+
+/// Every slot ever handed out, as columns (one value per slot), with the interned namespace
+/// and tag names they refer to. A slot's state is its status's position in [`Status::ALL`],
+/// or [`DEAD`] once its document was replaced: a search that filters by status alone, as
+/// recall does, checks every candidate against that one dense column.
 #[derive(Default)]
 pub(crate) struct DocTable {
-    slots: Vec<Option<DocMeta>>,
-    /// Each slot's status, or `None` once dead, packed densely: a search that filters by status
-    /// alone, as recall does, checks every candidate against this instead of its meta.
-    states: Vec<Option<Status>>,
+    states: Column<u8>,
+    kinds: Column<u8>,
+    namespaces: Column<u32>,
+    confidences: Column<f64>,
+    occurred_seconds: Column<i64>,
+    occurred_nanos: Column<u32>,
+    /// The tags of slot `s` are `tags[tag_starts[s]..tag_starts[s] + tag_counts[s]]`, sorted.
+    tag_starts: Column<u64>,
+    tag_counts: Column<u32>,
+    tags: Column<u32>,
+    /// The id of slot `s` is `id_bytes[id_ends[s - 1]..id_ends[s]]`.
+    id_ends: Column<u64>,
+    id_bytes: Column<u8>,
     dead: usize,
     names: Interner,
 }
 
+fn status_code(status: Status) -> u8 {
+    Status::ALL.iter().position(|known| *known == status).map_or(DEAD, |position| position as u8)
+}
+
+fn kind_code(kind: MemoryKind) -> u8 {
+    MemoryKind::ALL.iter().position(|known| *known == kind).map_or(u8::MAX, |position| position as u8)
+}
+
 impl DocTable {
+    pub fn slot_count(&self) -> usize {
+        self.states.len()
+    }
+
     pub fn push(&mut self, doc: &DocInput<'_>) -> Slot {
-        let slot = Slot::try_from(self.slots.len()).expect("fewer than four billion documents");
-        let meta = self.meta(doc);
-        self.slots.push(Some(meta));
-        self.states.push(Some(doc.status));
+        // A store holds far fewer than four billion memories; `Slot` is u32 to keep postings small.
+        let slot = self.states.len() as Slot;
+        self.states.push(status_code(doc.status));
+        self.kinds.push(kind_code(doc.kind));
+        self.namespaces.push(self.names.intern(doc.namespace));
+        self.confidences.push(doc.confidence);
+        self.occurred_seconds.push(doc.occurred_at.timestamp());
+        self.occurred_nanos.push(doc.occurred_at.timestamp_subsec_nanos());
+        let (start, count) = self.add_tags(doc.tags);
+        self.tag_starts.push(start);
+        self.tag_counts.push(count);
+        let ids = self.id_bytes.to_mut();
+        ids.extend_from_slice(doc.id.as_bytes());
+        let end = ids.len() as u64;
+        self.id_ends.push(end);
         slot
     }
 
-    /// Replaces the filterable fields of a live slot whose text did not change.
+    fn add_tags(&mut self, tags: &[String]) -> (u64, u32) {
+        let mut ids: Vec<u32> = tags.iter().map(|tag| self.names.intern(tag)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let arena = self.tags.to_mut();
+        let start = arena.len() as u64;
+        arena.extend_from_slice(&ids);
+        (start, ids.len() as u32)
+    }
+
+    fn tags_of(&self, slot: usize) -> &[u32] {
+        tag_range(self.tags.as_slice(), self.tag_starts.get(slot), self.tag_counts.get(slot))
+    }
+
+    /// Replaces the filterable fields of a live slot whose text did not change (its id never does).
     pub fn update(&mut self, slot: Slot, doc: &DocInput<'_>) {
-        let meta = self.meta(doc);
-        self.slots[slot as usize] = Some(meta);
-        self.states[slot as usize] = Some(doc.status);
+        let index = slot as usize;
+        self.states.set(index, status_code(doc.status));
+        self.kinds.set(index, kind_code(doc.kind));
+        let namespace = self.names.intern(doc.namespace);
+        self.namespaces.set(index, namespace);
+        self.confidences.set(index, doc.confidence);
+        self.occurred_seconds.set(index, doc.occurred_at.timestamp());
+        self.occurred_nanos.set(index, doc.occurred_at.timestamp_subsec_nanos());
+        let mut wanted: Vec<u32> = doc.tags.iter().map(|tag| self.names.intern(tag)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if self.tags_of(index) != wanted.as_slice() {
+            let (start, count) = self.add_tags(doc.tags);
+            self.tag_starts.set(index, start);
+            self.tag_counts.set(index, count);
+        }
     }
 
     pub fn kill(&mut self, slot: Slot) {
-        if self.slots[slot as usize].take().is_some() {
-            self.states[slot as usize] = None;
+        if self.states.get(slot as usize).is_some_and(|state| state != DEAD) {
+            self.states.set(slot as usize, DEAD);
             self.dead += 1;
         }
     }
 
-    fn meta(&mut self, doc: &DocInput<'_>) -> DocMeta {
-        let mut tags: Vec<u32> = doc.tags.iter().map(|tag| self.names.intern(tag)).collect();
-        tags.sort_unstable();
-        tags.dedup();
-        DocMeta {
-            id: doc.id.into(),
-            kind: doc.kind,
-            status: doc.status,
-            namespace: self.names.intern(doc.namespace),
-            tags: tags.into_boxed_slice(),
-            confidence: doc.confidence,
-            occurred_at: doc.occurred_at,
+    pub fn get(&self, slot: Slot) -> Option<DocMeta<'_>> {
+        let index = slot as usize;
+        if self.states.get(index)? == DEAD {
+            return None;
         }
+        Some(DocMeta {
+            id: self.id(index),
+            namespace: self.namespaces.get(index)?,
+            occurred_at: time(self.occurred_seconds.get(index)?, self.occurred_nanos.get(index)?),
+        })
     }
 
-    pub fn get(&self, slot: Slot) -> Option<&DocMeta> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
+    fn id(&self, index: usize) -> &str {
+        let ends = self.id_ends.as_slice();
+        let start = if index == 0 { Some(0) } else { ends.get(index - 1).copied() };
+        let range = start.zip(ends.get(index).copied()).and_then(|(start, end)| self.id_bytes.as_slice().get(start as usize..end as usize));
+        range.and_then(|bytes| std::str::from_utf8(bytes).ok()).unwrap_or_default()
     }
 
     pub fn dead_count(&self) -> usize {
@@ -97,68 +161,184 @@ impl DocTable {
 
     /// `filter` in terms of this table's interned names; `None` when no document can pass,
     /// because it names a namespace or tag no document has.
-    pub fn compile(&self, filter: &SearchFilter) -> Option<CompiledFilter> {
+    pub fn compile(&self, filter: &SearchFilter) -> Option<CompiledFilter<'_>> {
         let namespaces = filter.namespaces.iter().filter_map(|namespace| self.names.get(namespace.as_str())).collect::<Vec<_>>();
         if !filter.namespaces.is_empty() && namespaces.is_empty() {
             return None;
         }
         let tags = filter.tags.iter().map(|tag| self.names.get(tag)).collect::<Option<Vec<_>>>()?;
         let by_status_only = SearchFilter { status: filter.status, ..SearchFilter::default() };
+        let moment = |at: DateTime<Utc>| (at.timestamp(), at.timestamp_subsec_nanos());
         Some(CompiledFilter {
+            docs: self,
+            states: self.states.as_slice(),
             status_only: *filter == by_status_only,
-            kinds: filter.kinds.clone(),
+            kinds: filter.kinds.iter().map(|kind| kind_code(*kind)).collect(),
             namespaces,
             tags,
-            since: filter.since,
-            until: filter.until,
+            since: filter.since.map(moment),
+            until: filter.until.map(moment),
             min_confidence: filter.min_confidence,
-            status: filter.status,
+            status: filter.status.map(status_code),
         })
+    }
+
+    pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> io::Result<()> {
+        // The codes of statuses and kinds are positions in these lists, so an image is only read
+        // by a build whose lists are the same.
+        out.strings(Status::ALL.iter().map(|status| status.as_str()))?;
+        out.strings(MemoryKind::ALL.iter().map(|kind| kind.as_str()))?;
+        out.section(&[self.dead as u64])?;
+        out.section(self.states.as_slice())?;
+        out.section(self.kinds.as_slice())?;
+        out.section(self.namespaces.as_slice())?;
+        out.section(self.confidences.as_slice())?;
+        out.section(self.occurred_seconds.as_slice())?;
+        out.section(self.occurred_nanos.as_slice())?;
+        out.section(self.tag_starts.as_slice())?;
+        out.section(self.tag_counts.as_slice())?;
+        out.section(self.tags.as_slice())?;
+        out.section(self.id_ends.as_slice())?;
+        out.section(self.id_bytes.as_slice())?;
+        out.strings(self.names.names.iter().map(|name| &**name))
+    }
+
+    /// Reads what [`DocTable::write`] wrote, checking every value a search relies on.
+    pub fn read(image: &mut ImageReader) -> Result<DocTable, ImageError> {
+        if !image.strings("statuses")?.iter().map(String::as_str).eq(Status::names())
+            || !image.strings("kinds")?.iter().map(String::as_str).eq(MemoryKind::names())
+        {
+            return Err(invalid("written with other statuses or kinds"));
+        }
+        let dead = image.column::<u64>("dead count")?.get(0).ok_or_else(|| invalid("dead count"))? as usize;
+        let table = DocTable {
+            states: image.column("states")?,
+            kinds: image.column("kinds")?,
+            namespaces: image.column("namespaces")?,
+            confidences: image.column("confidences")?,
+            occurred_seconds: image.column("occurred seconds")?,
+            occurred_nanos: image.column("occurred nanoseconds")?,
+            tag_starts: image.column("tag starts")?,
+            tag_counts: image.column("tag counts")?,
+            tags: image.column("tags")?,
+            id_ends: image.column("id ends")?,
+            id_bytes: image.column("id bytes")?,
+            dead,
+            names: Interner::from_names(image.strings("names")?)?,
+        };
+        table.check()?;
+        Ok(table)
+    }
+
+    fn check(&self) -> Result<(), ImageError> {
+        let slots = self.states.len();
+        let lengths = [
+            self.kinds.len(),
+            self.namespaces.len(),
+            self.confidences.len(),
+            self.occurred_seconds.len(),
+            self.occurred_nanos.len(),
+            self.tag_starts.len(),
+            self.tag_counts.len(),
+            self.id_ends.len(),
+        ];
+        if lengths.iter().any(|length| *length != slots) || slots > Slot::MAX as usize {
+            return Err(invalid("document columns of different lengths"));
+        }
+        let states = self.states.as_slice();
+        if states.iter().any(|state| *state != DEAD && usize::from(*state) >= Status::ALL.len()) {
+            return Err(invalid("unknown status"));
+        }
+        if states.iter().filter(|state| **state == DEAD).count() != self.dead {
+            return Err(invalid("dead count"));
+        }
+        if self.kinds.as_slice().iter().any(|kind| usize::from(*kind) >= MemoryKind::ALL.len()) {
+            return Err(invalid("unknown kind"));
+        }
+        let names = self.names.names.len() as u32;
+        if self.namespaces.as_slice().iter().chain(self.tags.as_slice()).any(|name| *name >= names) {
+            return Err(invalid("name out of range"));
+        }
+        let arena = self.tags.len() as u64;
+        let ranges = self.tag_starts.as_slice().iter().zip(self.tag_counts.as_slice());
+        if ranges.clone().any(|(start, count)| start.checked_add(u64::from(*count)).is_none_or(|end| end > arena)) {
+            return Err(invalid("tags out of range"));
+        }
+        let ends = self.id_ends.as_slice();
+        if ends.windows(2).any(|pair| pair[0] > pair[1]) || ends.last().is_some_and(|end| *end != self.id_bytes.len() as u64) {
+            return Err(invalid("ids out of range"));
+        }
+        let times = self.occurred_seconds.as_slice().iter().zip(self.occurred_nanos.as_slice());
+        if times.clone().any(|(seconds, nanos)| DateTime::from_timestamp(*seconds, *nanos).is_none()) {
+            return Err(invalid("time out of range"));
+        }
+        Ok(())
     }
 }
 
-/// A [`SearchFilter`] ready to test documents against.
-pub(crate) struct CompiledFilter {
-    /// Nothing but the status is restricted, so the dense state array answers.
-    status_only: bool,
-    kinds: Vec<MemoryKind>,
-    namespaces: Vec<u32>,
-    tags: Vec<u32>,
-    since: Option<DateTime<Utc>>,
-    until: Option<DateTime<Utc>>,
-    min_confidence: Option<f64>,
-    status: Option<Status>,
+fn tag_range(tags: &[u32], start: Option<u64>, count: Option<u32>) -> &[u32] {
+    let range = start.zip(count).map(|(start, count)| start as usize..start as usize + count as usize);
+    range.and_then(|range| tags.get(range)).unwrap_or_default()
 }
 
-impl CompiledFilter {
+fn time(seconds: i64, nanos: u32) -> DateTime<Utc> {
+    DateTime::from_timestamp(seconds, nanos).unwrap_or_default()
+}
+
+/// A [`SearchFilter`] ready to test documents against, holding the columns it reads so that
+/// testing a candidate touches no more than them.
+pub(crate) struct CompiledFilter<'t> {
+    docs: &'t DocTable,
+    states: &'t [u8],
+    /// Nothing but the status is restricted, so the state column answers.
+    status_only: bool,
+    kinds: Vec<u8>,
+    namespaces: Vec<u32>,
+    tags: Vec<u32>,
+    since: Option<(i64, u32)>,
+    until: Option<(i64, u32)>,
+    min_confidence: Option<f64>,
+    status: Option<u8>,
+}
+
+impl<'t> CompiledFilter<'t> {
     /// The live document in `slot`, if it passes.
-    pub fn admit<'t>(&self, docs: &'t DocTable, slot: Slot) -> Option<&'t DocMeta> {
-        if self.admits(docs, slot) { docs.get(slot) } else { None }
+    pub fn admit(&self, slot: Slot) -> Option<DocMeta<'t>> {
+        if self.admits(slot) { self.docs.get(slot) } else { None }
     }
 
     /// Whether the document in `slot` is live and passes.
-    pub fn admits(&self, docs: &DocTable, slot: Slot) -> bool {
-        let Some(Some(status)) = docs.states.get(slot as usize) else { return false };
-        if self.status_only {
-            return self.status.is_none_or(|wanted| wanted == *status);
+    pub fn admits(&self, slot: Slot) -> bool {
+        let Some(state) = self.states.get(slot as usize).copied() else { return false };
+        if state == DEAD {
+            return false;
         }
-        docs.get(slot).is_some_and(|meta| self.passes(meta))
+        if self.status_only {
+            return self.status.is_none_or(|wanted| wanted == state);
+        }
+        self.passes(slot as usize, state)
     }
 
-    fn passes(&self, meta: &DocMeta) -> bool {
-        (self.kinds.is_empty() || self.kinds.contains(&meta.kind))
-            && (self.namespaces.is_empty() || self.namespaces.contains(&meta.namespace))
-            && self.tags.iter().all(|tag| meta.tags.binary_search(tag).is_ok())
-            && self.since.is_none_or(|since| meta.occurred_at >= since)
-            && self.until.is_none_or(|until| meta.occurred_at <= until)
-            && self.min_confidence.is_none_or(|min| meta.confidence >= min)
-            && self.status.is_none_or(|status| meta.status == status)
+    fn passes(&self, index: usize, state: u8) -> bool {
+        let docs = self.docs;
+        let occurred = || (docs.occurred_seconds.get(index).unwrap_or_default(), docs.occurred_nanos.get(index).unwrap_or_default());
+        self.status.is_none_or(|status| status == state)
+            && (self.kinds.is_empty() || docs.kinds.get(index).is_some_and(|kind| self.kinds.contains(&kind)))
+            && (self.namespaces.is_empty() || docs.namespaces.get(index).is_some_and(|namespace| self.namespaces.contains(&namespace)))
+            && (self.tags.is_empty() || {
+                let tags = docs.tags_of(index);
+                self.tags.iter().all(|tag| tags.binary_search(tag).is_ok())
+            })
+            && self.since.is_none_or(|since| occurred() >= since)
+            && self.until.is_none_or(|until| occurred() <= until)
+            && self.min_confidence.is_none_or(|min| docs.confidences.get(index).is_some_and(|confidence| confidence >= min))
     }
 }
 
 /// Namespace and tag names, each stored once.
 #[derive(Default)]
 struct Interner {
+    names: Vec<Box<str>>,
     ids: FastMap<Box<str>, u32>,
 }
 
@@ -167,13 +347,26 @@ impl Interner {
         if let Some(id) = self.ids.get(name) {
             return *id;
         }
-        let id = u32::try_from(self.ids.len()).expect("fewer than four billion names");
+        // Names are namespaces and tags, a few thousand at most.
+        let id = self.names.len() as u32;
+        self.names.push(name.into());
         self.ids.insert(name.into(), id);
         id
     }
 
     fn get(&self, name: &str) -> Option<u32> {
         self.ids.get(name).copied()
+    }
+
+    fn from_names(names: Vec<String>) -> Result<Interner, ImageError> {
+        let mut interner = Interner::default();
+        for name in names {
+            let before = interner.names.len();
+            if interner.intern(&name) as usize != before {
+                return Err(invalid("a name twice"));
+            }
+        }
+        Ok(interner)
     }
 }
 

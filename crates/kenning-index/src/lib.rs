@@ -12,24 +12,37 @@
 //! vectors, preselected by binary codes when there are many. Both answer every
 //! [`SearchFilter`] from the document table, so a search never goes back to the store.
 //!
-//! Invariant: no I/O. The index is a cache: a store can always rebuild it from its records,
-//! and must, because nothing here is persisted.
+//! An index persists as an image ([`SearchIndex::write_image`]) that a later process opens in
+//! place ([`SearchIndex::read_image`]): its arrays are read straight from the image's bytes,
+//! copied into memory only when that process changes them, so opening costs next to nothing
+//! whatever the store's size. The layout is described in `image.rs`.
+//!
+//! Invariant: no I/O. The index writes its image to a sink and reads it from bytes the store
+//! hands over (a memory map, say); it never opens a file. The index is a cache: a store can
+//! always rebuild it from its records, and must whenever an image is missing, stale or refused.
 
 pub mod analyzer;
+mod column;
 mod docs;
+mod image;
 mod text;
 mod topk;
 mod vector;
 
 use std::hash::Hasher;
+use std::io::{Seek, Write};
 
 use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryId, ScoredId, SearchFilter};
 
+pub use column::ImageBytes;
 pub use docs::{DocInput, Slot};
+pub use image::{FORMAT_VERSION, ImageError};
 
+use crate::column::Column;
 use crate::docs::{DocTable, FastMap, FxHasher};
+use crate::image::{ImageReader, ImageWriter, invalid};
 use crate::text::TextIndex;
 use crate::vector::VectorIndex;
 
@@ -39,8 +52,7 @@ use crate::vector::VectorIndex;
 pub struct SearchIndex {
     docs: DocTable,
     text: TextIndex,
-    /// The slot of each key and the hash of the text that slot indexes.
-    keys: FastMap<i64, (Slot, u64)>,
+    keys: Keys,
     /// Models whose vectors are loaded, and their vectors by length.
     models: Vec<String>,
     vectors: Vec<(String, usize, VectorIndex)>,
@@ -56,7 +68,7 @@ impl SearchIndex {
     /// is unchanged keeps its slot and only has its filterable fields replaced.
     pub fn upsert(&mut self, key: i64, doc: &DocInput<'_>, vectors: &[(&str, &[f32])]) {
         let hash = text_hash(doc.text);
-        let slot = match self.keys.get(&key).copied() {
+        let slot = match self.keys.get(key) {
             Some((slot, known)) if known == hash => {
                 self.docs.update(slot, doc);
                 slot
@@ -71,7 +83,7 @@ impl SearchIndex {
                 }
                 let slot = self.docs.push(doc);
                 self.text.add(slot, doc.text);
-                self.keys.insert(key, (slot, hash));
+                self.keys.insert(key, slot, hash);
                 slot
             }
         };
@@ -108,7 +120,7 @@ impl SearchIndex {
 
     /// Sets the vector of an indexed record from a loaded model.
     pub fn set_vector(&mut self, key: i64, model: &str, vector: &[f32]) {
-        let Some((slot, _)) = self.keys.get(&key).copied() else { return };
+        let Some((slot, _)) = self.keys.get(key) else { return };
         debug_assert!(self.has_model(model), "vectors are only kept for loaded models");
         self.vector_index(model, vector.len()).set(slot, vector);
     }
@@ -126,17 +138,17 @@ impl SearchIndex {
 
     /// Records indexed, live.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.keys.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.len == 0
     }
 
-    /// Slots left behind by records whose text changed; the store rebuilds the index when they
-    /// pile up, because they cost memory and time in every search.
+    /// Slots and vector rows left behind by records whose text or vectors changed; the store
+    /// rebuilds the index when they pile up, because they cost memory and time in every search.
     pub fn dead_slots(&self) -> usize {
-        self.docs.dead_count()
+        self.docs.dead_count() + self.vectors.iter().map(|(_, _, index)| index.dead_rows()).sum::<usize>()
     }
 
     /// Full-text search: the `limit` best records for `query` by BM25 that pass `filter`.
@@ -153,7 +165,7 @@ impl SearchIndex {
         let Some((_, _, index)) = self.vectors.iter().find(|(name, dims, _)| name == model && *dims == query.len()) else {
             return Vec::new();
         };
-        let hits = index.search(query, &self.docs, &filter, limit);
+        let hits = index.search(query, &filter, limit);
         self.scored_ids(hits)
     }
 
@@ -164,19 +176,19 @@ impl SearchIndex {
     /// pass `filter`, has none.
     pub fn neighbours(&self, key: i64, filter: &SearchFilter, window: TimeDelta) -> Vec<MemoryId> {
         let Some(filter) = self.docs.compile(filter) else { return Vec::new() };
-        let Some(origin) = self.keys.get(&key).and_then(|(slot, _)| filter.admit(&self.docs, *slot)) else {
+        let Some(origin) = self.keys.get(key).and_then(|(slot, _)| filter.admit(slot)) else {
             return Vec::new();
         };
         let mut found = Vec::new();
         for direction in [-1, 1] {
             let nearest = (1..=NEIGHBOUR_REACH as i64)
                 .filter_map(|distance| key.checked_add(direction * distance))
-                .filter_map(|near| self.keys.get(&near))
-                .filter_map(|(slot, _)| filter.admit(&self.docs, *slot))
+                .filter_map(|near| self.keys.get(near))
+                .filter_map(|(slot, _)| filter.admit(slot))
                 .find(|meta| meta.namespace == origin.namespace);
             if let Some(meta) = nearest
                 && (meta.occurred_at - origin.occurred_at).abs() <= window
-                && let Ok(id) = MemoryId::parse(&meta.id)
+                && let Ok(id) = MemoryId::parse(meta.id)
             {
                 found.push(id);
             }
@@ -188,10 +200,112 @@ impl SearchIndex {
         hits.into_iter()
             .filter_map(|(score, slot)| {
                 let meta = self.docs.get(slot)?;
-                let id = MemoryId::parse(&meta.id).ok()?;
+                let id = MemoryId::parse(meta.id).ok()?;
                 Some(ScoredId { id, score })
             })
             .collect()
+    }
+
+    /// Writes the index as an image to `out`, led by `stamp`: the store's own record of what
+    /// the image reflects, returned as it was by [`SearchIndex::read_image`].
+    pub fn write_image<W: Write + Seek>(&self, stamp: &[u8], out: &mut W) -> Result<(), ImageError> {
+        let mut image = ImageWriter::new(out, stamp)?;
+        self.docs.write(&mut image)?;
+        self.text.write(&mut image)?;
+        self.keys.write(&mut image)?;
+        image.strings(self.models.iter().map(String::as_str))?;
+        image.strings(self.vectors.iter().map(|(model, _, _)| model.as_str()))?;
+        for (_, _, index) in &self.vectors {
+            index.write(&mut image)?;
+        }
+        image.finish()
+    }
+
+    /// Opens an image written by [`SearchIndex::write_image`], reading its arrays in place,
+    /// and returns the index with the image's stamp. Every byte is checked against the image's
+    /// checksum and every value a search relies on against the rest, so a damaged or foreign
+    /// image is refused, never trusted.
+    pub fn read_image(bytes: ImageBytes) -> Result<(SearchIndex, Vec<u8>), ImageError> {
+        let (mut image, stamp) = ImageReader::open(bytes)?;
+        let docs = DocTable::read(&mut image)?;
+        let slots = docs.slot_count();
+        let text = TextIndex::read(&mut image, slots)?;
+        let keys = Keys::read(&mut image, slots)?;
+        let models = image.strings("models")?;
+        let mut vectors = Vec::new();
+        for model in image.strings("vector models")? {
+            let index = VectorIndex::read(&mut image, slots)?;
+            vectors.push((model, index.dims(), index));
+        }
+        image.finish()?;
+        Ok((SearchIndex { docs, text, keys, models, vectors }, stamp))
+    }
+
+    /// The stamp of an image, after checking its header but not its body: a cheap look at
+    /// what an image claims to reflect before paying to check all of it.
+    pub fn image_stamp(bytes: &[u8]) -> Result<&[u8], ImageError> {
+        image::read_header(bytes).map(|header| header.stamp)
+    }
+}
+
+/// The slot of each key and the hash of the text that slot indexes: the entries read from an
+/// image, sorted by key, and those set in memory since, which take precedence.
+#[derive(Default)]
+struct Keys {
+    base_keys: Column<i64>,
+    base_slots: Column<Slot>,
+    base_hashes: Column<u64>,
+    added: FastMap<i64, (Slot, u64)>,
+    /// Distinct keys.
+    len: usize,
+}
+
+impl Keys {
+    fn get(&self, key: i64) -> Option<(Slot, u64)> {
+        if let Some(entry) = self.added.get(&key) {
+            return Some(*entry);
+        }
+        let position = self.base_keys.as_slice().binary_search(&key).ok()?;
+        self.base_slots.get(position).zip(self.base_hashes.get(position))
+    }
+
+    fn insert(&mut self, key: i64, slot: Slot, hash: u64) {
+        if self.get(key).is_none() {
+            self.len += 1;
+        }
+        self.added.insert(key, (slot, hash));
+    }
+
+    fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> std::io::Result<()> {
+        let base = self.base_keys.as_slice().iter().zip(self.base_slots.as_slice()).zip(self.base_hashes.as_slice());
+        let mut entries: Vec<(i64, Slot, u64)> = base
+            .filter(|((key, _), _)| !self.added.contains_key(key))
+            .map(|((key, slot), hash)| (*key, *slot, *hash))
+            .chain(self.added.iter().map(|(key, (slot, hash))| (*key, *slot, *hash)))
+            .collect();
+        entries.sort_unstable_by_key(|(key, _, _)| *key);
+        out.section(&entries.iter().map(|(key, _, _)| *key).collect::<Vec<_>>())?;
+        out.section(&entries.iter().map(|(_, slot, _)| *slot).collect::<Vec<_>>())?;
+        out.section(&entries.iter().map(|(_, _, hash)| *hash).collect::<Vec<_>>())
+    }
+
+    fn read(image: &mut ImageReader, slots: usize) -> Result<Keys, ImageError> {
+        let keys = Keys {
+            base_keys: image.column("keys")?,
+            base_slots: image.column("key slots")?,
+            base_hashes: image.column("key hashes")?,
+            added: FastMap::default(),
+            len: 0,
+        };
+        let len = keys.base_keys.len();
+        if keys.base_slots.len() != len
+            || keys.base_hashes.len() != len
+            || keys.base_keys.as_slice().windows(2).any(|pair| pair[0] >= pair[1])
+            || keys.base_slots.as_slice().iter().any(|slot| *slot as usize >= slots)
+        {
+            return Err(invalid("keys"));
+        }
+        Ok(Keys { len, ..keys })
     }
 }
 

@@ -8,7 +8,11 @@
 //! hundred, and one per 125 vectors in a large store), and the 8-bit dot product ranks those. How close the two-step answer stays to
 //! the exact one is measured by `kenning-bench`, not assumed.
 
-use crate::docs::{CompiledFilter, DocTable, FastMap, Slot};
+use std::io::{self, Seek, Write};
+
+use crate::column::Column;
+use crate::docs::{CompiledFilter, Slot};
+use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 use crate::topk::TopK;
 
 /// Up to this many vectors passing the filter, every one is scored: the exact answer costs
@@ -24,15 +28,31 @@ const ROWS_PER_CANDIDATE: usize = 125;
 /// a millisecond's work, worth the tens of microseconds it takes to start a thread.
 const PARALLEL_SCAN_ROWS: usize = 131_072;
 
+/// Marks a row whose slot's vector was replaced or dropped, and a slot without a row.
+const NONE: u32 = u32::MAX;
+
+/// Rows of vectors: each row's binary code, 8-bit values and scale.
+#[derive(Default)]
+struct Rows {
+    codes: Column<u64>,
+    values: Column<i8>,
+    scales: Column<f32>,
+}
+
 pub(crate) struct VectorIndex {
     dims: usize,
     /// 64-bit words per binary code.
     words: usize,
-    codes: Vec<u64>,
-    values: Vec<i8>,
-    scales: Vec<f32>,
-    row_slots: Vec<Slot>,
-    slot_rows: FastMap<Slot, u32>,
+    /// Rows read in place from an image, never changed: a vector replaced there only marks its
+    /// row dead. Rows added since live in `added`, numbered after these.
+    base: Rows,
+    base_rows: usize,
+    added: Rows,
+    /// The slot of each row, [`NONE`] for a dead row.
+    row_slots: Column<Slot>,
+    /// The row of each slot, [`NONE`] for a slot without a vector.
+    slot_rows: Column<u32>,
+    dead_rows: usize,
 }
 
 impl VectorIndex {
@@ -40,56 +60,91 @@ impl VectorIndex {
         VectorIndex {
             dims,
             words: dims.div_ceil(64),
-            codes: Vec::new(),
-            values: Vec::new(),
-            scales: Vec::new(),
-            row_slots: Vec::new(),
-            slot_rows: FastMap::default(),
+            base: Rows::default(),
+            base_rows: 0,
+            added: Rows::default(),
+            row_slots: Column::default(),
+            slot_rows: Column::default(),
+            dead_rows: 0,
         }
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    fn rows(&self) -> usize {
+        self.row_slots.len()
+    }
+
+    /// Rows whose vectors were replaced or dropped but are still stored.
+    pub fn dead_rows(&self) -> usize {
+        self.dead_rows
     }
 
     /// Stores `vector` (of this index's length) as the vector of `slot`, replacing its old one.
     pub fn set(&mut self, slot: Slot, vector: &[f32]) {
         debug_assert_eq!(vector.len(), self.dims);
         self.remove(slot);
-        let row = u32::try_from(self.row_slots.len()).expect("fewer than four billion vectors");
+        // A store holds far fewer than four billion vectors.
+        let row = self.rows() as u32;
         let (values, scale) = quantise(vector);
-        self.values.extend_from_slice(&values);
-        self.scales.push(scale);
-        self.codes.extend(sign_code(vector));
+        self.added.values.to_mut().extend_from_slice(&values);
+        self.added.scales.push(scale);
+        self.added.codes.to_mut().extend(sign_code(vector));
         self.row_slots.push(slot);
-        self.slot_rows.insert(slot, row);
+        let slot_rows = self.slot_rows.to_mut();
+        if slot_rows.len() <= slot as usize {
+            slot_rows.resize(slot as usize + 1, NONE);
+        }
+        slot_rows[slot as usize] = row;
     }
 
-    /// Drops the vector of `slot`, moving the last row into its place.
+    /// Drops the vector of `slot`. A row added in memory is filled with the last added row; a
+    /// row read from an image is marked dead.
     pub fn remove(&mut self, slot: Slot) {
-        let Some(row) = self.slot_rows.remove(&slot) else { return };
+        let Some(row) = self.slot_rows.get(slot as usize).filter(|row| *row != NONE) else { return };
+        self.slot_rows.set(slot as usize, NONE);
         let row = row as usize;
-        let last = self.row_slots.len() - 1;
-        if row != last {
-            let moved = self.row_slots[last];
-            self.row_slots[row] = moved;
-            self.scales[row] = self.scales[last];
-            self.values.copy_within(last * self.dims..(last + 1) * self.dims, row * self.dims);
-            self.codes.copy_within(last * self.words..(last + 1) * self.words, row * self.words);
-            self.slot_rows.insert(moved, row as u32);
+        if row < self.base_rows {
+            self.row_slots.set(row, NONE);
+            self.dead_rows += 1;
+            return;
         }
-        self.row_slots.pop();
-        self.scales.pop();
-        self.values.truncate(last * self.dims);
-        self.codes.truncate(last * self.words);
+        let last = self.rows() - 1;
+        let (dims, words) = (self.dims, self.words);
+        let (from, to) = (last - self.base_rows, row - self.base_rows);
+        let row_slots = self.row_slots.to_mut();
+        if row != last {
+            let moved = row_slots[last];
+            row_slots[row] = moved;
+            let added = &mut self.added;
+            let scales = added.scales.to_mut();
+            scales[to] = scales[from];
+            added.values.to_mut().copy_within(from * dims..(from + 1) * dims, to * dims);
+            added.codes.to_mut().copy_within(from * words..(from + 1) * words, to * words);
+            if moved != NONE {
+                self.slot_rows.set(moved as usize, row as u32);
+            }
+        }
+        row_slots.pop();
+        self.added.scales.to_mut().pop();
+        self.added.values.to_mut().truncate(from * dims);
+        self.added.codes.to_mut().truncate(from * words);
     }
 
     /// The `limit` slots admitted by `filter` whose vectors are closest to `query` (L2-normalised,
     /// of this index's length), best first, with their cosine similarities.
-    pub fn search(&self, query: &[f32], docs: &DocTable, filter: &CompiledFilter, limit: usize) -> Vec<(f64, Slot)> {
-        if limit == 0 || self.row_slots.is_empty() {
+    pub fn search(&self, query: &[f32], filter: &CompiledFilter<'_>, limit: usize) -> Vec<(f64, Slot)> {
+        let rows = self.rows();
+        if limit == 0 || rows == self.dead_rows {
             return Vec::new();
         }
-        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES).max(self.row_slots.len() / ROWS_PER_CANDIDATE);
-        let admitted = |row: usize| filter.admits(docs, self.row_slots[row]);
-        let candidates = if self.row_slots.len() <= EXACT_ROWS.max(wanted) {
-            (0..self.row_slots.len()).filter(|row| admitted(*row)).collect()
+        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES).max(rows / ROWS_PER_CANDIDATE);
+        let row_slots = self.row_slots.as_slice();
+        let admitted = |row: usize| filter.admits(row_slots[row]);
+        let candidates = if rows <= EXACT_ROWS.max(wanted) {
+            (0..rows).filter(|row| admitted(*row)).collect()
         } else {
             self.closest_codes(query, admitted, wanted)
         };
@@ -97,9 +152,10 @@ impl VectorIndex {
         for row in candidates {
             let score = f64::from(self.dot(query, row));
             if best.admits(score) {
-                let slot = self.row_slots[row];
-                let id = docs.get(slot).map_or("", |meta| &meta.id);
-                best.push(score, slot, id);
+                let slot = row_slots[row];
+                if let Some(meta) = filter.admit(slot) {
+                    best.push(score, slot, meta.id);
+                }
             }
         }
         best.into_sorted()
@@ -112,7 +168,7 @@ impl VectorIndex {
     /// by their codes, so all of them go on to the 8-bit ranking rather than the first few.
     fn closest_codes(&self, query: &[f32], admitted: impl Fn(usize) -> bool + Sync, wanted: usize) -> Vec<usize> {
         let code: Vec<u64> = sign_code(query).collect();
-        let mut distances = vec![NOT_ADMITTED; self.row_slots.len()];
+        let mut distances = vec![NOT_ADMITTED; self.rows()];
         let mut histogram = vec![0usize; self.dims + 1];
         self.code_distances(&code, &admitted, &mut distances, &mut histogram);
         let admitted_rows: usize = histogram.iter().sum();
@@ -165,21 +221,25 @@ impl VectorIndex {
     }
 
     /// [`VectorIndex::code_distances`] for the rows from `first_row` on, as many as
-    /// `distances` holds. With the CPU's population-count instruction the loop is several times
-    /// faster, so it is used when the CPU has one.
+    /// `distances` holds, over the image's rows and then the added ones.
     fn code_distances_from(&self, first_row: usize, code: &[u64], admitted: &impl Fn(usize) -> bool, distances: &mut [u16], histogram: &mut [usize]) {
-        let codes = &self.codes[first_row * self.words..(first_row + distances.len()) * self.words];
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("popcnt") {
-            // SAFETY: the CPU was just found to have the instruction the function is compiled for.
-            unsafe { code_distances_popcnt(codes, self.words, first_row, code, admitted, distances, histogram) };
-            return;
+        let end_row = first_row + distances.len();
+        let split = self.base_rows.clamp(first_row, end_row);
+        let (in_base, in_added) = distances.split_at_mut(split - first_row);
+        if !in_base.is_empty() {
+            let codes = &self.base.codes.as_slice()[first_row * self.words..split * self.words];
+            scan_codes(codes, self.words, first_row, code, admitted, in_base, histogram);
         }
-        code_distances_portable(codes, self.words, first_row, code, admitted, distances, histogram);
+        if !in_added.is_empty() {
+            let (from, to) = (split - self.base_rows, end_row - self.base_rows);
+            let codes = &self.added.codes.as_slice()[from * self.words..to * self.words];
+            scan_codes(codes, self.words, split, code, admitted, in_added, histogram);
+        }
     }
 
     fn dot(&self, query: &[f32], row: usize) -> f32 {
-        let values = &self.values[row * self.dims..(row + 1) * self.dims];
+        let (rows, row) = if row < self.base_rows { (&self.base, row) } else { (&self.added, row - self.base_rows) };
+        let values = &rows.values.as_slice()[row * self.dims..(row + 1) * self.dims];
         let mut sums = [0f32; 8];
         let mut query_chunks = query.chunks_exact(8);
         let mut value_chunks = values.chunks_exact(8);
@@ -192,7 +252,59 @@ impl VectorIndex {
         for (q, v) in query_chunks.remainder().iter().zip(value_chunks.remainder()) {
             total += q * f32::from(*v);
         }
-        total * self.scales[row]
+        total * rows.scales.get(row).unwrap_or_default()
+    }
+
+    pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> io::Result<()> {
+        out.section(&[self.dims as u64, self.dead_rows as u64])?;
+        out.begin()?;
+        out.part(self.base.codes.as_slice())?;
+        out.part(self.added.codes.as_slice())?;
+        out.end();
+        out.begin()?;
+        out.part(self.base.values.as_slice())?;
+        out.part(self.added.values.as_slice())?;
+        out.end();
+        out.begin()?;
+        out.part(self.base.scales.as_slice())?;
+        out.part(self.added.scales.as_slice())?;
+        out.end();
+        out.section(self.row_slots.as_slice())?;
+        out.section(self.slot_rows.as_slice())
+    }
+
+    /// Reads what [`VectorIndex::write`] wrote for a table of `slots` slots, checking every
+    /// value a search relies on.
+    pub fn read(image: &mut ImageReader, slots: usize) -> Result<VectorIndex, ImageError> {
+        let header = image.column::<u64>("vector header")?;
+        let (dims, dead_rows) = (header.get(0).unwrap_or_default() as usize, header.get(1).unwrap_or_default() as usize);
+        if dims == 0 || dims > usize::from(u16::MAX) - 1 {
+            return Err(invalid("vector length"));
+        }
+        let mut index = VectorIndex::new(dims);
+        index.base = Rows { codes: image.column("codes")?, values: image.column("values")?, scales: image.column("scales")? };
+        index.row_slots = image.column("row slots")?;
+        index.slot_rows = image.column("slot rows")?;
+        index.base_rows = index.row_slots.len();
+        index.dead_rows = dead_rows;
+        let rows = index.base_rows;
+        if index.base.scales.len() != rows || index.base.values.len() != rows * dims || index.base.codes.len() != rows * index.words {
+            return Err(invalid("vector rows"));
+        }
+        let row_slots = index.row_slots.as_slice();
+        if row_slots.iter().filter(|slot| **slot == NONE).count() != dead_rows || index.slot_rows.len() > slots {
+            return Err(invalid("dead vector rows"));
+        }
+        let slot_rows = index.slot_rows.as_slice();
+        for (slot, row) in slot_rows.iter().enumerate() {
+            if *row != NONE && row_slots.get(*row as usize).is_none_or(|owner| *owner as usize != slot) {
+                return Err(invalid("slot rows"));
+            }
+        }
+        if row_slots.iter().enumerate().any(|(row, slot)| *slot != NONE && slot_rows.get(*slot as usize).is_none_or(|back| *back as usize != row)) {
+            return Err(invalid("row slots"));
+        }
+        Ok(index)
     }
 }
 
@@ -218,6 +330,18 @@ fn hamming(a: &[u64], b: &[u64]) -> u32 {
 
 /// Marks a row the filter left out.
 const NOT_ADMITTED: u16 = u16::MAX;
+
+/// With the CPU's population-count instruction the loop is several times faster, so it is
+/// used when the CPU has one.
+fn scan_codes(codes: &[u64], words: usize, first_row: usize, code: &[u64], admitted: &impl Fn(usize) -> bool, distances: &mut [u16], histogram: &mut [usize]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU was just found to have the instruction the function is compiled for.
+        unsafe { code_distances_popcnt(codes, words, first_row, code, admitted, distances, histogram) };
+        return;
+    }
+    code_distances_portable(codes, words, first_row, code, admitted, distances, histogram);
+}
 
 #[inline(always)]
 fn code_distances_portable(
@@ -282,7 +406,7 @@ mod tests {
         }
         let code: Vec<u64> = sign_code(&[0.25; 64]).collect();
         let admitted = |row: usize| row % 3 != 0;
-        let rows = index.row_slots.len();
+        let rows = index.rows();
         let (mut split, mut split_histogram) = (vec![NOT_ADMITTED; rows], vec![0; 65]);
         index.code_distances(&code, &admitted, &mut split, &mut split_histogram);
         let (mut single, mut single_histogram) = (vec![NOT_ADMITTED; rows], vec![0; 65]);
@@ -299,13 +423,13 @@ mod tests {
         index.set(2, &[0.0, 1.0]);
         index.set(3, &[-1.0, 0.0]);
         index.remove(1);
-        assert_eq!(index.row_slots.len(), 2);
-        assert_eq!(index.row_slots, [3, 2]);
-        assert_eq!(index.slot_rows[&3], 0);
+        assert_eq!(index.rows(), 2);
+        assert_eq!(index.row_slots.as_slice(), [3, 2]);
+        assert_eq!(index.slot_rows.get(3), Some(0));
         assert!(index.dot(&[-1.0, 0.0], 0) > 0.99);
         index.set(2, &[0.6, 0.8]);
-        assert_eq!(index.row_slots.len(), 2);
-        assert!(index.dot(&[0.6, 0.8], index.slot_rows[&2] as usize) > 0.99);
+        assert_eq!(index.rows(), 2);
+        assert!(index.dot(&[0.6, 0.8], index.slot_rows.get(2).unwrap() as usize) > 0.99);
     }
 
     #[test]

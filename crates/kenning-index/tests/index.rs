@@ -1,15 +1,19 @@
 //! The search index against plain reference computations: BM25 scored by brute force over the
 //! documents as they stand, filters checked record by record, and exact cosine similarity.
 //! Random histories of inserts, edits and status changes check that an index kept up to date
-//! answers exactly as one built afresh from the final records.
+//! answers exactly as one built afresh from the final records, and so does one written as an
+//! image part way through, read back and brought up to date with the rest of the history.
+//! Damaged images are refused.
 
 use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryKind, Namespace, ScoredId, SearchFilter, Status};
 use kenning_index::analyzer::{Analyzer, for_each_word};
-use kenning_index::{DocInput, SearchIndex};
+use kenning_index::{DocInput, FORMAT_VERSION, ImageError, SearchIndex};
 use proptest::prelude::*;
 
 /// A record as a store would hold it.
@@ -64,6 +68,45 @@ fn replay(history: &[(i64, Record)]) -> (SearchIndex, BTreeMap<i64, Record>) {
     index.add_model(MODEL);
     let mut records = BTreeMap::new();
     for (key, record) in history {
+        upsert(&mut index, *key, record);
+        records.insert(*key, record.clone());
+    }
+    (index, records)
+}
+
+/// An image's bytes aligned to 8 bytes, as a memory map's are, so the index reads them in place.
+struct Aligned {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Aligned {
+    fn as_ref(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+}
+
+fn image_of(index: &SearchIndex, stamp: &[u8]) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    index.write_image(stamp, &mut out).unwrap();
+    out.into_inner()
+}
+
+fn read_image(bytes: &[u8]) -> Result<(SearchIndex, Vec<u8>), ImageError> {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    SearchIndex::read_image(Arc::new(Aligned { words, len: bytes.len() }))
+}
+
+/// Replays `history[..split]`, writes the index as an image and reads it back, then applies the
+/// rest of the history to the index read back. Returns it with the records history leaves.
+fn replay_through_image(history: &[(i64, Record)], split: usize) -> (SearchIndex, BTreeMap<i64, Record>) {
+    let split = split.min(history.len());
+    let (before, mut records) = replay(&history[..split]);
+    let (mut index, stamp) = read_image(&image_of(&before, b"store 7")).unwrap();
+    assert_eq!(stamp, b"store 7");
+    assert_eq!(index.len(), before.len());
+    for (key, record) in &history[split..] {
         upsert(&mut index, *key, record);
         records.insert(*key, record.clone());
     }
@@ -276,6 +319,134 @@ proptest! {
         assert_ranks_like(&fresh(&records).search_vector(&query, MODEL, &filter, 100), &expected, 0.02, "built afresh");
         prop_assert!(index.search_vector(&query, "other-model", &filter, 100).is_empty());
         prop_assert!(index.search_vector(&query[..4], MODEL, &filter, 100).is_empty());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// An index opened from an image and caught up answers like one built from scratch, and so
+    /// does the image of that index (rows from the first image and added ones) read back again.
+    #[test]
+    fn an_index_read_from_an_image_and_caught_up_answers_like_one_built_afresh(
+        history in arb_history_over(3 * NEIGHBOUR_REACH as i64, 60),
+        split in 0..60usize,
+        filter in arb_filter(),
+        query in proptest::collection::vec(0..WORDS.len(), 1..4),
+        vector in arb_vector(),
+        window_days in 0..60i64,
+    ) {
+        let (index, records) = replay_through_image(&history, split);
+        let (again, _) = read_image(&image_of(&index, b"again")).unwrap();
+        let fresh = fresh(&records);
+        prop_assert_eq!(index.len(), fresh.len());
+        prop_assert_eq!(again.len(), fresh.len());
+        let query: String = query.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" ");
+        let expected = reference_bm25(&records, &query, &filter);
+        for (name, index) in [("caught up", &index), ("read again", &again), ("built afresh", &fresh)] {
+            assert_ranks_like(&index.search_text(&query, &filter, 100), &expected, 1e-4, name);
+        }
+        let expected = reference_cosine(&records, &vector, &filter);
+        for (name, index) in [("caught up", &index), ("read again", &again), ("built afresh", &fresh)] {
+            assert_ranks_like(&index.search_vector(&vector, MODEL, &filter, 100), &expected, 0.02, name);
+        }
+        let window = TimeDelta::days(window_days);
+        for key in -1..=3 * NEIGHBOUR_REACH as i64 {
+            let expected = reference_neighbours(&records, key, &filter, window);
+            for (name, index) in [("caught up", &index), ("read again", &again)] {
+                let found: Vec<String> = index.neighbours(key, &filter, window).iter().map(|id| id.to_string()).collect();
+                prop_assert_eq!(&found, &expected, "{}, key {}", name, key);
+            }
+        }
+    }
+}
+
+/// Every byte of an image is covered by a checksum, and every cut is noticed: a damaged image
+/// is refused, never read.
+#[test]
+fn a_damaged_image_is_refused() {
+    let history: Vec<(i64, Record)> = (0..40)
+        .map(|key| {
+            let record = Record {
+                id: format!("m{key}"),
+                kind: MemoryKind::ALL[key as usize % 3],
+                status: if key % 5 == 0 { Status::Forgotten } else { Status::Active },
+                namespace: NAMESPACES[key as usize % 3].to_owned(),
+                tags: vec![TAGS[key as usize % 3].to_owned()],
+                confidence: 0.5,
+                occurred_at: Utc.timestamp_opt(1_700_000_000 + key * 3600, 0).unwrap(),
+                text: format!("{} {} {}", WORDS[key as usize % WORDS.len()], WORDS[(key as usize * 7) % WORDS.len()], key),
+                vector: Some((0..8).map(|n| ((key + n) % 5) as f32 - 2.0).collect()),
+            };
+            (key, record)
+        })
+        .collect();
+    let (index, _) = replay(&history);
+    let image = image_of(&index, b"store 1");
+    assert!(read_image(&image).is_ok());
+    for position in 0..image.len() {
+        let mut damaged = image.clone();
+        damaged[position] ^= 0x20;
+        assert!(read_image(&damaged).is_err(), "a flipped byte at {position} of {} went unnoticed", image.len());
+    }
+    for length in [0, 7, 8, 63, 64, 100, image.len() / 2, image.len() - 1] {
+        assert!(read_image(&image[..length]).is_err(), "an image cut to {length} bytes was read");
+    }
+    let mut longer = image.clone();
+    longer.extend_from_slice(&[0; 64]);
+    assert!(matches!(read_image(&longer), Err(ImageError::Truncated { .. })));
+    let mut older = image.clone();
+    older[8..12].copy_from_slice(&(FORMAT_VERSION - 1).to_le_bytes());
+    assert!(matches!(read_image(&older), Err(ImageError::Version { .. })));
+    assert!(matches!(read_image(b"SQLite format 3\0 and then some more bytes to pass the header length ......"), Err(ImageError::Magic)));
+}
+
+/// Above a few thousand vectors the search preselects by binary codes. Rows read from an image,
+/// rows marked dead there, and rows added since must together give what a fresh index gives.
+#[test]
+fn two_step_vector_search_over_an_image_and_added_rows_matches_a_fresh_index() {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let mut unit_vector = || {
+        let raw: Vec<f32> = (0..96).map(|_| next()).collect();
+        let norm = raw.iter().map(|v| v * v).sum::<f32>().sqrt();
+        raw.iter().map(|v| v / norm).collect::<Vec<f32>>()
+    };
+    let mut history = Vec::new();
+    for key in 0..7000i64 {
+        history.push((key, Record {
+            id: format!("m{key:05}"),
+            kind: MemoryKind::Semantic,
+            status: if key % 3 == 0 { Status::Forgotten } else { Status::Active },
+            namespace: "learnings".into(),
+            tags: Vec::new(),
+            confidence: 0.9,
+            occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+            text: format!("memory {key}"),
+            vector: Some(unit_vector()),
+        }));
+    }
+    // Rewrites after the split: new vectors for old records, some with new text.
+    for key in (0..5000i64).step_by(7) {
+        let mut record = history[key as usize].1.clone();
+        record.vector = Some(unit_vector());
+        if key % 2 == 0 {
+            record.text = format!("memory {key} revised");
+        }
+        history.push((key, record));
+    }
+    let (index, records) = replay_through_image(&history, 5000);
+    let fresh = fresh(&records);
+    for probe in (0..7000).step_by(89) {
+        let query = records[&probe].vector.clone().unwrap();
+        let found = index.search_vector(&query, MODEL, &SearchFilter::active(), 10);
+        let expected = fresh.search_vector(&query, MODEL, &SearchFilter::active(), 10);
+        assert_eq!(found, expected, "probe {probe}");
     }
 }
 

@@ -6,18 +6,28 @@
 //! - Tool functions live in [`tools`], one module per toolset; each unpacks its arguments
 //!   ([`params`]), calls one engine method on the blocking pool and returns the engine's view
 //!   as structured content.
+//! - [`prompts`] are the `prompts` capability (session start, capture a decision, summarise
+//!   what we learnt); `client_log` is the `logging` capability (tool calls reported to a client
+//!   that set a level).
+//! - [`schema`] keeps only the standard JSON Schema formats in tool schemas.
 //! - [`error`] maps engine errors onto the protocol: invalid input becomes JSON-RPC -32602 with
 //!   `{field, problem, received, suggestion}`, a failed tool becomes an `isError` result.
 //! - [`decision_resources`] serves decisions, calibration, skills and anomalies as resources
 //!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
 //!   decision tool changes them.
-//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check, and
-//!   answers messages that cannot be read with the JSON-RPC errors rmcp does not send.
+//! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check,
+//!   `/healthz` and Prometheus `/metrics`, and answers messages that cannot be read with the
+//!   JSON-RPC errors rmcp does not send; [`access`] puts API keys, per-key rate limits and the
+//!   audit log (from `kenning-service`) in front of the HTTP tools.
 
+pub mod access;
+mod client_log;
 pub mod decision_resources;
 pub mod error;
 pub mod params;
+pub mod prompts;
 pub mod resources;
+pub mod schema;
 mod server;
 mod subscriptions;
 pub mod tools;
@@ -25,4 +35,5 @@ pub mod transport;
 mod unparsed;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
+pub use access::{Caller, HttpAccess};
 pub use transport::{ServeError, serve_http, serve_stdio};

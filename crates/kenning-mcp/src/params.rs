@@ -36,6 +36,16 @@ impl<'a, S, T: DeserializeOwned> FromContextPart<ToolCallContext<'a, S>> for Str
     }
 }
 
+/// The identity of the authenticated caller (an API key's identity over HTTP), recorded as
+/// the author of what a tool writes; `None` over stdio and on a loopback server without keys.
+pub struct Author(pub Option<String>);
+
+impl<'a, S> FromContextPart<ToolCallContext<'a, S>> for Author {
+    fn from_context_part(context: &mut ToolCallContext<'a, S>) -> Result<Self, McpError> {
+        Ok(Author(crate::access::caller(context.request_context()).map(|caller| caller.identity)))
+    }
+}
+
 /// The value at a serde path inside the arguments, to report what was received.
 fn pointer<'v>(value: &'v serde_json::Value, path: &serde_path_to_error::Path) -> Option<&'v serde_json::Value> {
     use serde_path_to_error::Segment;
@@ -112,6 +122,7 @@ impl CaptureArgs {
             event_time: self.event_time,
             links: self.links.unwrap_or_default().into_iter().map(LinkInput::from).collect(),
             metadata: self.metadata.unwrap_or_default(),
+            author: None,
         };
         (input, self.domain)
     }

@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CustomRequest, CustomResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
@@ -13,7 +15,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
 use kenning_engine::{DecisionService, MemoryService};
+use kenning_service::Outcome;
 
+use crate::access::CallObserver;
+use crate::client_log::ClientLog;
 use crate::decision_resources::{self, Change, DecisionUri};
 use crate::error::invalid_params;
 use crate::resources;
@@ -55,9 +60,15 @@ pub struct KenningServer {
     tool_router: Arc<ToolRouter<KenningServer>>,
     /// Whether the decision resources are served (with the `decisions` toolset).
     decision_resources: bool,
+    /// Whether tools and prompts that write are left out.
+    read_only: bool,
+    /// This session's `logging/setLevel` choice; each session has its own.
+    log: Arc<ClientLog>,
     pub(crate) subscriptions: Arc<Subscriptions>,
     /// Tells this session's subscriptions from other sessions' in the shared registry.
     session: u64,
+    /// Times, counts and audits tool calls; set by the HTTP transport.
+    observer: Option<Arc<CallObserver>>,
 }
 
 impl KenningServer {
@@ -67,12 +78,27 @@ impl KenningServer {
         let tool_router = Arc::new(Self::router(&selected, options.read_only));
         let subscriptions = Arc::new(Subscriptions::default());
         let session = subscriptions.next_number();
-        Ok(KenningServer { memory, decisions, tool_router, decision_resources: selected.contains(&"decisions"), subscriptions, session })
+        Ok(KenningServer {
+            memory,
+            decisions,
+            tool_router,
+            decision_resources: selected.contains(&"decisions"),
+            read_only: options.read_only,
+            log: Arc::default(),
+            subscriptions,
+            session,
+            observer: None,
+        })
     }
 
     /// The same server for another client session, sharing stores and subscriptions.
     pub fn for_session(&self) -> KenningServer {
-        KenningServer { session: self.subscriptions.next_number(), ..self.clone() }
+        KenningServer { session: self.subscriptions.next_number(), log: Arc::default(), ..self.clone() }
+    }
+
+    /// The same server with every tool call timed, counted and audited by `observer`.
+    pub(crate) fn observed(self, observer: CallObserver) -> KenningServer {
+        KenningServer { observer: Some(Arc::new(observer)), ..self }
     }
 
     fn selected(options: &ServerOptions) -> Result<Vec<&'static str>, FieldError> {
@@ -120,12 +146,24 @@ impl KenningServer {
                 router.remove_route(&name);
             }
         }
+        for route in router.map.values_mut() {
+            let tool = &mut route.attr;
+            crate::schema::keep_standard_formats(Arc::make_mut(&mut tool.input_schema));
+            if let Some(output) = tool.output_schema.as_mut() {
+                crate::schema::keep_standard_formats(Arc::make_mut(output));
+            }
+        }
         router
     }
 
     /// Every enabled tool as `tools/list` describes it, sorted by name.
     pub fn tools(&self) -> Vec<rmcp::model::Tool> {
         self.tool_router.list_all()
+    }
+
+    /// Every prompt as `prompts/list` describes it.
+    pub fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        crate::prompts::list(self.read_only)
     }
 
     /// Tells the subscribers of the resources `change` made stale in `domain`.
@@ -182,12 +220,13 @@ async fn on_blocking_pool<T: Send + 'static>(
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KenningServer {
+    #[allow(deprecated, reason = "logging is part of the MCP revisions before 2026-07-28, which clients still negotiate")]
     fn get_info(&self) -> ServerConfig {
-        let capabilities = if self.decision_resources {
-            ServerCapabilities::builder().enable_tools().enable_resources().enable_resources_subscribe().build()
-        } else {
-            ServerCapabilities::builder().enable_tools().enable_resources().build()
-        };
+        let mut capabilities = ServerCapabilities::builder().enable_tools().enable_resources().enable_prompts().enable_logging().build();
+        // Updates are sent for the decision resources only.
+        if let Some(resources) = capabilities.resources.as_mut() {
+            resources.subscribe = self.decision_resources.then_some(true);
+        }
         let instructions = if self.decision_resources { format!("{INSTRUCTIONS}{DECISION_INSTRUCTIONS}") } else { INSTRUCTIONS.to_owned() };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("kenning", env!("CARGO_PKG_VERSION")))
@@ -257,6 +296,50 @@ impl ServerHandler for KenningServer {
         };
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// Every tool call goes through the router; its outcome is logged to the client when the
+    /// client asked for logs (see [`ClientLog`]).
+    /// Every tool call is reported to the client's log level and, over HTTP, timed into the
+    /// metrics and written to the audit log.
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+        let tool = request.name.to_string();
+        let peer = context.peer.clone();
+        let audit_context = self.observer.is_some().then(|| context.clone());
+        let started = std::time::Instant::now();
+        let response = self.tool_router.call(ToolCallContext::new(self, request, context)).await;
+        let elapsed = started.elapsed();
+        if let (Some(observer), Some(audit_context)) = (&self.observer, &audit_context) {
+            let outcome = match &response {
+                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
+                Ok(_) => Outcome::Ok,
+                Err(_) => Outcome::Invalid,
+            };
+            observer.record(&tool, audit_context, elapsed, outcome);
+        }
+        self.log.tool_call(&peer, &tool, elapsed, &response).await;
+        response
+    }
+
+    #[allow(deprecated, reason = "logging is part of the MCP revisions before 2026-07-28, which clients still negotiate")]
+    async fn set_level(&self, request: rmcp::model::SetLevelRequestParams, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.log.set_level(request.level);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(self.prompts()))
+    }
+
+    async fn get_prompt(&self, request: GetPromptRequestParams, _context: RequestContext<RoleServer>) -> Result<GetPromptResponse, McpError> {
+        let memory = self.memory.clone();
+        let (read_only, decision_tools) = (self.read_only, self.decision_resources);
+        let result = on_blocking_pool(move || crate::prompts::get(&memory, &request.name, request.arguments, read_only, decision_tools)).await?;
+        Ok(result.into())
     }
 
     /// A request rmcp could not read into its method's type: -32602 for a method of the

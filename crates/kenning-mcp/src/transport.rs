@@ -22,6 +22,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
+use kenning_service::Metrics;
+
+use crate::access::{self, CallObserver, Guard, HttpAccess, limit_classes};
 use crate::server::KenningServer;
 use jsonrpc::{Incoming, read_message};
 
@@ -52,19 +55,32 @@ pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
 /// page cannot reach the server through DNS rebinding.
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
-/// Serves streamable HTTP at `/mcp` on an already bound listener until `shutdown` resolves.
+/// Serves streamable HTTP at `/mcp`, with `/healthz` and `/metrics`, on an already bound
+/// listener until `shutdown` resolves.
+///
+/// Every request to `/mcp` passes the Origin check; with keys configured (always, off
+/// loopback) it also needs a valid API key and is held to the key's rate limits. Every tool
+/// call is timed into the metrics and, with an audit log, written to it.
 pub async fn serve_http(
     server: KenningServer,
     listener: tokio::net::TcpListener,
+    access: HttpAccess,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let address: SocketAddr = listener.local_addr()?;
+    let tools = server.tools();
+    let metrics = Arc::new(Metrics::new(tools.iter().map(|tool| tool.name.to_string())));
+    let server = server.observed(CallObserver { metrics: metrics.clone(), audit: access.audit.clone() });
+    let guard =
+        Arc::new(Guard { classes: limit_classes(&tools), access, metrics: metrics.clone(), max_body_bytes: MAX_REQUEST_BODY_BYTES });
+
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_origins(LOOPBACK_ORIGINS)
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
     if !address.ip().is_loopback() {
-        let host = address.ip().to_string();
-        config = config.with_allowed_hosts(["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned(), host]);
+        // Off loopback every request needs an API key, which a page reached by DNS rebinding
+        // does not have, and clients name the server by whatever host or address reaches it.
+        config = config.disable_allowed_hosts();
     }
     let cancel = config.cancellation_token.clone();
     let service = StreamableHttpService::new(
@@ -72,9 +88,20 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let app = axum::Router::new()
+    // The key check and rate limits come first (the outer layer), so that a refused request
+    // costs nothing more.
+    let mcp = axum::Router::new()
         .route_service("/mcp", service)
-        .layer(axum::middleware::from_fn(answer_unreadable_messages));
+        .layer(axum::middleware::from_fn(answer_unreadable_messages))
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), access::guard_mcp));
+    let metrics_route = axum::Router::new()
+        .route("/metrics", axum::routing::get(move || render_metrics(metrics.clone())))
+        .layer(axum::middleware::from_fn_with_state(guard, access::guard_key));
+    let app = axum::Router::new()
+        .route("/healthz", axum::routing::get(health))
+        .merge(metrics_route)
+        .layer(axum::middleware::from_fn(access::loopback_origin))
+        .merge(mcp);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -82,6 +109,15 @@ pub async fn serve_http(
         })
         .await?;
     Ok(())
+}
+
+/// Liveness: the process is up and answering HTTP.
+async fn health() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], format!("{{\"status\":\"ok\",\"version\":\"{}\"}}", env!("CARGO_PKG_VERSION")))
+}
+
+async fn render_metrics(metrics: Arc<Metrics>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], metrics.render())
 }
 
 /// Lets rmcp handle a POSTed JSON body first (its Origin, Host, Accept and session checks come

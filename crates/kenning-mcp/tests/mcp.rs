@@ -44,6 +44,16 @@ fn tools_list_snapshot() {
     assert!(bytes < 24_000, "tools/list grew to {bytes} bytes");
 }
 
+#[test]
+fn prompts_list_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = serde_json::to_value(server(&dir, &ServerOptions::default()).unwrap().prompts()).unwrap();
+    insta::assert_json_snapshot!("prompts_list", prompts);
+    let read_only = server(&dir, &ServerOptions { read_only: true, ..ServerOptions::default() }).unwrap().prompts();
+    let names: Vec<&str> = read_only.iter().map(|prompt| prompt.name.as_str()).collect();
+    assert_eq!(names, ["session_start"], "read-only lists only the prompt that does not write");
+}
+
 fn every_toolset() -> ServerOptions {
     ServerOptions { toolsets: Some(kenning_mcp::TOOLSETS.iter().map(|name| (*name).to_owned()).collect()), ..ServerOptions::default() }
 }
@@ -83,6 +93,54 @@ fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
         assert!(annotations.read_only_hint.is_some() && annotations.destructive_hint.is_some() && annotations.idempotent_hint.is_some(), "{name}");
         assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name} must use underscores");
     }
+}
+
+/// Every `format` keyword in a schema, with its JSON pointer. A property named `format` holds a
+/// schema, not a string, and is walked into rather than reported.
+fn formats(schema: &serde_json::Value, pointer: &str, found: &mut Vec<(String, String)>) {
+    match schema {
+        serde_json::Value::Object(object) => {
+            for (key, value) in object {
+                match (key.as_str(), value) {
+                    ("format", serde_json::Value::String(format)) => found.push((format!("{pointer}/format"), format.clone())),
+                    _ => formats(value, &format!("{pointer}/{key}"), found),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                formats(item, &format!("{pointer}/{index}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Regression: output schemas carried schemars' `uint`, `uint32`, `uint64` and `double`, which
+/// JSON Schema does not define (188 validator warnings in a conformance run).
+#[test]
+fn tool_schemas_use_standard_json_schema_formats_only() {
+    // JSON Schema 2020-12, Validation section 7.3.
+    const STANDARD: &[&str] = &[
+        "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+        "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let tools = server(&dir, &every_toolset()).unwrap().tools();
+    assert!(tools.len() > 8, "every toolset is walked");
+    let mut refused = Vec::new();
+    for tool in &tools {
+        let schemas = [("inputSchema", Some(&tool.input_schema)), ("outputSchema", tool.output_schema.as_ref())];
+        for (kind, schema) in schemas {
+            let Some(schema) = schema else { continue };
+            let mut found = Vec::new();
+            formats(&serde_json::Value::Object(schema.as_ref().clone()), "", &mut found);
+            refused.extend(
+                found.into_iter().filter(|(_, format)| !STANDARD.contains(&format.as_str())).map(|(at, format)| format!("{} {kind}{at}: {format}", tool.name)),
+            );
+        }
+    }
+    assert!(refused.is_empty(), "non-standard formats:\n{}", refused.join("\n"));
 }
 
 #[test]

@@ -24,6 +24,10 @@ pub enum Error {
     /// The caller's plan of a mirror update failed; the caller holds its own error.
     #[error("the mirror update was abandoned by its planner")]
     PlanFailed,
+    #[error("search index file {path}: {source}")]
+    IndexFile { path: PathBuf, source: std::io::Error },
+    #[error("search index image: {0}")]
+    IndexImage(String),
     #[error("memory not found: {0}")]
     NotFound(String),
     #[error("memory {id} was changed concurrently (expected version {expected})")]

@@ -146,7 +146,13 @@ const MIGRATIONS: &[&str] = &[
            'link', m.created_at
     FROM memories m, json_each(m.body, '$.links') AS link;
     "#,
-    // 4: the store as the index of another source of truth (the git notes of the project domain).
+    // 4: the store's identity, made once, so that a search index persisted beside the database
+    // (`index_file`) is only ever read back for the store it was built from.
+    r#"
+    CREATE TABLE store_identity (id TEXT NOT NULL);
+    INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
+    "#,
+    // 5: the store as the index of another source of truth (the git notes of the project domain).
     //
     // `mirror_state` records what the index reflects (`source`: the notes commit) and whether an
     // older store's own records were carried into that source (`migrated`). `mirror_skipped`

@@ -1,13 +1,20 @@
 //! Search through an in-memory [`SearchIndex`], kept in step with the database.
 //!
-//! The index is built on the first search, from the rows' search text, tags, filter columns
-//! and, per embedding model on its first vector search, their vectors. Every later search first
+//! The index is opened from its file beside the database on the first search (see
+//! `index_file`), or built from the rows' search text, tags, filter columns and, per
+//! embedding model on its first vector search, their vectors when that file is missing or
+//! refused. The file is rewritten in the background when the index was built afresh or has
+//! moved well past it. Every later search first
 //! asks the database for its highest change number (one indexed lookup) and, if rows changed
 //! since the index last looked, whichever process changed them, reloads just those rows. So a
 //! search always sees every write committed before it began, and the index costs nothing to
 //! keep in step on the write path.
 
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use chrono::TimeDelta;
 use kenning_core::{FieldError, MemoryId, MemoryKind, ScoredId, SearchFilter, Status};
@@ -18,14 +25,32 @@ use rusqlite::{Connection, Row, Rows, params};
 use crate::codec::parse_time_key;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::index_file::{self, Refused};
 use crate::vector;
 
 /// An index this far behind its records in replaced slots is rebuilt rather than patched.
 const MIN_DEAD_SLOTS_FOR_REBUILD: usize = 1000;
+/// The index file is rewritten once the index in memory is this many changes ahead of it, and
+/// at least a tenth of the store: often enough that a new process has little to catch up on,
+/// rarely enough that the writes cost the store little.
+const MIN_CHANGES_TO_PERSIST: i64 = 1000;
+/// Marks that this process has not read or written the index file.
+const NOT_PERSISTED: i64 = -1;
 
-#[derive(Default)]
+/// The index of one store, shared with the thread that writes it to its file.
 pub(crate) struct SearchCache {
-    state: RwLock<State>,
+    state: Arc<RwLock<State>>,
+    /// The change number the index file reflects, as far as this process knows: the change
+    /// it read the file at, or last wrote it at (or tried to).
+    persisted: Arc<AtomicI64>,
+    /// The background write of the index file, if one was started.
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Default for SearchCache {
+    fn default() -> Self {
+        SearchCache { state: Arc::default(), persisted: Arc::new(AtomicI64::new(NOT_PERSISTED)), writer: Mutex::new(None) }
+    }
 }
 
 #[derive(Default)]
@@ -33,6 +58,8 @@ struct State {
     index: Option<SearchIndex>,
     /// The highest change number the index reflects.
     applied: i64,
+    /// The store's identity, read with the first catch-up.
+    identity: Option<String>,
 }
 
 impl SearchCache {
@@ -65,9 +92,27 @@ impl SearchCache {
         self.current(db, model).map(drop)
     }
 
-    /// Drops the index; the next search builds it again from the database.
-    pub fn reset(&self) {
-        *write(&self.state) = State::default();
+    /// Drops the index and its file; the next search builds it again from the database.
+    pub fn reset(&self, db: &Db) {
+        let mut state = write(&self.state);
+        *state = State::default();
+        index_file::remove(db.path());
+        self.persisted.store(NOT_PERSISTED, Ordering::SeqCst);
+    }
+
+    /// Brings the index up to date and writes it to its file now, unless the file already
+    /// reflects every change; waits for a write under way first.
+    pub fn persist(&self, db: &Db) -> Result<()> {
+        // Catching up may start a background write; it is let finish first.
+        drop(self.current(db, None)?);
+        self.wait_for_writer();
+        let state = read(&self.state);
+        let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return Ok(()) };
+        if self.persisted.load(Ordering::SeqCst) != state.applied {
+            index_file::write(db.path(), index, identity, state.applied)?;
+            self.persisted.store(state.applied, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// The state, once it reflects every change committed so far and holds `model`'s vectors.
@@ -83,10 +128,71 @@ impl SearchCache {
             let mut state = write(&self.state);
             // Another thread may have caught up while this one waited for the lock.
             if !state.is_current(head, model) {
-                db.read(|conn| state.catch_up(conn, model))?;
+                let loaded = db.read(|conn| state.catch_up(conn, db.path(), model))?;
+                if let Some(change) = loaded {
+                    self.persisted.store(change, Ordering::SeqCst);
+                }
+            }
+            let persisted = self.persisted.load(Ordering::SeqCst);
+            let ahead = state.applied - persisted;
+            let threshold = MIN_CHANGES_TO_PERSIST.max(state.index.as_ref().map_or(0, |index| index.len() as i64 / 10));
+            if persisted == NOT_PERSISTED || ahead >= threshold {
+                drop(state);
+                self.persist_in_background(db.path());
             }
         }
         Ok(read(&self.state))
+    }
+
+    /// Starts writing the index to its file on another thread, unless a write is under way.
+    /// The writer holds a read lock on the index while it writes, so searches go on meanwhile.
+    fn persist_in_background(&self, path: &Path) {
+        let mut writer = lock(&self.writer);
+        if writer.as_ref().is_some_and(|running| !running.is_finished()) {
+            return;
+        }
+        if let Some(finished) = writer.take() {
+            let _ = finished.join();
+        }
+        let (state, persisted, path) = (Arc::clone(&self.state), Arc::clone(&self.persisted), path.to_owned());
+        let spawned = std::thread::Builder::new().name("kenning-index-writer".to_owned()).spawn(move || {
+            let state = read(&state);
+            let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return };
+            if persisted.load(Ordering::SeqCst) == state.applied {
+                return;
+            }
+            let started = Instant::now();
+            match index_file::write(&path, index, identity, state.applied) {
+                Ok(()) => {
+                    persisted.store(state.applied, Ordering::SeqCst);
+                    tracing::debug!(path = %path.display(), change = state.applied, elapsed = ?started.elapsed(), "wrote the search index file");
+                }
+                // The file is a cache: without it the next process builds the index itself. The
+                // attempt counts as the write of this change, so that a directory that cannot
+                // be written is not tried again before the index has moved on as far again.
+                Err(error) => {
+                    persisted.store(state.applied, Ordering::SeqCst);
+                    tracing::warn!(%error, "could not write the search index file");
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => *writer = Some(handle),
+            Err(error) => tracing::warn!(%error, "could not start the search index writer"),
+        }
+    }
+
+    fn wait_for_writer(&self) {
+        if let Some(running) = lock(&self.writer).take() {
+            let _ = running.join();
+        }
+    }
+}
+
+impl Drop for SearchCache {
+    /// A write under way is finished rather than abandoned, so no temporary file is left behind.
+    fn drop(&mut self) {
+        self.wait_for_writer();
     }
 }
 
@@ -96,21 +202,62 @@ impl State {
     }
 
     /// Loads what changed since `applied`, and `model`'s vectors if they are not loaded yet.
-    /// Runs in one read transaction, so everything loaded comes from one snapshot.
-    fn catch_up(&mut self, conn: &Connection, model: Option<&str>) -> Result<()> {
+    /// Runs in one read transaction, so everything loaded comes from one snapshot. Without an
+    /// index in memory, it starts from the index file of the database at `path` if that is
+    /// usable, and says which change that file reflects.
+    fn catch_up(&mut self, conn: &Connection, path: &Path, model: Option<&str>) -> Result<Option<i64>> {
         let head = head_change(conn)?;
+        let identity = match self.identity.take() {
+            Some(identity) => identity,
+            None => index_file::store_identity(conn)?,
+        };
+        let identity = self.identity.insert(identity).clone();
         let stale = self.index.as_ref().is_some_and(|index| index.dead_slots() >= MIN_DEAD_SLOTS_FOR_REBUILD.max(index.len() / 4));
-        if self.index.is_none() || stale {
-            // The models of the old index stay loaded in the new one.
-            let models = self.index.as_ref().map(SearchIndex::models).unwrap_or_default();
-            let mut index = SearchIndex::new();
-            for model in &models {
-                index.add_model(model);
+        let mut loaded = None;
+        if self.index.is_none() {
+            match index_file::open(path, &identity, head) {
+                Ok((index, change)) => {
+                    self.index = Some(index);
+                    self.applied = change;
+                    loaded = Some(change);
+                }
+                Err(Refused::Missing) => tracing::debug!(path = %path.display(), "no search index file; building the index"),
+                Err(Refused::Unusable(reason)) => {
+                    tracing::info!(path = %path.display(), %reason, "search index file not used; building the index");
+                }
             }
-            self.index = Some(index);
-            self.applied = 0;
         }
-        let index = self.index.as_mut().expect("just ensured");
+        if self.index.is_none() || stale {
+            self.start_afresh();
+        }
+        self.load(conn, model, head)?;
+        if loaded.is_some() {
+            // Every row has a change number, and no row is ever deleted, so an index that
+            // caught up from a sound file holds every row. One that does not is rebuilt.
+            let rows: i64 = conn.prepare_cached("SELECT count(*) FROM memories")?.query_row([], |row| row.get(0))?;
+            if self.index.as_ref().is_some_and(|index| index.len() as i64 != rows) {
+                tracing::warn!(path = %path.display(), rows, "search index file disagrees with the store; building the index");
+                self.start_afresh();
+                self.load(conn, model, head)?;
+                loaded = None;
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// An empty index, keeping the models of the one it replaces.
+    fn start_afresh(&mut self) {
+        let models = self.index.as_ref().map(SearchIndex::models).unwrap_or_default();
+        let mut index = SearchIndex::new();
+        for model in &models {
+            index.add_model(model);
+        }
+        self.index = Some(index);
+        self.applied = 0;
+    }
+
+    fn load(&mut self, conn: &Connection, model: Option<&str>, head: i64) -> Result<()> {
+        let Some(index) = self.index.as_mut() else { return Ok(()) };
         if let Some(model) = model.filter(|model| !index.has_model(model)) {
             index.add_model(model);
             load_vectors(conn, index, model, self.applied)?;
@@ -222,6 +369,10 @@ fn read(lock: &RwLock<State>) -> RwLockReadGuard<'_, State> {
         *write(lock) = State::default();
         lock.read().unwrap_or_else(PoisonError::into_inner)
     })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn write(lock: &RwLock<State>) -> RwLockWriteGuard<'_, State> {

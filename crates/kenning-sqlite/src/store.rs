@@ -97,7 +97,7 @@ impl SqliteStore {
             (Ok((source, removed)), _) => {
                 if removed > 0 {
                     // Removed rows never come back as changes, so only a fresh index forgets them.
-                    self.search.reset();
+                    self.search.reset(&self.db);
                 }
                 Ok(source)
             }
@@ -107,6 +107,20 @@ impl SqliteStore {
     /// The id of an active memory other than `except` that holds the content of `memory`.
     pub fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>, Error> {
         self.db.read(|tx| mirror::active_duplicate(tx, memory, except))
+    }
+
+    /// Where the search index is kept between processes: beside the database, a cache that
+    /// is rebuilt from the database whenever it is missing, stale or damaged.
+    pub fn index_path(&self) -> std::path::PathBuf {
+        crate::index_file::index_path(self.db.path())
+    }
+
+    /// Brings the search index up to date and writes its file now, unless the file already
+    /// reflects every change. The index is otherwise written in the background, after it was
+    /// built and whenever it has moved well past its file; this is for callers that want the
+    /// file complete before they go on, such as a benchmark or a command about to exit.
+    pub fn persist_index(&self) -> Result<(), Error> {
+        self.search.persist(&self.db)
     }
 }
 
@@ -190,7 +204,7 @@ impl MemoryStore for SqliteStore {
 
     fn rebuild_index(&self) -> CoreResult<u64> {
         let indexed = self.db.write(|tx| write::rebuild_index(tx))?;
-        self.search.reset();
+        self.search.reset(&self.db);
         Ok(indexed)
     }
 

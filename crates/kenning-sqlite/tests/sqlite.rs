@@ -434,3 +434,201 @@ fn a_first_schema_store_keeps_its_search_text() {
     insert_all(&store, std::slice::from_ref(&fresh));
     assert_eq!(sorted(hit_ids(&store.search_text("signing keys", &SearchFilter::active(), 10).unwrap())), ["new", "old"]);
 }
+
+/// The search index persisted beside the database: opened in place when it is sound and
+/// brought up to date with what changed since it was written, and rebuilt, with the same
+/// answers, when it is missing, damaged, foreign or of another format.
+mod persisted_index {
+    use super::*;
+    use kenning_core::{ScoredId, Status};
+    use kenning_index::SearchIndex;
+
+    const MODEL: &str = "persisted-model";
+    const TOPICS: &[&str] = &["connection pool", "redis cache", "schema migration", "deploy pipeline", "signing keys"];
+
+    fn note(n: usize) -> (Memory, Option<Embedding>) {
+        let topic = TOPICS[n % TOPICS.len()];
+        let namespace = ["learnings", "config", "decisions"][n % 3];
+        let mut m = memory(&format!("note-{n:04}"), namespace, &format!("Note {n} about the {topic}: step {}.", n / 7));
+        m.tags = vec![format!("t{}", n % 4)];
+        m.created_at = at(n as i64);
+        m.updated_at = m.created_at;
+        let vector = [(n % 5) as f32 + 0.5, (n % 7) as f32 - 3.0, (n % 3) as f32, 1.0];
+        (m, Some(embedding(MODEL, &vector)))
+    }
+
+    fn fill(store: &SqliteStore, notes: std::ops::Range<usize>) {
+        store.insert(&notes.map(note).collect::<Vec<_>>()).unwrap();
+    }
+
+    /// Writes after the index file: new notes, edited text, a status change and a new vector.
+    fn write_more(store: &SqliteStore) {
+        fill(store, 300..360);
+        for n in [3, 10, 42] {
+            let current = store.get(&id(&format!("note-{n:04}"))).unwrap().unwrap();
+            kenning_conformance::fixtures::update(store, &current, |m| m.content = format!("Rewritten note {n} on the redis cache."));
+        }
+        let current = store.get(&id("note-0005")).unwrap().unwrap();
+        kenning_conformance::fixtures::update(store, &current, |m| m.status = Status::Forgotten);
+        store.set_embeddings(&[(id("note-0007"), embedding(MODEL, &[1.0, 0.0, 0.0, 0.0]))]).unwrap();
+    }
+
+    /// What a store answers: text and vector searches, with and without filters.
+    fn answers(store: &SqliteStore) -> Vec<Vec<ScoredId>> {
+        let filters = [SearchFilter::active(), SearchFilter { tags: vec!["t1".into()], ..SearchFilter::active() }, SearchFilter::default()];
+        let mut found = Vec::new();
+        for filter in &filters {
+            for query in ["connection pool", "redis cache", "step 3 migration", "signing keys", "rewritten"] {
+                found.push(store.search_text(query, filter, 20).unwrap());
+            }
+            for vector in [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0], [3.0, -2.0, 1.0, 1.0]] {
+                found.push(store.search_vector(&unit(&vector), MODEL, filter, 20).unwrap());
+            }
+        }
+        found
+    }
+
+    fn assert_same_answers(found: &[Vec<ScoredId>], expected: &[Vec<ScoredId>], context: &str) {
+        assert_eq!(found.len(), expected.len());
+        for (search, (found, expected)) in found.iter().zip(expected).enumerate() {
+            assert_eq!(hit_ids(found), hit_ids(expected), "{context}: search {search}");
+            for (hit, reference) in found.iter().zip(expected) {
+                assert!((hit.score - reference.score).abs() < 1e-6, "{context}: search {search} scores {hit:?} vs {reference:?}");
+            }
+        }
+    }
+
+    /// A store of 300 notes whose index file was written, then 60 more notes and some changes
+    /// the file does not reflect. Returns the sound file's bytes and the answers of an index
+    /// built from scratch over the final store.
+    fn stale_file_and_fresh_answers(path: &Path) -> (Vec<u8>, Vec<Vec<ScoredId>>) {
+        let store = SqliteStore::open(path).unwrap();
+        fill(&store, 0..300);
+        store.warm_up(Some(MODEL)).unwrap();
+        store.persist_index().unwrap();
+        let image = std::fs::read(store.index_path()).unwrap();
+        assert!(SearchIndex::image_stamp(&image).is_ok());
+        write_more(&store);
+        drop(store);
+        std::fs::remove_file(kenning_index_path(path)).unwrap();
+        let fresh = SqliteStore::open(path).unwrap();
+        let expected = answers(&fresh);
+        drop(fresh);
+        (image, expected)
+    }
+
+    fn kenning_index_path(db: &Path) -> PathBuf {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".index");
+        PathBuf::from(name)
+    }
+
+    /// Puts `bytes` in place as the index file, opens the store, and checks its answers; then
+    /// that the store wrote a sound file of its own, which a further process reads back.
+    fn check_with_file(path: &Path, bytes: Option<&[u8]>, expected: &[Vec<ScoredId>], context: &str) {
+        let index = kenning_index_path(path);
+        let _ = std::fs::remove_file(&index);
+        if let Some(bytes) = bytes {
+            std::fs::write(&index, bytes).unwrap();
+        }
+        let store = SqliteStore::open(path).unwrap();
+        assert_same_answers(&answers(&store), expected, context);
+        store.persist_index().unwrap();
+        drop(store);
+        let written = std::fs::read(&index).unwrap();
+        assert!(SearchIndex::image_stamp(&written).is_ok(), "{context}: the rewritten file is not sound");
+        let reopened = SqliteStore::open(path).unwrap();
+        assert_same_answers(&answers(&reopened), expected, &format!("{context}, reopened"));
+    }
+
+    #[test]
+    fn a_stale_file_is_caught_up_and_answers_like_a_fresh_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stale.db");
+        let (image, expected) = stale_file_and_fresh_answers(&path);
+        check_with_file(&path, Some(&image), &expected, "stale file");
+    }
+
+    #[test]
+    fn a_damaged_file_is_rebuilt_with_the_same_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("damaged.db");
+        let (image, expected) = stale_file_and_fresh_answers(&path);
+        let mut corrupted = image.clone();
+        let middle = corrupted.len() / 2;
+        corrupted[middle] ^= 0x55;
+        check_with_file(&path, Some(&corrupted), &expected, "corrupted");
+        check_with_file(&path, Some(&image[..image.len() / 2]), &expected, "truncated");
+        check_with_file(&path, Some(&image[..10]), &expected, "truncated in the header");
+        check_with_file(&path, Some(b""), &expected, "empty");
+        check_with_file(&path, None, &expected, "deleted");
+        let mut older = image.clone();
+        older[8..12].copy_from_slice(&(kenning_index::FORMAT_VERSION - 1).to_le_bytes());
+        check_with_file(&path, Some(&older), &expected, "older format");
+    }
+
+    #[test]
+    fn another_stores_file_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.db");
+        let (_, expected) = stale_file_and_fresh_answers(&path);
+        let other_path = dir.path().join("other.db");
+        let other = SqliteStore::open(&other_path).unwrap();
+        fill(&other, 100..400);
+        other.persist_index().unwrap();
+        let foreign = std::fs::read(other.index_path()).unwrap();
+        check_with_file(&path, Some(&foreign), &expected, "another store's file");
+    }
+
+    /// The file is really read: a change made behind the store's back, without a change
+    /// number, is invisible to an index opened from the file, and seen by one built afresh.
+    #[test]
+    fn a_sound_file_is_opened_rather_than_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sound.db");
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..50);
+        store.persist_index().unwrap();
+        drop(store);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("UPDATE memories SET search_text = 'zeppelin' WHERE id = 'note-0001'", []).unwrap();
+        drop(conn);
+        let zeppelin = |store: &SqliteStore| hit_ids(&store.search_text("zeppelin", &SearchFilter::active(), 5).unwrap());
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(zeppelin(&store).is_empty(), "the file was not used");
+        drop(store);
+        std::fs::remove_file(kenning_index_path(&path)).unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(zeppelin(&store), ["note-0001"]);
+        store.rebuild_index().unwrap();
+        assert!(!store.index_path().exists(), "rebuilding the index drops its file");
+        assert_eq!(store.search_text("note", &SearchFilter::active(), 5).unwrap().len(), 5);
+    }
+
+    /// A file that claims changes the store does not have (the database was restored from an
+    /// older copy, say) is not trusted.
+    #[test]
+    fn a_file_ahead_of_the_store_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("restored.db");
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..150);
+        store.persist_index().unwrap();
+        let ahead = std::fs::read(store.index_path()).unwrap();
+        drop(store);
+        // The store goes back to its first 100 rows, as a restored copy would.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DELETE FROM memories WHERE seq > 100; DELETE FROM memory_tags WHERE memory_id >= 'note-0100'; \
+             DELETE FROM embeddings WHERE memory_id >= 'note-0100';",
+        )
+        .unwrap();
+        drop(conn);
+        std::fs::remove_file(kenning_index_path(&path)).unwrap();
+        let fresh = SqliteStore::open(&path).unwrap();
+        let expected = answers(&fresh);
+        assert_eq!(expected[0].len(), 20);
+        drop(fresh);
+        check_with_file(&path, Some(&ahead), &expected, "a file ahead of the store");
+    }
+}

@@ -73,6 +73,11 @@ pub enum Command {
         #[arg(long)]
         setup: bool,
     },
+    /// API keys for `kenning serve --http`: create, list, revoke.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// Read memories exported by `kenning export`.
     Import {
         /// JSON-lines file, or `-` for standard input.
@@ -83,10 +88,31 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it, once; only its hash is kept.
+    Create {
+        /// A label, unique among active keys, e.g. `ci` or `laptop-alice`.
+        #[arg(long)]
+        name: String,
+        /// Who the key acts as, recorded as the author of what it writes (default: the name).
+        #[arg(long)]
+        identity: Option<String>,
+    },
+    /// List every key, revoked ones included (never the keys themselves).
+    List,
+    /// Revoke a key by name or id; servers refuse it from their next request.
+    Revoke {
+        /// The key's name or id.
+        key: String,
+    },
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; ADDR is HOST:PORT or a port
+    /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
     /// Comma-separated toolsets to enable: memory, decisions, sync (default: memory).
     #[arg(long, value_delimiter = ',')]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use kenning_service::RateLimits;
 use kenning_sqlite::Durability;
 use serde::Deserialize;
 
@@ -26,6 +27,8 @@ pub struct Config {
     pub read_only: bool,
     /// The modules decisions are filed under; default database, auth, api, frontend, backend, infra.
     pub decision_modules: Option<Vec<String>>,
+    /// Calls per minute each API key may make over HTTP, per class.
+    pub rate_limits: RateLimits,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
 }
@@ -96,6 +99,15 @@ struct ProjectSection {
 struct ServerSection {
     toolsets: Option<Vec<String>>,
     read_only: Option<bool>,
+    rate_limits: Option<RateLimitsSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RateLimitsSection {
+    capture: Option<u32>,
+    queries: Option<u32>,
+    calibration: Option<u32>,
 }
 
 impl Config {
@@ -153,6 +165,19 @@ impl Config {
         if let Some(server) = file.server {
             self.toolsets = server.toolsets.or(self.toolsets.take());
             self.read_only = server.read_only.unwrap_or(self.read_only);
+            if let Some(limits) = server.rate_limits {
+                for (name, value, slot) in [
+                    ("capture", limits.capture, &mut self.rate_limits.capture),
+                    ("queries", limits.queries, &mut self.rate_limits.queries),
+                    ("calibration", limits.calibration, &mut self.rate_limits.calibration),
+                ] {
+                    match value {
+                        Some(0) => bail!("{origin}: server.rate_limits.{name} is 0, which would refuse every call; use at least 1 (calls a minute per key)"),
+                        Some(per_minute) => *slot = per_minute,
+                        None => {}
+                    }
+                }
+            }
         }
         if let Some(modules) = file.decisions.and_then(|decisions| decisions.modules) {
             self.decision_modules = Some(modules);
@@ -200,11 +225,16 @@ impl Config {
         if let Some(path) = &self.user_db {
             return Ok(path.clone());
         }
-        let data = std::env::var_os("KENNING_DATA_DIR")
+        Ok(Self::data_dir()?.join("user.db"))
+    }
+
+    /// kenning's folder in the user's data directory (`KENNING_DATA_DIR` overrides it): the
+    /// user store by default, the API keys and the audit log.
+    pub fn data_dir() -> Result<PathBuf> {
+        std::env::var_os("KENNING_DATA_DIR")
             .map(PathBuf::from)
             .or_else(|| dirs::data_dir().map(|dir| dir.join("kenning")))
-            .context("no user data directory is known; set KENNING_DATA_DIR or storage.user_db")?;
-        Ok(data.join("user.db"))
+            .context("no user data directory is known; set KENNING_DATA_DIR")
     }
 }
 
@@ -241,13 +271,14 @@ mod tests {
         let file = dir.path().join("kenning.toml");
         std::fs::write(
             &file,
-            "[server]\ntoolsets = [\"memory\"]\nread_only = true\n[embedder]\nkind = \"none\"\n[decisions]\nmodules = [\"payments\"]\n",
+            "[server]\ntoolsets = [\"memory\"]\nread_only = true\n[server.rate_limits]\ncapture = 10\n[embedder]\nkind = \"none\"\n[decisions]\nmodules = [\"payments\"]\n",
         )
         .unwrap();
         let mut config = Config::default();
         config.apply_file(&file).unwrap();
         assert!(config.read_only);
         assert_eq!(config.decision_modules, Some(vec!["payments".to_owned()]));
+        assert_eq!(config.rate_limits, RateLimits { capture: 10, ..RateLimits::default() }, "unset limits keep their defaults");
         config
             .apply_env(|name| match name {
                 "KENNING_READ_ONLY" => Some("false".into()),
@@ -295,6 +326,9 @@ mod tests {
         std::fs::write(&file, "[storage]\ndurability = \"eventually\"\n").unwrap();
         let error = Config::default().apply_file(&file).unwrap_err().to_string();
         assert!(error.contains("eventually") && error.contains("power-loss"), "{error}");
+        std::fs::write(&file, "[server.rate_limits]\nqueries = 0\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err().to_string();
+        assert!(error.contains("server.rate_limits.queries") && error.contains("at least 1"), "{error}");
         std::fs::write(&file, "[storage]\nuser_dbb = \"x\"\n").unwrap();
         let error = format!("{:#}", Config::default().apply_file(&file).unwrap_err());
         assert!(error.contains("user_dbb"), "{error}");

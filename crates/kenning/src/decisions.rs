@@ -215,6 +215,7 @@ pub fn run(decisions: &DecisionService, json: bool, command: DecisionCommand) ->
                 file_path: args.file_path,
                 related_files: args.related_files,
                 created_by: Some(args.created_by.unwrap_or_else(|| "human".to_owned())),
+                author: None,
             };
             print(json, &decisions.capture(input, args.domain.as_deref())?, captured)
         }

@@ -5,17 +5,21 @@ mod cli;
 mod compose;
 mod config;
 mod decisions;
+mod keys;
 mod project;
 mod render;
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
 
-use anyhow::{Context, Result, anyhow};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use kenning_core::{CaptureInput, LinkInput, UpdateInput};
 use kenning_engine::{ExportLine, RecallRequest};
-use kenning_mcp::{KenningServer, ServerOptions};
+use kenning_mcp::{HttpAccess, KenningServer, ServerOptions};
+use kenning_service::{AuditLog, Authenticator, KeyStore, RateLimiter};
 use serde::Serialize;
 
 use crate::cli::{Cli, Command, ServeArgs};
@@ -52,6 +56,14 @@ fn describe(error: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        // Keys touch no store: they work even where the stores cannot be opened.
+        Command::Keys { command } => keys::run(cli.json, command),
+        command => run_with_stores(cli.json, command),
+    }
+}
+
+fn run_with_stores(json: bool, command: Command) -> Result<()> {
     let cwd = std::env::current_dir().context("reading the working directory")?;
     let project_hint = Project::discover(&cwd, None);
     let config = Config::load(project_hint.as_ref().map(|project| project.root.as_path()))?;
@@ -59,12 +71,12 @@ fn run(cli: Cli) -> Result<()> {
         Some(id) => Project::discover(&cwd, Some(id)),
         None => project_hint,
     };
-    if let Command::Sync { remote, setup: true } = &cli.command {
+    if let Command::Sync { remote, setup: true } = &command {
         let project = project.as_ref().context("`kenning sync --setup` needs a git repository: run it inside one")?;
         let remote = remote.as_deref().unwrap_or("origin");
         let added = kenning_git::setup_refspecs(&project.root, remote)?;
         let summary = SetupSummary { remote: remote.to_owned(), added };
-        return print(cli.json, &summary, |summary| {
+        return print(json, &summary, |summary| {
             if summary.added.is_empty() {
                 format!("{} already carries the notes in plain git fetch and push\n", summary.remote)
             } else {
@@ -74,8 +86,7 @@ fn run(cli: Cli) -> Result<()> {
     }
     let services = compose::services(&config, project.as_ref())?;
     let memory = services.memory.clone();
-    let json = cli.json;
-    match cli.command {
+    match command {
         Command::Serve(args) => serve(services, &config, args),
         Command::Capture(args) => {
             let content = if args.content == "-" { read_stdin()? } else { args.content };
@@ -92,6 +103,7 @@ fn run(cli: Cli) -> Result<()> {
                 event_time: args.event_time,
                 links: args.links.into_iter().map(|target| LinkInput { target, relation: None }).collect(),
                 metadata: parse_metadata(&args.metadata)?,
+                author: None,
             };
             let outcome = memory.capture(input, args.domain.as_deref())?;
             print(json, &outcome, render::capture)
@@ -147,6 +159,7 @@ fn run(cli: Cli) -> Result<()> {
             print(json, &report, render::sync)
         }
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
+        Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors } => {
             let mut writer: Box<dyn Write> = match &output {
@@ -202,18 +215,52 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
         match args.http {
             None => kenning_mcp::serve_stdio(server).await?,
             Some(address) => {
-                let listener = tokio::net::TcpListener::bind(&address)
-                    .await
-                    .with_context(|| format!("binding {address}"))?;
+                let (listener, access) = http_access(config, &address).await?;
                 // Registered before the address is announced: a client that interrupts the server
                 // as soon as it is announced then stops it cleanly instead of killing it.
                 let shutdown = interrupted()?;
                 eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
-                kenning_mcp::serve_http(server, listener, shutdown).await?;
+                kenning_mcp::serve_http(server, listener, access, shutdown).await?;
             }
         }
         Ok(())
     })
+}
+
+/// Binds the HTTP address and sets up what guards it: the API keys (required off loopback,
+/// where the server refuses to start without an active one), the rate limits and the audit log.
+async fn http_access(config: &Config, address: &str) -> Result<(tokio::net::TcpListener, HttpAccess)> {
+    // A bare port means that port on loopback.
+    let address = if address.parse::<u16>().is_ok() { format!("127.0.0.1:{address}") } else { address.to_owned() };
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(&address)
+        .await
+        .with_context(|| format!("--http `{address}` is not HOST:PORT (e.g. 127.0.0.1:8080) or a port"))?
+        .collect();
+    let loopback = !resolved.is_empty() && resolved.iter().all(|resolved| resolved.ip().is_loopback());
+    let data_dir = Config::data_dir()?;
+    let authenticator = Authenticator::new(KeyStore::new(keys::key_file()?), !loopback)?;
+    let (keys, required) = authenticator.current()?;
+    if !loopback && keys.active() == 0 {
+        bail!(
+            "refusing to serve on {address} without authentication: every address but loopback needs API keys, and {} holds no active one.\n  \
+             Create one with `kenning keys create --name NAME` (clients send it as `Authorization: Bearer …`), \
+             or serve on loopback with `--http 127.0.0.1:PORT`.",
+            authenticator.store().path().display()
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(resolved.as_slice()).await.with_context(|| format!("binding {address}"))?;
+    let audit = AuditLog::open(data_dir.join("audit.jsonl"))?;
+    if required {
+        eprintln!("kenning: API keys required ({} active); audit log {}", keys.active(), audit.path().display());
+    } else {
+        eprintln!("kenning: no API keys configured, loopback only: requests are not authenticated; audit log {}", audit.path().display());
+    }
+    let access = HttpAccess {
+        authenticator: Arc::new(authenticator),
+        limiter: Arc::new(RateLimiter::new(config.rate_limits)),
+        audit: Some(Arc::new(audit)),
+    };
+    Ok((listener, access))
 }
 
 /// Resolves on Ctrl-C (SIGINT); the handler is in place when this returns.

@@ -110,6 +110,10 @@ pub struct CaptureDecision {
     #[serde(default)]
     pub related_files: Vec<String>,
     pub created_by: Option<String>,
+    /// Who is writing: set by the front end from the caller's authenticated identity and
+    /// recorded as the author of the decision's memory, never taken from tool arguments.
+    #[serde(default)]
+    pub author: Option<String>,
 }
 
 /// A change to a decision; absent fields stay as they are.
@@ -489,6 +493,7 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
         event_time: None,
         links: Vec::new(),
         metadata,
+        author: None,
     }
 }
 
@@ -533,6 +538,7 @@ pub fn refresh_memory(
         status,
         version: current.version,
         updated_at: current.updated_at,
+        author: current.author.clone(),
         ..built
     };
     if next == *current {
@@ -564,5 +570,6 @@ pub fn lesson_memory_input(decision: &Decision, decision_urn: &MemoryUrn, outcom
             ("decision_id".to_owned(), decision.id.to_string()),
             ("module".to_owned(), decision.module.clone()),
         ]),
+        author: None,
     }
 }

@@ -266,6 +266,7 @@ pub fn skill_memory_input(skill: &MinedSkill, decision_urns: &[MemoryUrn]) -> Ca
         event_time: None,
         links: decision_urns.iter().map(|urn| LinkInput { target: urn.to_string(), relation: Some("evidenced-by".to_owned()) }).collect(),
         metadata,
+        author: None,
     }
 }
 

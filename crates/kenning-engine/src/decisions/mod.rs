@@ -29,7 +29,7 @@ use kenning_core::decision::{
     DecisionStore, Edge, MemoryChange, ModuleList, Node, NodeKind, Outcome, OutcomeInput, SignalInput, UpdateDecision,
 };
 use kenning_core::input::build_memory;
-use kenning_core::{Cursor, Domain, FieldError, Inserted, Memory, MemoryId, MemoryUrn, Namespace, SearchFilter};
+use kenning_core::{CaptureInput, Cursor, Domain, FieldError, Inserted, Memory, MemoryId, MemoryUrn, Namespace, SearchFilter};
 
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
@@ -155,8 +155,10 @@ impl DecisionService {
         let entry = self.entry(domain)?;
         let now = self.memory.now();
         let id = DecisionId::parse(&format!("{}{}", DecisionId::PREFIX, new_memory_id(now))).expect("generated ids are valid");
+        let author = input.author.clone();
         let decision = build_decision(input, &self.modules, id, now)?;
-        let memory = build_memory(decision_memory_input(&decision, None), entry.domain.clone(), decision.id.memory_id(), now)?;
+        let face = CaptureInput { author, ..decision_memory_input(&decision, None) };
+        let memory = build_memory(face, entry.domain.clone(), decision.id.memory_id(), now)?;
         let embedding = self.memory.embed_one(&memory.search_text())?;
         entry.store.insert_decision(&decision, &memory, embedding.as_ref())?;
         Ok(CaptureDecisionResult {

@@ -19,7 +19,7 @@ use kenning_engine::decisions::{CalibrationQuery, ContextQuery, SkillsQuery};
 use crate::KenningServer;
 use crate::decision_resources::Change;
 use crate::error::{ToolError, blocking};
-use crate::params::{Strict, input_schema};
+use crate::params::{Author, Strict, input_schema};
 
 #[tool_router(router = decision_tools, vis = "pub(crate)")]
 impl KenningServer {
@@ -30,9 +30,14 @@ impl KenningServer {
         input_schema = input_schema::<CaptureDecisionArgs>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn decision_capture(&self, Strict(args): Strict<CaptureDecisionArgs>) -> Result<Json<CaptureDecisionResult>, ToolError> {
+    async fn decision_capture(
+        &self,
+        Author(author): Author,
+        Strict(args): Strict<CaptureDecisionArgs>,
+    ) -> Result<Json<CaptureDecisionResult>, ToolError> {
         let decisions = self.decisions.clone();
-        let (input, domain) = args.into_input();
+        let (mut input, domain) = args.into_input();
+        input.author = author;
         let result = blocking(move || decisions.capture(input, domain.as_deref())).await?;
         self.notify(&result.domain, Change::Captured).await;
         Ok(Json(result))
@@ -288,6 +293,7 @@ impl CaptureDecisionArgs {
             file_path: self.file_path,
             related_files: self.related_files.unwrap_or_default(),
             created_by: self.created_by,
+            author: None,
         };
         (input, self.domain)
     }

@@ -10,7 +10,7 @@ use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryVi
 
 use crate::KenningServer;
 use crate::error::{ToolError, blocking};
-use crate::params::{CaptureArgs, NoArgs, ReasonArgs, RecallArgs, Strict, UpdateArgs, UrnArgs, input_schema};
+use crate::params::{Author, CaptureArgs, NoArgs, ReasonArgs, RecallArgs, Strict, UpdateArgs, UrnArgs, input_schema};
 
 #[tool_router(router = memory_tools, vis = "pub(crate)")]
 impl KenningServer {
@@ -21,9 +21,10 @@ impl KenningServer {
         input_schema = input_schema::<CaptureArgs>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn memory_capture(&self, Strict(args): Strict<CaptureArgs>) -> Result<Json<CaptureOutcome>, ToolError> {
+    async fn memory_capture(&self, Author(author): Author, Strict(args): Strict<CaptureArgs>) -> Result<Json<CaptureOutcome>, ToolError> {
         let memory = self.memory.clone();
-        let (input, domain) = args.into_input();
+        let (mut input, domain) = args.into_input();
+        input.author = author;
         blocking(move || memory.capture(input, domain.as_deref())).await.map(Json)
     }
 

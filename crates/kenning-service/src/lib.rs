@@ -1,0 +1,26 @@
+//! What running kenning as a shared service needs beyond the protocol: API keys, per-key rate
+//! limits, an audit log and metrics. Nothing here knows MCP or HTTP; the transport in
+//! `kenning-mcp` applies these to requests, and the binary creates, lists and revokes keys.
+//!
+//! - [`KeyStore`] keeps [`ApiKey`]s hashed in a JSON file in the user's data directory;
+//!   [`KeyStore::create`] returns the secret once ([`CreatedKey`]). [`Authenticator`] answers
+//!   whether a presented secret is valid, re-reading the file when it changes so that a
+//!   revocation takes effect on the next request.
+//! - [`RateLimiter`] holds a token bucket per key and [`LimitClass`] (capture, queries,
+//!   calibration) with the per-minute [`RateLimits`].
+//! - [`AuditLog`] appends one JSON line per tool call ([`AuditEntry`]: who, what, when, outcome,
+//!   duration; never content).
+//! - [`Metrics`] counts tool calls into latency histograms and error counters per tool, and
+//!   rejected requests per reason, and renders them in the Prometheus text format.
+
+mod audit;
+mod error;
+mod keys;
+mod limits;
+mod metrics;
+
+pub use audit::{AuditEntry, AuditLog, Outcome};
+pub use error::Error;
+pub use keys::{ApiKey, Authenticator, CreatedKey, KEY_PREFIX, KeySet, KeyStore, Verdict};
+pub use limits::{LimitClass, RateLimiter, RateLimits};
+pub use metrics::{LATENCY_BUCKETS, Metrics, Rejection};
