@@ -8,6 +8,7 @@ use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
+use kenning_git::GitNotesStore;
 use kenning_sqlite::SqliteStore;
 
 use crate::config::{Config, EmbedderChoice};
@@ -19,12 +20,13 @@ pub struct Services {
     pub decisions: Arc<DecisionService>,
 }
 
-/// Opens the project store (inside a git repository) and the user store, and the embedder.
-/// Each domain's one database file keeps both its memories and its decisions.
+/// Opens the project store (inside a git repository: the repository's git notes, indexed in
+/// `.git/kenning/project.db`) and the user store (SQLite), and the embedder. Each domain's store
+/// keeps both its memories and its decisions.
 pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
-    let mut stores = Vec::new();
+    let mut stores: Vec<(Domain, Arc<dyn DecisionStore>)> = Vec::new();
     if let Some(project) = project.filter(|_| !config.project_disabled) {
-        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path(), config)?);
+        stores.push(open_project(project, config)?);
     }
     stores.push(open_sqlite(Domain::User, &config.user_db_path()?, config)?);
     let memory_domains = stores
@@ -33,7 +35,7 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
         .collect();
     let decision_domains = stores
         .into_iter()
-        .map(|(domain, store)| DecisionDomain { domain, store: store as Arc<dyn DecisionStore> })
+        .map(|(domain, store)| DecisionDomain { domain, store })
         .collect();
     let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?));
     let modules = match &config.decision_modules {
@@ -44,8 +46,16 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
     Ok(Services { memory, decisions })
 }
 
-fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<SqliteStore>)> {
+fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     let store = SqliteStore::open_with(path, config.durability).with_context(|| format!("opening the {domain} store at {}", path.display()))?;
+    Ok((domain, Arc::new(store)))
+}
+
+/// The project domain's store: the notes of the repository, indexed beside them.
+pub fn open_project(project: &Project, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
+    let domain = Domain::Project(project.id.clone());
+    let store = GitNotesStore::open(&project.root, &project.store_path(), config.durability)
+        .with_context(|| format!("opening the {domain} store in the git notes of {}", project.root.display()))?;
     Ok((domain, Arc::new(store)))
 }
 

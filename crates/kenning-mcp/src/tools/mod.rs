@@ -2,3 +2,4 @@
 
 pub mod decisions;
 pub mod memory;
+pub mod sync;
