@@ -9,6 +9,8 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
+//! - `notes`: the project domain's git-notes store beside the SQLite user domain (capture,
+//!   recall), sync through a bare remote, index catch-up and rebuild from notes.
 //! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
 //!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
@@ -31,6 +33,7 @@ mod locomo;
 mod mcp_client;
 mod metrics;
 mod org;
+mod notes;
 mod report;
 mod retrieval;
 mod stats;
@@ -53,6 +56,9 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
+    /// The project domain in git notes beside the SQLite user domain: capture and recall,
+    /// sync through a bare remote, index catch-up and rebuild.
+    Notes(notes::NotesArgs),
     /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
     Http(http::HttpArgs),
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
@@ -69,6 +75,10 @@ fn main() -> Result<()> {
         Command::Latency(args) => {
             let report = latency::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &report::latency_table(&report), args.json_out.as_deref())
+        }
+        Command::Notes(args) => {
+            let report = notes::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &notes::table(&report), args.json_out.as_deref())
         }
         Command::Embed(args) => {
             let report = embed::run(&args)?;

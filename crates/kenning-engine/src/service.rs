@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, ReindexReport,
-    StatusReport, VersionView, domain_status,
+    StatusReport, SyncView, VersionView, domain_status,
 };
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
@@ -144,11 +144,17 @@ impl MemoryService {
             None => &self.domains[0],
         };
         let now = self.now();
+        // What the store knows of the moment (a git store: branch and commit) joins the
+        // metadata, unless the caller already said it.
+        let context = entry.store.capture_context();
         let memories = inputs
             .into_iter()
             .map(|input| {
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
                 let mut memory = build_memory(input, entry.domain.clone(), id, now)?;
+                for (key, value) in &context {
+                    memory.metadata.entry(key.clone()).or_insert_with(|| value.clone());
+                }
                 if memory.author.is_none() {
                     memory.author = self.author_for(&entry.domain);
                 }
@@ -352,6 +358,7 @@ impl MemoryService {
             notes.push("no embedding model is configured: recall uses full-text (BM25) search only".to_owned());
         }
         for status in &domains {
+            notes.extend(status.warnings.iter().map(|warning| format!("{}: {warning}", status.domain)));
             if !status.index.text_index_ok {
                 notes.push(format!("the full-text index of {} is out of step; run `kenning reindex`", status.domain));
             }
@@ -410,25 +417,65 @@ impl MemoryService {
         let mut report = ReindexReport { model: self.embedder_model().map(str::to_owned), embedded: 0, text_indexed: 0 };
         for entry in &self.domains {
             report.text_indexed += entry.store.rebuild_index()?;
-            let Some(embedder) = &self.embedder else { continue };
-            loop {
-                let pending = entry.store.missing_embeddings(embedder.model_id(), batch_size.max(1))?;
-                if pending.is_empty() {
-                    break;
-                }
-                let embeddings = self.embed_memories(&pending)?;
-                let items: Vec<(MemoryId, Embedding)> = pending
-                    .iter()
-                    .zip(embeddings)
-                    .filter_map(|(memory, embedding)| embedding.map(|embedding| (memory.id.clone(), embedding)))
-                    .collect();
-                entry.store.set_embeddings(&items)?;
-                report.embedded += items.len() as u64;
-            }
+            report.embedded += self.embed_missing(entry, batch_size)?;
         }
         Ok(report)
     }
+
+    /// Embeds the memories of one store that lack a vector from the current model.
+    fn embed_missing(&self, entry: &DomainStore, batch_size: usize) -> Result<u64> {
+        let Some(embedder) = &self.embedder else { return Ok(0) };
+        let mut embedded = 0;
+        loop {
+            let pending = entry.store.missing_embeddings(embedder.model_id(), batch_size.max(1))?;
+            if pending.is_empty() {
+                return Ok(embedded);
+            }
+            let embeddings = self.embed_memories(&pending)?;
+            let items: Vec<(MemoryId, Embedding)> = pending
+                .iter()
+                .zip(embeddings)
+                .filter_map(|(memory, embedding)| embedding.map(|embedding| (memory.id.clone(), embedding)))
+                .collect();
+            if items.is_empty() {
+                return Ok(embedded);
+            }
+            entry.store.set_embeddings(&items)?;
+            embedded += items.len() as u64;
+        }
+    }
+
+    /// Exchanges a domain's memories with a remote copy (the project domain's git remote,
+    /// `origin` unless named), then embeds what arrived so recall finds it by meaning too.
+    pub fn sync(&self, domain: Option<&str>, remote: Option<&str>) -> Result<SyncView> {
+        let entry = match domain {
+            Some(text) => self.resolve_domain("domain", text)?,
+            None => self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_))).ok_or_else(|| {
+                FieldError::new(
+                    "domain",
+                    "has no project domain to sync",
+                    "",
+                    "run kenning inside a git repository: the project domain lives in its git notes",
+                )
+            })?,
+        };
+        let remote = remote.map(str::trim).filter(|remote| !remote.is_empty()).unwrap_or("origin");
+        let report = entry.store.sync(remote)?;
+        let embedded = self.embed_missing(entry, SYNC_EMBED_BATCH)?;
+        Ok(SyncView {
+            domain: entry.domain.to_string(),
+            remote: report.remote,
+            received: report.received,
+            merged: report.merged,
+            sent: report.sent,
+            attempts: report.attempts,
+            embedded,
+        })
+    }
 }
+
+/// Memories embedded per batch after a sync.
+const SYNC_EMBED_BATCH: usize = 256;
 
 /// Pauses after losing a compare-and-swap race. Writers that lost a race would otherwise collide
 /// again in lockstep; a short random pause, growing with each attempt, lets one of them through.

@@ -49,7 +49,8 @@ pub enum Command {
     },
     /// Show counts, store locations, the embedder and index health.
     Status,
-    /// Rebuild the full-text index and embed memories that lack a vector from the current model.
+    /// Rebuild the search index (the project's from its git notes alone) and embed memories that
+    /// lack a vector from the current model.
     Reindex,
     /// Write every memory, with history and vectors, as JSON lines.
     Export {
@@ -70,6 +71,15 @@ pub enum Command {
     },
     /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
     Calibration(crate::decisions::CalibrationArgs),
+    /// Exchange the project's memories with a git remote: fetch its notes, merge, push.
+    Sync {
+        /// The remote's name or URL (default: origin).
+        remote: Option<String>,
+        /// Instead of syncing, add refspecs to the remote so that a plain `git fetch` and
+        /// `git push` carry the notes too.
+        #[arg(long)]
+        setup: bool,
+    },
     /// API keys for `kenning serve --http`: create, list, revoke.
     Keys {
         #[command(subcommand)]
@@ -111,7 +121,7 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

@@ -9,6 +9,7 @@ use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
 use kenning_postgres::{PostgresStore, Settings, VectorIndex};
+use kenning_git::GitNotesStore;
 use kenning_sqlite::SqliteStore;
 
 use crate::config::{Config, EmbedderChoice, OrgConfig};
@@ -20,14 +21,15 @@ pub struct Services {
     pub decisions: Arc<DecisionService>,
 }
 
-/// Opens the project store (inside a git repository), the user store and, when configured, the
-/// organisation's store on PostgreSQL, and the embedder. Each domain's one database keeps both
-/// its memories and its decisions. The org store connects on first use: a database that is down
-/// leaves the other domains working.
+/// Opens the project store (inside a git repository: the repository's git notes, indexed in
+/// `.git/kenning/project.db`), the user store (SQLite) and, when configured, the organisation's
+/// store on PostgreSQL, and the embedder. Each domain's store keeps both its memories and its
+/// decisions. The org store connects on first use: a database that is down leaves the other
+/// domains working.
 pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
     let mut stores: Vec<(Domain, Arc<dyn DecisionStore>)> = Vec::new();
     if let Some(project) = project.filter(|_| !config.project_disabled) {
-        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path(), config)?);
+        stores.push(open_project(project, config)?);
     }
     stores.push(open_sqlite(Domain::User, &config.user_db_path()?, config)?);
     if let Some(org) = config.org()? {
@@ -69,6 +71,14 @@ fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
         })?;
     }
     let store = PostgresStore::open(&settings).with_context(|| format!("setting up the {domain} store"))?;
+    Ok((domain, Arc::new(store)))
+}
+
+/// The project domain's store: the notes of the repository, indexed beside them.
+pub fn open_project(project: &Project, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
+    let domain = Domain::Project(project.id.clone());
+    let store = GitNotesStore::open(&project.root, &project.store_path(), config.durability)
+        .with_context(|| format!("opening the {domain} store in the git notes of {}", project.root.display()))?;
     Ok((domain, Arc::new(store)))
 }
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryView, RecallPage, StatusReport};
+use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryView, RecallPage, StatusReport, SyncView};
 
 pub fn capture(outcome: &CaptureOutcome) -> String {
     let mut out = format!(
@@ -117,4 +117,18 @@ pub fn status(report: &StatusReport) -> String {
         let _ = writeln!(out, "\nnote: {note}");
     }
     out
+}
+
+pub fn sync(view: &SyncView) -> String {
+    format!(
+        "synced {} with {}: received {}, merged {}, sent {} ({} round{}); embedded {}\n",
+        view.domain,
+        view.remote,
+        view.received,
+        view.merged,
+        view.sent,
+        view.attempts,
+        if view.attempts == 1 { "" } else { "s" },
+        view.embedded
+    )
 }

@@ -3,3 +3,4 @@
 pub mod decisions;
 pub mod memory;
 pub mod org;
+pub mod sync;
