@@ -10,8 +10,12 @@
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
 //! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer ([`hooks`]).
+//! - `notes`: the project domain's git-notes store beside the SQLite user domain (capture,
+//!   recall), sync through a bare remote, index catch-up and rebuild from notes.
 //! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
 //!   its own connection, session and (by default) the same API key.
+//! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
+//!   capture throughput, recall latency and concurrent clients ([`org`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -30,6 +34,8 @@ mod latency;
 mod locomo;
 mod mcp_client;
 mod metrics;
+mod org;
+mod notes;
 mod report;
 mod retrieval;
 mod stats;
@@ -54,8 +60,14 @@ enum Command {
     Embed(embed::EmbedArgs),
     /// Claude Code hook speed: spawn to answer of `kenning hook EVENT` on a synthetic store.
     Hooks(hooks::HooksArgs),
+    /// The project domain in git notes beside the SQLite user domain: capture and recall,
+    /// sync through a bare remote, index catch-up and rebuild.
+    Notes(notes::NotesArgs),
     /// Recall throughput of `kenning serve --http` under concurrent clients with an API key.
     Http(http::HttpArgs),
+    /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
+    /// recall latency and concurrent clients.
+    Org(org::OrgArgs),
 }
 
 fn main() -> Result<()> {
@@ -68,6 +80,10 @@ fn main() -> Result<()> {
             let report = latency::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &report::latency_table(&report), args.json_out.as_deref())
         }
+        Command::Notes(args) => {
+            let report = notes::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &notes::table(&report), args.json_out.as_deref())
+        }
         Command::Embed(args) => {
             let report = embed::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &embed::table(&report), args.json_out.as_deref())
@@ -79,6 +95,9 @@ fn main() -> Result<()> {
         Command::Http(args) => {
             let report = http::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
+        Command::Org(args) => {
+            let report = org::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -44,6 +44,7 @@ pub fn insert_get_round_trip(make: MakeStore) {
     full.metadata =
         BTreeMap::from([("turn_id".to_owned(), "42".to_owned()), ("note".to_owned(), "✓ \"x\"".to_owned())]);
     full.version = 3;
+    full.author = Some("ada@acme.example".to_owned());
     let mut forgotten = memory("round-trip:2", "learnings", "A forgotten memory keeps every field too.");
     forgotten.status = Status::Forgotten;
     forgotten.category = Some(String::new());

@@ -53,6 +53,10 @@ pub enum Error {
     Storage(String),
     #[error("embedding failure: {0}")]
     Embedding(String),
+    /// The store cannot be reached now (a database server that is down or out of reach);
+    /// the same call may succeed later. Recall leaves such a domain out and says so.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl From<FieldError> for Error {

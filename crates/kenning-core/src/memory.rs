@@ -269,7 +269,7 @@ pub struct Memory {
     pub metadata: BTreeMap<String, String>,
     /// Starts at 1 and grows by one with every change; each earlier version is kept in the history.
     pub version: u32,
-    /// Who captured the memory: the configured user id, or the identity an HTTP API key maps to.
+    /// Who wrote the memory: the identity an HTTP API key maps to, else the configured user id.
     /// `None` on records written before authors were kept. Data-rights export and deletion
     /// (everything one author wrote) select on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

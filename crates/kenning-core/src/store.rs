@@ -70,6 +70,25 @@ pub struct StoreStats {
     /// Entries in the full-text index; equals `total` when the index is healthy.
     pub text_index_entries: u64,
     pub size_bytes: Option<u64>,
+    /// Problems the store met and worked around, such as entries of its source of truth it
+    /// could not read; each says what and where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// What one sync of a store with a remote copy did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SyncReport {
+    /// The remote, as named by the caller.
+    pub remote: String,
+    /// Memories that came from the remote new or changed (merged ones included).
+    pub received: u64,
+    /// Memories changed on both sides and merged by the store's rule.
+    pub merged: u64,
+    /// Memories the remote got from this store.
+    pub sent: u64,
+    /// Rounds of fetch, merge and push: more than one when the remote moved meanwhile.
+    pub attempts: u32,
 }
 
 /// How many memories captured before, and after, a memory [`MemoryStore::neighbours`] looks
@@ -150,5 +169,22 @@ pub trait MemoryStore: Send + Sync {
     fn warm_up(&self, model: Option<&str>) -> Result<()> {
         let _ = model;
         Ok(())
+    }
+
+    /// Exchanges memories with the remote copy named `remote`, merging both ways. Stores that
+    /// keep no remote copies (a file of one machine) refuse.
+    fn sync(&self, remote: &str) -> Result<SyncReport> {
+        Err(crate::Error::Invalid(crate::FieldError::new(
+            "domain",
+            "is not kept in a store that syncs with remotes",
+            remote,
+            "sync the project domain, whose memories live in the repository's git notes",
+        )))
+    }
+
+    /// Facts about the moment of a capture that the store can tell and the engine records in
+    /// the memory's metadata (a git store: the branch and commit checked out). Empty by default.
+    fn capture_context(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
     }
 }

@@ -19,6 +19,9 @@ pub enum Error {
     Storage(String),
     #[error("{0}")]
     Embedding(String),
+    /// A domain's store cannot be reached now (its database is down); nothing was written.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<FieldError> for Error {
@@ -35,6 +38,7 @@ impl From<kenning_core::Error> for Error {
             kenning_core::Error::Conflict { id, .. } => Error::Busy { urn: id },
             kenning_core::Error::Storage(message) => Error::Storage(message),
             kenning_core::Error::Embedding(message) => Error::Embedding(message),
+            kenning_core::Error::Unavailable(message) => Error::Unavailable(message),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! scores; the best hits then lend part of their score to the memories captured next to them.
 //! The ranking is paged by cursor and cut to a token budget.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -13,7 +14,7 @@ use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Nam
 
 use crate::error::Result;
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
-use crate::views::{LinkView, RecallHit, RecallPage, timestamp};
+use crate::views::{LinkView, RecallHit, RecallPage, UnavailableDomain, timestamp};
 
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 pub const MAX_RECALL_LIMIT: usize = 100;
@@ -61,6 +62,31 @@ struct RecallPlan<'a> {
     detail: Detail,
     filter: SearchFilter,
     stores: Vec<&'a DomainStore>,
+    /// Stores (by index) that could not be reached during this recall, with the reason; they
+    /// are left out of the rest of it, and the page says so.
+    unavailable: RefCell<Vec<(usize, String)>>,
+}
+
+impl RecallPlan<'_> {
+    fn is_available(&self, index: usize) -> bool {
+        !self.unavailable.borrow().iter().any(|(known, _)| *known == index)
+    }
+
+    /// Passes a store's answer on; a store that cannot be reached is noted and answers nothing,
+    /// so that one database being down does not silence the other domains.
+    fn answer<T>(&self, index: usize, result: kenning_core::Result<T>) -> Result<Option<T>> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(kenning_core::Error::Unavailable(message)) => {
+                tracing::warn!(domain = %self.stores[index].domain, %message, "recall left out a domain that cannot be reached");
+                if self.is_available(index) {
+                    self.unavailable.borrow_mut().push((index, message));
+                }
+                Ok(None)
+            }
+            Err(other) => Err(other.into()),
+        }
+    }
 }
 
 impl MemoryService {
@@ -80,7 +106,7 @@ impl MemoryService {
         let fused = spread_to_neighbours(&plan, fused)?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
-        let memories = fetch(&plan.stores, page.iter().map(|(key, _)| key))?;
+        let memories = fetch(&plan, page.iter().map(|(key, _)| key))?;
 
         let mut results = Vec::with_capacity(page.len());
         let mut used_tokens = 0;
@@ -121,6 +147,12 @@ impl MemoryService {
             truncated,
             estimated_tokens: used_tokens,
             resource_template: RESOURCE_TEMPLATE.to_owned(),
+            unavailable: plan
+                .unavailable
+                .take()
+                .into_iter()
+                .map(|(index, message)| UnavailableDomain { domain: plan.stores[index].domain.to_string(), message })
+                .collect(),
         })
     }
 
@@ -130,11 +162,16 @@ impl MemoryService {
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         for (index, entry) in plan.stores.iter().enumerate() {
-            for hit in entry.store.search_text(&plan.query, filter, depth)? {
+            if !plan.is_available(index) {
+                continue;
+            }
+            let Some(hits) = plan.answer(index, entry.store.search_text(&plan.query, filter, depth))? else { continue };
+            for hit in hits {
                 text_leg.push((hit.score, (index, hit.id)));
             }
             if let (Some(vector), Some(model)) = (query_vector, self.embedder_model()) {
-                for hit in entry.store.search_vector(vector, model, filter, depth)? {
+                let Some(hits) = plan.answer(index, entry.store.search_vector(vector, model, filter, depth))? else { continue };
+                for hit in hits {
                     vector_leg.push((hit.score, (index, hit.id)));
                 }
             }
@@ -157,7 +194,7 @@ impl MemoryService {
     /// memory is often recalled by the day it was mentioned rather than the day it happened.
     fn prefer_time_span(&self, plan: &RecallPlan<'_>, fused: Ranking, query_vector: Option<&[f32]>, depth: usize) -> Result<Ranking> {
         let Some(expression) = find_time_expression(&plan.query) else { return Ok(fused) };
-        let now = if expression.needs_now() { self.latest_event_time(&plan.stores)? } else { None };
+        let now = if expression.needs_now() { self.latest_event_time(plan)? } else { None };
         let Some(span) = expression.span(now) else { return Ok(fused) };
         let since = plan.filter.since.map_or(span.start, |since| since.max(span.start));
         let last = span.end - TimeDelta::nanoseconds(1);
@@ -178,11 +215,13 @@ impl MemoryService {
     /// For an agent that captures as it works that is about the present, or the last day of
     /// work after a break; for a store of past conversations it is their end, whenever recall
     /// runs.
-    fn latest_event_time(&self, stores: &[&DomainStore]) -> Result<Option<DateTime<Utc>>> {
+    fn latest_event_time(&self, plan: &RecallPlan<'_>) -> Result<Option<DateTime<Utc>>> {
         let past = SearchFilter { until: Some(self.now()), ..SearchFilter::active() };
         let mut latest = None;
-        for entry in stores {
-            latest = latest.max(entry.store.latest_occurred_at(&past)?);
+        for (index, entry) in plan.stores.iter().enumerate() {
+            if plan.is_available(index) {
+                latest = latest.max(plan.answer(index, entry.store.latest_occurred_at(&past))?.flatten());
+            }
         }
         Ok(latest)
     }
@@ -246,7 +285,7 @@ impl MemoryService {
             }
             stores
         };
-        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, stores })
+        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, stores, unavailable: RefCell::default() })
     }
 }
 
@@ -258,11 +297,11 @@ fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking
     let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
     for (index, entry) in plan.stores.iter().enumerate() {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).filter(|((store, _), _)| *store == index).collect();
-        if sources.is_empty() {
+        if sources.is_empty() || !plan.is_available(index) {
             continue;
         }
         let ids: Vec<MemoryId> = sources.iter().map(|((_, id), _)| id.clone()).collect();
-        let neighbours = entry.store.neighbours(&ids, &plan.filter, NEIGHBOUR_WINDOW)?;
+        let Some(neighbours) = plan.answer(index, entry.store.neighbours(&ids, &plan.filter, NEIGHBOUR_WINDOW))? else { continue };
         for ((_, score), found) in sources.iter().zip(neighbours) {
             for id in found {
                 let share = shares.entry((index, id)).or_default();
@@ -311,7 +350,7 @@ fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Ranking {
 }
 
 fn fetch<'k>(
-    stores: &[&DomainStore],
+    plan: &RecallPlan<'_>,
     keys: impl Iterator<Item = &'k (usize, MemoryId)>,
 ) -> Result<HashMap<(usize, MemoryId), Memory>> {
     let mut by_store: HashMap<usize, Vec<MemoryId>> = HashMap::new();
@@ -320,7 +359,8 @@ fn fetch<'k>(
     }
     let mut memories = HashMap::new();
     for (index, ids) in by_store {
-        for memory in stores[index].store.get_many(&ids)? {
+        let Some(found) = plan.answer(index, plan.stores[index].store.get_many(&ids))? else { continue };
+        for memory in found {
             memories.insert((index, memory.id.clone()), memory);
         }
     }

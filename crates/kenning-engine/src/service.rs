@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
-    ReindexReport, StatusReport, VersionView, domain_status, redaction_warning,
+    ReindexReport, StatusReport, SyncView, VersionView, domain_status, redaction_warning,
 };
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
@@ -49,8 +49,8 @@ pub struct MemoryService {
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) access: AccessRecorder,
     clock: Arc<dyn Clock>,
-    /// The author recorded on a capture that names none: the configured user's id.
-    default_author: Option<String>,
+    /// The configured user id, recorded as the author of a capture that names none.
+    author: Option<String>,
 }
 
 impl MemoryService {
@@ -59,7 +59,14 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), default_author: None }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None }
+    }
+
+    /// Names the user whose memories this service writes: every capture (and promotion) that
+    /// names no author records this one.
+    pub fn with_author(mut self, author: Option<String>) -> Self {
+        self.author = author;
+        self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -67,20 +74,10 @@ impl MemoryService {
         self
     }
 
-    /// Records `author` on every capture that names no author of its own.
-    pub fn with_default_author(mut self, author: Option<String>) -> Self {
-        self.default_author = author;
-        self
-    }
-
-    pub fn default_author(&self) -> Option<&str> {
-        self.default_author.as_deref()
-    }
-
     /// The capture with the default author filled in when it names none.
     pub(crate) fn authored(&self, mut input: CaptureInput) -> CaptureInput {
         if input.author.is_none() {
-            input.author = self.default_author.clone();
+            input.author = self.author.clone();
         }
         input
     }
@@ -158,12 +155,19 @@ impl MemoryService {
         };
         let now = self.now();
         let mut redactions = Vec::with_capacity(inputs.len());
+        // What the store knows of the moment (a git store: branch and commit) joins the
+        // metadata, unless the caller already said it.
+        let context = entry.store.capture_context();
         let memories = inputs
             .into_iter()
             .map(|mut input| {
                 redactions.push(redact_capture(&mut input).iter().map(RedactionView::from).collect::<Vec<_>>());
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
-                build_memory(self.authored(input), entry.domain.clone(), id, now)
+                let mut memory = build_memory(self.authored(input), entry.domain.clone(), id, now)?;
+                for (key, value) in &context {
+                    memory.metadata.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+                Ok(memory)
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
@@ -206,6 +210,57 @@ impl MemoryService {
                 })
             })
             .collect()
+    }
+
+    /// Copies a project or user memory into another domain (the organisation's, typically), so
+    /// that what one repository taught reaches the team. The copy is a new memory, version 1,
+    /// authored by the configured user, with everything the original says and a
+    /// `promoted-from` link back to it. Promoting content the target already holds returns
+    /// that memory (`created: false`).
+    pub fn promote(&self, urn: &str, to: &str) -> Result<CaptureOutcome> {
+        let (source_urn, source_entry) = self.parse_memory_urn("urn", urn)?;
+        let target = self.resolve_domain("to", to)?;
+        if target.domain == source_entry.domain {
+            return Err(FieldError::new(
+                "to",
+                "is the domain the memory is already in",
+                to,
+                "promote a project or user memory to `org`",
+            )
+            .into());
+        }
+        let source = source_entry.store.get(&source_urn.id)?.ok_or_else(|| Error::NotFound { urn: source_urn.to_string() })?;
+        if source.status != Status::Active {
+            return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
+        }
+        let now = self.now();
+        let mut links = source.links.clone();
+        links.push(kenning_core::Link { target: source_urn.clone(), relation: "promoted-from".to_owned() });
+        let copy = Memory {
+            id: MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid"),
+            domain: target.domain.clone(),
+            created_at: now,
+            updated_at: now,
+            last_accessed_at: None,
+            access_count: 0,
+            links,
+            version: 1,
+            author: self.author.clone().or_else(|| source.author.clone()),
+            ..source
+        };
+        let embedding = self.embed_memories(std::slice::from_ref(&copy))?.pop().flatten();
+        let embedded = embedding.is_some();
+        let inserted = target.store.insert(&[(copy.clone(), embedding)])?;
+        Ok(match inserted.first() {
+            Some(Inserted::Duplicate(existing)) => CaptureOutcome {
+                urn: MemoryUrn::new(target.domain.clone(), copy.namespace.clone(), existing.clone()).to_string(),
+                title: copy.title,
+                created: false,
+                embedded,
+                warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
+            },
+            _ => CaptureOutcome { urn: copy.urn().to_string(), title: copy.title.clone(), created: true, embedded, warnings: Vec::new() },
+        })
     }
 
     pub(crate) fn embed_memories(&self, memories: &[Memory]) -> Result<Vec<Option<Embedding>>> {
@@ -306,14 +361,20 @@ impl MemoryService {
     pub fn status(&self) -> Result<StatusReport> {
         let model = self.embedder_model();
         let mut domains = Vec::with_capacity(self.domains.len());
-        for entry in &self.domains {
-            domains.push(domain_status(&entry.domain, entry.store.stats()?, model));
-        }
         let mut notes = Vec::new();
+        for entry in &self.domains {
+            match entry.store.stats() {
+                Ok(stats) => domains.push(domain_status(&entry.domain, stats, model)),
+                // A database that is down leaves its domain out of the figures, and says so.
+                Err(kenning_core::Error::Unavailable(message)) => notes.push(format!("{} is unavailable: {message}", entry.domain)),
+                Err(other) => return Err(other.into()),
+            }
+        }
         if self.embedder.is_none() {
             notes.push("no embedding model is configured: recall uses full-text (BM25) search only".to_owned());
         }
         for status in &domains {
+            notes.extend(status.warnings.iter().map(|warning| format!("{}: {warning}", status.domain)));
             if !status.index.text_index_ok {
                 notes.push(format!("the full-text index of {} is out of step; run `kenning reindex`", status.domain));
             }
@@ -372,25 +433,65 @@ impl MemoryService {
         let mut report = ReindexReport { model: self.embedder_model().map(str::to_owned), embedded: 0, text_indexed: 0 };
         for entry in &self.domains {
             report.text_indexed += entry.store.rebuild_index()?;
-            let Some(embedder) = &self.embedder else { continue };
-            loop {
-                let pending = entry.store.missing_embeddings(embedder.model_id(), batch_size.max(1))?;
-                if pending.is_empty() {
-                    break;
-                }
-                let embeddings = self.embed_memories(&pending)?;
-                let items: Vec<(MemoryId, Embedding)> = pending
-                    .iter()
-                    .zip(embeddings)
-                    .filter_map(|(memory, embedding)| embedding.map(|embedding| (memory.id.clone(), embedding)))
-                    .collect();
-                entry.store.set_embeddings(&items)?;
-                report.embedded += items.len() as u64;
-            }
+            report.embedded += self.embed_missing(entry, batch_size)?;
         }
         Ok(report)
     }
+
+    /// Embeds the memories of one store that lack a vector from the current model.
+    fn embed_missing(&self, entry: &DomainStore, batch_size: usize) -> Result<u64> {
+        let Some(embedder) = &self.embedder else { return Ok(0) };
+        let mut embedded = 0;
+        loop {
+            let pending = entry.store.missing_embeddings(embedder.model_id(), batch_size.max(1))?;
+            if pending.is_empty() {
+                return Ok(embedded);
+            }
+            let embeddings = self.embed_memories(&pending)?;
+            let items: Vec<(MemoryId, Embedding)> = pending
+                .iter()
+                .zip(embeddings)
+                .filter_map(|(memory, embedding)| embedding.map(|embedding| (memory.id.clone(), embedding)))
+                .collect();
+            if items.is_empty() {
+                return Ok(embedded);
+            }
+            entry.store.set_embeddings(&items)?;
+            embedded += items.len() as u64;
+        }
+    }
+
+    /// Exchanges a domain's memories with a remote copy (the project domain's git remote,
+    /// `origin` unless named), then embeds what arrived so recall finds it by meaning too.
+    pub fn sync(&self, domain: Option<&str>, remote: Option<&str>) -> Result<SyncView> {
+        let entry = match domain {
+            Some(text) => self.resolve_domain("domain", text)?,
+            None => self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_))).ok_or_else(|| {
+                FieldError::new(
+                    "domain",
+                    "has no project domain to sync",
+                    "",
+                    "run kenning inside a git repository: the project domain lives in its git notes",
+                )
+            })?,
+        };
+        let remote = remote.map(str::trim).filter(|remote| !remote.is_empty()).unwrap_or("origin");
+        let report = entry.store.sync(remote)?;
+        let embedded = self.embed_missing(entry, SYNC_EMBED_BATCH)?;
+        Ok(SyncView {
+            domain: entry.domain.to_string(),
+            remote: report.remote,
+            received: report.received,
+            merged: report.merged,
+            sent: report.sent,
+            attempts: report.attempts,
+            embedded,
+        })
+    }
 }
+
+/// Memories embedded per batch after a sync.
+const SYNC_EMBED_BATCH: usize = 256;
 
 /// Pauses after losing a compare-and-swap race. Writers that lost a race would otherwise collide
 /// again in lockstep; a short random pause, growing with each attempt, lets one of them through.

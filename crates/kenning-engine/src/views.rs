@@ -202,6 +202,17 @@ pub struct RecallPage {
     /// Estimated tokens of the results returned.
     pub estimated_tokens: usize,
     pub resource_template: String,
+    /// Domains that could not be searched (an organisation database that is down); the
+    /// results come from the others. Absent when every domain answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<UnavailableDomain>,
+}
+
+/// A domain a recall had to leave out, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UnavailableDomain {
+    pub domain: String,
+    pub message: String,
 }
 
 /// The result of an update, forget or restore.
@@ -263,6 +274,9 @@ pub struct DomainStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
     pub index: IndexHealth,
+    /// Problems the store worked around, such as notes it could not read and skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -313,6 +327,7 @@ pub(crate) fn domain_status(domain: &kenning_core::Domain, stats: StoreStats, mo
         vectors_by_model: stats.vectors_by_model,
         size_bytes: stats.size_bytes,
         index: IndexHealth { text_index_ok: stats.text_index_entries == stats.total, missing_vectors },
+        warnings: stats.warnings,
     }
 }
 
@@ -324,6 +339,24 @@ pub struct ListingPage {
     pub memories: Vec<MemoryRef>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+}
+
+/// What `memory_sync` did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SyncView {
+    /// The domain synced, e.g. `project:my-app`.
+    pub domain: String,
+    pub remote: String,
+    /// Memories that arrived new or changed from the remote (merged ones included).
+    pub received: u64,
+    /// Memories changed on both sides, merged by the store's rule (both versions kept in history).
+    pub merged: u64,
+    /// Memories the remote received from here.
+    pub sent: u64,
+    /// Rounds of fetch, merge and push; more than one when the remote moved meanwhile.
+    pub attempts: u32,
+    /// Arrived memories embedded for vector search.
+    pub embedded: u64,
 }
 
 /// What `reindex` did.

@@ -392,7 +392,7 @@ fn secrets_are_redacted_before_a_capture_or_an_update_is_stored() {
 #[test]
 fn captures_record_the_default_author_unless_the_front_end_names_one() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = two_domains(&dir, None).with_default_author(Some("ada".into()));
+    let memory = two_domains(&dir, None).with_author(Some("ada".into()));
     let own = memory.capture(note("Use rustls everywhere", "decisions"), None).unwrap();
     let keyed = memory.capture(CaptureInput { author: Some("ci-bot".into()), ..note("Nightly build flakes on ARM", "blockers") }, None).unwrap();
     assert_eq!(memory.get(&own.urn).unwrap().author.as_deref(), Some("ada"));

@@ -90,6 +90,11 @@ impl From<EngineError> for ToolError {
                 "message": message,
                 "suggestion": "check the configured embedding model; `kenning status` shows it",
             })),
+            EngineError::Unavailable(message) => ToolError::Failed(json!({
+                "error": "domain_unavailable",
+                "message": message,
+                "suggestion": "nothing was written; retry when the database is back (`kenning status` shows each domain), or choose another domain explicitly",
+            })),
         }
     }
 }

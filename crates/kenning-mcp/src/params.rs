@@ -185,6 +185,15 @@ pub struct UrnArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct PromoteArgs {
+    /// The URN of the project or user memory to share, `kenning://{domain}/{namespace}/{id}`.
+    pub urn: String,
+    /// The domain to copy it into: `org` (the default) or `org:{org-id}`.
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReasonArgs {
     /// The memory's URN, `kenning://{domain}/{namespace}/{id}`.
     pub urn: String,

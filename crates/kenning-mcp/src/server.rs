@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -131,6 +131,8 @@ impl KenningServer {
             router += match *toolset {
                 "memory" => Self::memory_tools(),
                 "decisions" => Self::decision_tools(),
+                "sync" => Self::sync_tools(),
+                "org" => Self::org_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }

@@ -61,7 +61,7 @@ fn revision(conn: &Connection, id: &str) -> Result<Option<u32>> {
     Ok(conn.prepare_cached("SELECT revision FROM decisions WHERE id = ?")?.query_row([id], |row| row.get(0)).optional()?)
 }
 
-fn write_files(conn: &Connection, decision: &Decision) -> Result<()> {
+pub(crate) fn write_files(conn: &Connection, decision: &Decision) -> Result<()> {
     let id = decision.id.as_str();
     conn.prepare_cached("DELETE FROM decision_files WHERE decision_id = ?")?.execute([id])?;
     let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO decision_files (decision_id, path) VALUES (?, ?)")?;

@@ -21,6 +21,9 @@ pub enum Error {
         "the store at {path} has schema version {found}, newer than the {supported} this build knows; upgrade kenning"
     )]
     NewerSchema { path: PathBuf, found: i64, supported: i64 },
+    /// The caller's plan of a mirror update failed; the caller holds its own error.
+    #[error("the mirror update was abandoned by its planner")]
+    PlanFailed,
     #[error("search index file {path}: {source}")]
     IndexFile { path: PathBuf, source: std::io::Error },
     #[error("search index image: {0}")]

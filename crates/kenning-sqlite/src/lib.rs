@@ -18,6 +18,10 @@
 //! `relations` table holding the decision graph and a copy of every memory's links, walked
 //! with a recursive common table expression.
 //!
+//! A backend whose source of truth lies elsewhere uses the store as its index (see `mirror`):
+//! [`SqliteStore::catch_up_mirror`] applies whole records from the source and records, in the
+//! same transaction, which source state the index reflects.
+//!
 //! Durability: WAL mode with `synchronous = FULL`, so a write that returned `Ok` survives a
 //! crash of the process and of the machine; [`Durability::ProcessCrash`] trades the machine
 //! crash for writes that do not wait for the disk. Concurrency: writers from several processes are
@@ -28,6 +32,7 @@ mod db;
 mod decisions;
 mod error;
 mod filter;
+mod mirror;
 mod index_file;
 mod read;
 mod relations;
@@ -39,4 +44,5 @@ mod write;
 
 pub use db::Durability;
 pub use error::Error;
+pub use mirror::{MirrorChange, MirrorDecision, MirrorRecord, MirrorUpdate, VersionedEmbedding};
 pub use store::SqliteStore;

@@ -152,6 +152,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE store_identity (id TEXT NOT NULL);
     INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
     "#,
+    // 5: the store as the index of another source of truth (the git notes of the project domain).
+    //
+    // `mirror_state` records what the index reflects (`source`: the notes commit) and whether an
+    // older store's own records were carried into that source (`migrated`). `mirror_skipped`
+    // lists the source's entries that could not be indexed (a corrupt or foreign note), with why,
+    // so that status can report them until they change.
+    r#"
+    CREATE TABLE mirror_state (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE mirror_skipped (
+        entry TEXT PRIMARY KEY,
+        reason TEXT NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped

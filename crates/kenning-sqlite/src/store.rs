@@ -15,7 +15,8 @@ use kenning_core::{
 use crate::db::{Db, Durability};
 use crate::error::Error;
 use crate::search::SearchCache;
-use crate::{decisions, read, relations, write};
+use crate::mirror::{MirrorUpdate, VersionedEmbedding};
+use crate::{decisions, mirror, read, relations, write};
 
 /// A memory store, and the decision store beside it, in one SQLite database file.
 ///
@@ -41,6 +42,71 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         self.db.path()
+    }
+
+    /// The source state (a notes commit) this store reflects as an index, if it is one.
+    pub fn mirror_source(&self) -> Result<Option<String>, Error> {
+        self.db.read(|tx| mirror::source(tx))
+    }
+
+    /// A value recorded beside the mirrored source, such as whether a migration ran.
+    pub fn mirror_state(&self, key: &str) -> Result<Option<String>, Error> {
+        self.db.read(|tx| mirror::state(tx, key))
+    }
+
+    pub fn set_mirror_state(&self, key: &str, value: &str) -> Result<(), Error> {
+        self.db.write(|tx| mirror::set_state(tx, key, value))
+    }
+
+    /// The source's entries that could not be indexed, with why: (entry, reason).
+    pub fn mirror_skipped(&self) -> Result<Vec<(String, String)>, Error> {
+        self.db.read(|tx| mirror::skipped(tx))
+    }
+
+    /// Brings the index up to its source. `plan` is called inside the write transaction with the
+    /// source state the index reflects now and returns what to apply, or `None` when the index
+    /// is current; `embeddings` are stored afterwards either way. Returns the source state the
+    /// index reflects afterwards. `plan` may be called more than once if SQLite reports
+    /// contention, so it must only read.
+    pub fn catch_up_mirror<E: From<Error>>(
+        &self,
+        mut plan: impl FnMut(Option<&str>) -> Result<Option<MirrorUpdate>, E>,
+        embeddings: &[VersionedEmbedding],
+    ) -> Result<Option<String>, E> {
+        let mut failure = None;
+        let outcome = self.db.write(|tx| {
+            let current = mirror::source(tx)?;
+            match plan(current.as_deref()) {
+                Err(error) => {
+                    failure = Some(error);
+                    Err(Error::PlanFailed)
+                }
+                Ok(None) => {
+                    mirror::apply_embeddings(tx, embeddings)?;
+                    Ok((current, 0))
+                }
+                Ok(Some(update)) => {
+                    let applied = mirror::apply(tx, &update, embeddings)?;
+                    Ok((Some(update.source), applied.removed))
+                }
+            }
+        });
+        match (outcome, failure) {
+            (Err(Error::PlanFailed), Some(error)) => Err(error),
+            (Err(error), _) => Err(error.into()),
+            (Ok((source, removed)), _) => {
+                if removed > 0 {
+                    // Removed rows never come back as changes, so only a fresh index forgets them.
+                    self.search.reset(&self.db);
+                }
+                Ok(source)
+            }
+        }
+    }
+
+    /// The id of an active memory other than `except` that holds the content of `memory`.
+    pub fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>, Error> {
+        self.db.read(|tx| mirror::active_duplicate(tx, memory, except))
     }
 
     /// Where the search index is kept between processes: beside the database, a cache that

@@ -153,18 +153,18 @@ pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
 
 /// The next change sequence number. Write transactions are serialised by SQLite's write lock,
 /// so numbers grow in commit order, across processes too.
-fn next_change(conn: &Connection) -> Result<i64> {
+pub(crate) fn next_change(conn: &Connection) -> Result<i64> {
     Ok(conn.prepare_cached("SELECT coalesce(max(change_seq), 0) + 1 FROM memories")?.query_row([], |row| row.get(0))?)
 }
 
 /// A stored memory with its row key and version column.
-struct Stored {
-    seq: i64,
-    version: u32,
-    memory: Memory,
+pub(crate) struct Stored {
+    pub(crate) seq: i64,
+    pub(crate) version: u32,
+    pub(crate) memory: Memory,
 }
 
-fn stored(conn: &Connection, id: &str) -> Result<Option<Stored>> {
+pub(crate) fn stored(conn: &Connection, id: &str) -> Result<Option<Stored>> {
     let row = conn
         .prepare_cached("SELECT seq, version, body FROM memories WHERE id = ?")?
         .query_row([id], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, u32>(1)?, row.get::<_, String>(2)?)))
@@ -174,7 +174,7 @@ fn stored(conn: &Connection, id: &str) -> Result<Option<Stored>> {
 
 /// The id of an active memory, other than `except`, that `memory` (whose content hash is
 /// `hash`) would duplicate if it is active.
-fn active_duplicate(conn: &Connection, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
+pub(crate) fn active_duplicate(conn: &Connection, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
     if memory.status != Status::Active {
         return Ok(None);
     }
@@ -191,7 +191,7 @@ fn active_duplicate(conn: &Connection, memory: &Memory, hash: &str, except: Opti
 /// Writes the row of `memory` (a new one when `seq` is `None`) with its content hash, tags,
 /// search text and the copy of its links in the graph. Inserting NULL into `seq` makes SQLite
 /// assign a fresh key.
-fn write_row(conn: &Connection, memory: &Memory, hash: &str, seq: Option<i64>) -> Result<()> {
+pub(crate) fn write_row(conn: &Connection, memory: &Memory, hash: &str, seq: Option<i64>) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
          content_hash, version, body, change_seq, search_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
@@ -234,7 +234,7 @@ fn write_tags(conn: &Connection, memory: &Memory) -> Result<()> {
 }
 
 /// Adds a superseded version to the history; with `overwrite`, over an entry of the same version.
-fn put_version(conn: &Connection, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
+pub(crate) fn put_version(conn: &Connection, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
     let sql = if overwrite {
         "INSERT OR REPLACE INTO memory_versions (memory_id, version, superseded_at, reason, body) VALUES (?, ?, ?, ?, ?)"
     } else {

@@ -40,9 +40,17 @@ pub enum Command {
     },
     /// Show a memory's earlier versions.
     History { urn: String },
+    /// Copy a project or user memory into the organisation's shared memory, linked back to it.
+    Promote {
+        urn: String,
+        /// The domain to copy it into: `org` or `org:{org-id}`.
+        #[arg(long, default_value = "org")]
+        to: String,
+    },
     /// Show counts, store locations, the embedder and index health.
     Status,
-    /// Rebuild the full-text index and embed memories that lack a vector from the current model.
+    /// Rebuild the search index (the project's from its git notes alone) and embed memories that
+    /// lack a vector from the current model.
     Reindex,
     /// Write every memory, with history and vectors, as JSON lines.
     Export {
@@ -75,6 +83,15 @@ pub enum Command {
     /// Check the binary, the configuration, the stores, the index, the hooks and the MCP
     /// registration, and say what to fix.
     Doctor,
+    /// Exchange the project's memories with a git remote: fetch its notes, merge, push.
+    Sync {
+        /// The remote's name or URL (default: origin).
+        remote: Option<String>,
+        /// Instead of syncing, add refspecs to the remote so that a plain `git fetch` and
+        /// `git push` carry the notes too.
+        #[arg(long)]
+        setup: bool,
+    },
     /// API keys for `kenning serve --http`: create, list, revoke.
     Keys {
         #[command(subcommand)]
@@ -136,7 +153,7 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

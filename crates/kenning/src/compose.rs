@@ -8,9 +8,11 @@ use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
+use kenning_postgres::{PostgresStore, Settings, VectorIndex};
+use kenning_git::GitNotesStore;
 use kenning_sqlite::SqliteStore;
 
-use crate::config::{Config, EmbedderChoice};
+use crate::config::{Config, EmbedderChoice, OrgConfig};
 use crate::project::Project;
 
 /// The engine's services over the configured stores.
@@ -19,23 +21,26 @@ pub struct Services {
     pub decisions: Arc<DecisionService>,
 }
 
-/// Opens the project store (inside a git repository) and the user store, and the embedder.
-/// Each domain's one database file keeps both its memories and its decisions.
+/// Opens the project store (inside a git repository: the repository's git notes, indexed in
+/// `.git/kenning/project.db`), the user store (SQLite) and, when configured, the organisation's
+/// store on PostgreSQL, and the embedder. Each domain's store keeps both its memories and its
+/// decisions. The org store connects on first use: a database that is down leaves the other
+/// domains working.
 pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
-    let mut stores = Vec::new();
+    let mut stores: Vec<(Domain, Arc<dyn DecisionStore>)> = Vec::new();
     if let Some(project) = project.filter(|_| !config.project_disabled) {
-        stores.push(open_sqlite(Domain::Project(project.id.clone()), &project.store_path(), config)?);
+        stores.push(open_project(project, config)?);
     }
     stores.push(open_sqlite(Domain::User, &config.user_db_path()?, config)?);
+    if let Some(org) = config.org()? {
+        stores.push(open_postgres(org)?);
+    }
     let memory_domains = stores
         .iter()
         .map(|(domain, store)| DomainStore { domain: domain.clone(), store: store.clone() as Arc<dyn MemoryStore> })
         .collect();
-    let decision_domains = stores
-        .into_iter()
-        .map(|(domain, store)| DecisionDomain { domain, store: store as Arc<dyn DecisionStore> })
-        .collect();
-    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?).with_default_author(config.author()));
+    let decision_domains = stores.into_iter().map(|(domain, store)| DecisionDomain { domain, store }).collect();
+    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?).with_author(config.author()));
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
         None => ModuleList::default(),
@@ -44,8 +49,36 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
     Ok(Services { memory, decisions })
 }
 
-fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<SqliteStore>)> {
+fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     let store = SqliteStore::open_with(path, config.durability).with_context(|| format!("opening the {domain} store at {}", path.display()))?;
+    Ok((domain, Arc::new(store)))
+}
+
+fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
+    let domain = Domain::parse("domains.org.id", &format!("org:{}", org.id)).map_err(kenning_engine::Error::Invalid)?;
+    let mut settings = Settings::new(org.url.clone());
+    if let Some(schema) = &org.schema {
+        settings.schema = schema.clone();
+    }
+    if let Some(text) = &org.vector_index {
+        settings.vector_index = VectorIndex::parse(text).ok_or_else(|| {
+            kenning_engine::Error::Invalid(kenning_core::FieldError::new(
+                "domains.org.vector_index",
+                "is not a known vector index",
+                text.as_str(),
+                "use `hnsw` (the default) or `exact`",
+            ))
+        })?;
+    }
+    let store = PostgresStore::open(&settings).with_context(|| format!("setting up the {domain} store"))?;
+    Ok((domain, Arc::new(store)))
+}
+
+/// The project domain's store: the notes of the repository, indexed beside them.
+pub fn open_project(project: &Project, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
+    let domain = Domain::Project(project.id.clone());
+    let store = GitNotesStore::open(&project.root, &project.store_path(), config.durability)
+        .with_context(|| format!("opening the {domain} store in the git notes of {}", project.root.display()))?;
     Ok((domain, Arc::new(store)))
 }
 

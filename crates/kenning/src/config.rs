@@ -27,6 +27,8 @@ pub struct Config {
     pub read_only: bool,
     /// The modules decisions are filed under; default database, auth, api, frontend, backend, infra.
     pub decision_modules: Option<Vec<String>>,
+    /// The organisation's shared domain on PostgreSQL, when configured.
+    pub org: Option<OrgConfig>,
     /// The id recorded as the author of what this user captures (`[user] id`, `KENNING_USER_ID`);
     /// default the login name (`USER`, `USERNAME`).
     pub user_id: Option<String>,
@@ -34,6 +36,19 @@ pub struct Config {
     pub rate_limits: RateLimits,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
+}
+
+/// `[domains.org]`: the organisation's memory in PostgreSQL with pgvector.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrgConfig {
+    /// The org id in URNs (`org:{id}`).
+    pub id: String,
+    /// A PostgreSQL URL; `?sslmode=require` asks for TLS.
+    pub url: String,
+    /// The PostgreSQL schema holding kenning's tables; default `kenning`.
+    pub schema: Option<String>,
+    /// `hnsw` (the default) or `exact`.
+    pub vector_index: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,7 +83,23 @@ struct FileConfig {
     project: Option<ProjectSection>,
     server: Option<ServerSection>,
     decisions: Option<DecisionsSection>,
+    domains: Option<DomainsSection>,
     user: Option<UserSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DomainsSection {
+    org: Option<OrgSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrgSection {
+    id: Option<String>,
+    url: Option<String>,
+    schema: Option<String>,
+    vector_index: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -192,6 +223,9 @@ impl Config {
         if let Some(modules) = file.decisions.and_then(|decisions| decisions.modules) {
             self.decision_modules = Some(modules);
         }
+        if let Some(org) = file.domains.and_then(|domains| domains.org) {
+            self.merge_org(org.id, org.url, org.schema, org.vector_index);
+        }
         if let Some(id) = file.user.and_then(|user| user.id) {
             self.user_id = Some(id);
         }
@@ -230,10 +264,47 @@ impl Config {
         if let Some(list) = var("KENNING_DECISION_MODULES") {
             self.decision_modules = Some(split_list(&list));
         }
+        self.merge_org(var("KENNING_ORG_ID"), var("KENNING_ORG_URL"), var("KENNING_ORG_SCHEMA"), var("KENNING_ORG_VECTOR_INDEX"));
         if let Some(id) = var("KENNING_USER_ID") {
             self.user_id = Some(id);
         }
         Ok(())
+    }
+
+    /// Overrides the org settings that are given; the others keep their earlier values.
+    fn merge_org(&mut self, id: Option<String>, url: Option<String>, schema: Option<String>, vector_index: Option<String>) {
+        if id.is_none() && url.is_none() && schema.is_none() && vector_index.is_none() {
+            return;
+        }
+        let org = self.org.get_or_insert_with(OrgConfig::default);
+        if let Some(id) = id {
+            org.id = id;
+        }
+        if let Some(url) = url {
+            org.url = url;
+        }
+        if let Some(schema) = schema {
+            org.schema = Some(schema);
+        }
+        if let Some(vector_index) = vector_index {
+            org.vector_index = Some(vector_index);
+        }
+    }
+
+    /// The org domain's settings, checked: an org needs both an id and a URL.
+    pub fn org(&self) -> Result<Option<&OrgConfig>> {
+        let Some(org) = &self.org else { return Ok(None) };
+        if org.url.trim().is_empty() {
+            bail!(
+                "the org domain `{}` has no database: set `url` under [domains.org] or KENNING_ORG_URL, \
+                 e.g. postgresql://kenning@db.example.com/kenning?sslmode=require",
+                org.id
+            );
+        }
+        if org.id.trim().is_empty() {
+            bail!("the org domain has a database but no id: set `id` under [domains.org] or KENNING_ORG_ID, e.g. `acme`");
+        }
+        Ok(Some(org))
     }
 
     /// The author recorded on this user's captures: the configured id, else the login name.
@@ -320,6 +391,25 @@ mod tests {
         assert_eq!(config.embedder, EmbedderChoice::Transformer);
         assert_eq!(config.toolsets, Some(vec!["memory".to_owned()]));
         assert_eq!(config.decision_modules, Some(vec!["payments".to_owned(), "search".to_owned()]));
+    }
+
+    #[test]
+    fn the_org_domain_comes_from_the_file_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[domains.org]\nid = \"acme\"\nurl = \"postgresql://db/kenning\"\n[user]\nid = \"ada\"\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.org().unwrap().map(|org| (org.id.as_str(), org.url.as_str())), Some(("acme", "postgresql://db/kenning")));
+        assert_eq!(config.author().as_deref(), Some("ada"));
+        config.apply_env(|name| (name == "KENNING_ORG_URL").then(|| "postgresql://other/kenning".to_owned())).unwrap();
+        assert_eq!(config.org().unwrap().map(|org| (org.id.as_str(), org.url.as_str())), Some(("acme", "postgresql://other/kenning")));
+
+        let mut url_only = Config::default();
+        url_only.apply_env(|name| (name == "KENNING_ORG_URL").then(|| "postgresql://db/kenning".to_owned())).unwrap();
+        let error = url_only.org().unwrap_err().to_string();
+        assert!(error.contains("KENNING_ORG_ID"), "{error}");
+        assert_eq!(Config::default().org().unwrap(), None);
     }
 
     #[test]

@@ -87,6 +87,19 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Some(id) => Project::discover(&cwd, Some(id)),
         None => project_hint,
     };
+    if let Command::Sync { remote, setup: true } = &command {
+        let project = project.as_ref().context("`kenning sync --setup` needs a git repository: run it inside one")?;
+        let remote = remote.as_deref().unwrap_or("origin");
+        let added = kenning_git::setup_refspecs(&project.root, remote)?;
+        let summary = SetupSummary { remote: remote.to_owned(), added };
+        return print(json, &summary, |summary| {
+            if summary.added.is_empty() {
+                format!("{} already carries the notes in plain git fetch and push\n", summary.remote)
+            } else {
+                format!("added to the git config:\n  {}\n", summary.added.join("\n  "))
+            }
+        });
+    }
     let services = compose::services(&config, project.as_ref())?;
     let memory = services.memory.clone();
     match command {
@@ -145,6 +158,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Forget { urn, reason } => print(json, &memory.forget(&urn, &reason)?, render::change),
         Command::Restore { urn, reason } => print(json, &memory.restore(&urn, &reason)?, render::change),
         Command::History { urn } => print(json, &memory.history(&urn)?, render::history),
+        Command::Promote { urn, to } => print(json, &memory.promote(&urn, &to)?, render::capture),
         Command::Status => print(json, &memory.status()?, render::status),
         Command::Reindex => {
             let report = memory.reindex(64)?;
@@ -158,6 +172,10 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             })
         }
         Command::Hook(_) | Command::Init(_) | Command::Doctor => Err(anyhow!("this command is answered before the stores open")),
+        Command::Sync { remote, .. } => {
+            let report = memory.sync(None, remote.as_deref())?;
+            print(json, &report, render::sync)
+        }
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
@@ -199,6 +217,13 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             })
         }
     }
+}
+
+/// What `kenning sync --setup` changed.
+#[derive(Serialize)]
+struct SetupSummary {
+    remote: String,
+    added: Vec<String>,
 }
 
 fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Result<()> {

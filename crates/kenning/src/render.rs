@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryView, RecallPage, StatusReport};
+use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryView, RecallPage, StatusReport, SyncView};
 
 pub fn capture(outcome: &CaptureOutcome) -> String {
     let mut out = format!(
@@ -18,10 +18,14 @@ pub fn capture(outcome: &CaptureOutcome) -> String {
 }
 
 pub fn recall(page: &RecallPage) -> String {
-    if page.results.is_empty() {
-        return "no memories match\n".to_owned();
-    }
     let mut out = String::new();
+    for domain in &page.unavailable {
+        let _ = writeln!(out, "note: {} was left out: {}", domain.domain, domain.message);
+    }
+    if page.results.is_empty() {
+        out.push_str("no memories match\n");
+        return out;
+    }
     for hit in &page.results {
         let _ = writeln!(out, "{:>5.3}  {}  [{}/{}]", hit.score, hit.title, hit.namespace, hit.kind);
         let _ = writeln!(out, "       {}", hit.urn);
@@ -53,6 +57,7 @@ pub fn memory(view: &MemoryView) -> String {
         ("event time", view.event_time.clone().unwrap_or_default()),
         ("accessed", format!("{} times", view.access_count)),
         ("version", view.version.to_string()),
+        ("author", view.author.clone().unwrap_or_default()),
     ];
     for (label, value) in rows.iter().filter(|(_, value)| !value.is_empty()) {
         let _ = writeln!(out, "{label:>11}  {value}");
@@ -116,4 +121,18 @@ pub fn status(report: &StatusReport) -> String {
         let _ = writeln!(out, "\nnote: {note}");
     }
     out
+}
+
+pub fn sync(view: &SyncView) -> String {
+    format!(
+        "synced {} with {}: received {}, merged {}, sent {} ({} round{}); embedded {}\n",
+        view.domain,
+        view.remote,
+        view.received,
+        view.merged,
+        view.sent,
+        view.attempts,
+        if view.attempts == 1 { "" } else { "s" },
+        view.embedded
+    )
 }

@@ -2,3 +2,5 @@
 
 pub mod decisions;
 pub mod memory;
+pub mod org;
+pub mod sync;

@@ -1,0 +1,55 @@
+//! The crate's error type and how it maps onto the core's.
+
+use std::path::PathBuf;
+
+use kenning_core::FieldError;
+
+/// Everything that can go wrong in the git-notes backend.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+    #[error("{0}")]
+    Core(#[from] kenning_core::Error),
+    #[error("index: {0}")]
+    Index(#[from] kenning_sqlite::Error),
+    #[error("cannot open the git repository at {path}: {reason}")]
+    Repository { path: PathBuf, reason: String },
+    /// A note this build cannot read, met where it has to be read (a write to that memory).
+    #[error("the note of memory {id} cannot be read: {reason}")]
+    Note { id: String, reason: String },
+    #[error("memory not found: {0}")]
+    NotFound(String),
+    #[error("memory {id} was changed concurrently (expected version {expected})")]
+    Conflict { id: String, expected: u32 },
+    #[error("memory id {0} already exists")]
+    IdTaken(String),
+    /// A change would make two active memories in one namespace hold the same content.
+    #[error("memory {id} would duplicate the active memory {existing}")]
+    Duplicate { id: String, existing: String },
+    /// Other writers kept moving the notes ref for longer than the write was willing to retry.
+    #[error("the notes ref {0} kept moving under this write; try again")]
+    Busy(String),
+    #[error("sync with {remote}: {reason}")]
+    Sync { remote: String, reason: String },
+}
+
+impl From<Error> for kenning_core::Error {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::NotFound(id) => kenning_core::Error::NotFound(id),
+            Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
+            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::new(
+                "content",
+                format!("would duplicate the active memory {existing} in the same namespace"),
+                id,
+                format!("update or forget {existing} instead, or change the content"),
+            )),
+            Error::Index(inner) => inner.into(),
+            Error::Core(inner) => inner,
+            other => kenning_core::Error::Storage(other.to_string()),
+        }
+    }
+}
+
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;

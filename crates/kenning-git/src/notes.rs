@@ -1,0 +1,218 @@
+//! The notes ref as git objects: reading a note, writing a notes commit, moving the ref by
+//! compare-and-swap, and the difference between two notes trees.
+//!
+//! Layout: one ref, [`NOTES_REF`]; its commits' trees hold one blob per memory at
+//! `xx/yyyy…` (the note key's first two hex digits, then the other 38), the fan-out git itself
+//! uses for large notes trees. Reading accepts any fan-out depth, as git does, so a tree that
+//! `git notes` rewrote is read the same.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use git2::build::TreeUpdateBuilder;
+use git2::{ErrorCode, FileMode, ObjectType, Oid, Repository, Signature, Tree};
+
+use crate::error::Result;
+
+/// The ref holding every project memory's note.
+pub const NOTES_REF: &str = "refs/notes/kenning";
+
+/// How old a lock file on the notes ref must be before it is taken for one left by a killed
+/// process. Holding the lock takes microseconds, so a lock this old has no owner.
+const STALE_LOCK: Duration = Duration::from_secs(30);
+
+/// The commit `name` points at, if the ref exists.
+pub fn resolve(repo: &Repository, name: &str) -> Result<Option<Oid>> {
+    match repo.refname_to_id(name) {
+        Ok(oid) => Ok(Some(oid)),
+        Err(error) if error.code() == ErrorCode::NotFound => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The tree of a notes commit.
+pub fn tree_of(repo: &Repository, commit: Oid) -> Result<Tree<'_>> {
+    Ok(repo.find_commit(commit)?.tree()?)
+}
+
+/// The path of a note in a tree with two-digit fan-out.
+pub fn note_path(key: Oid) -> String {
+    let hex = key.to_string();
+    format!("{}/{}", &hex[..2], &hex[2..])
+}
+
+/// The bytes of the note on `key` in `tree`, at any fan-out depth.
+pub fn read_note(repo: &Repository, tree: &Tree<'_>, key: Oid) -> Result<Option<Vec<u8>>> {
+    match read_note_id(repo, tree, key)? {
+        Some(blob) => Ok(Some(repo.find_blob(blob)?.content().to_vec())),
+        None => Ok(None),
+    }
+}
+
+/// The blob of the note on `key` in `tree`, at any fan-out depth.
+pub fn read_note_id(repo: &Repository, tree: &Tree<'_>, key: Oid) -> Result<Option<Oid>> {
+    let hex = key.to_string();
+    let mut current = tree.clone();
+    let mut rest = hex.as_str();
+    while rest.len() > 2 {
+        let (found, subtree) = match (current.get_name(rest), current.get_name(&rest[..2])) {
+            (Some(entry), _) => ((entry.kind() == Some(ObjectType::Blob)).then(|| entry.id()), None),
+            (None, Some(entry)) if entry.kind() == Some(ObjectType::Tree) => (None, Some(entry.id())),
+            (None, _) => (None, None),
+        };
+        let Some(subtree) = subtree else { return Ok(found) };
+        current = repo.find_tree(subtree)?;
+        rest = &rest[2..];
+    }
+    Ok(None)
+}
+
+/// Writes the blobs of `notes` and a commit whose tree is `base`'s tree with them in place,
+/// with `base` as its parent. Returns the new commit; the ref is not moved.
+pub fn commit(repo: &Repository, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Oid> {
+    let baseline = match base {
+        Some(base) => tree_of(repo, base)?,
+        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
+    };
+    let mut update = TreeUpdateBuilder::new();
+    for (key, bytes) in notes {
+        let blob = repo.blob(bytes)?;
+        update.upsert(note_path(*key), blob, FileMode::Blob);
+    }
+    let tree = repo.find_tree(update.create_updated(repo, &baseline)?)?;
+    commit_tree(repo, &tree, base.into_iter().collect::<Vec<_>>().as_slice(), message)
+}
+
+/// A commit of `tree` with `parents`, signed by the repository's configured identity or, when it
+/// has none, by kenning.
+pub fn commit_tree(repo: &Repository, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<Oid> {
+    let signature = repo.signature().or_else(|_| Signature::now("kenning", "kenning@localhost"))?;
+    let parents = parents.iter().map(|oid| repo.find_commit(*oid)).collect::<Result<Vec<_>, _>>()?;
+    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+    Ok(repo.commit(None, &signature, &signature, message, tree, &parents)?)
+}
+
+/// Moves `name` from `expected` to `new`; `false` if another writer moved it first (or holds
+/// its lock), in which case nothing changed.
+pub fn advance(repo: &Repository, name: &str, expected: Option<Oid>, new: Oid, message: &str) -> Result<bool> {
+    let result = match expected {
+        Some(expected) => repo.reference_matching(name, new, true, expected, message).map(drop),
+        None => repo.reference(name, new, false, message).map(drop),
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err(error) if matches!(error.code(), ErrorCode::Modified | ErrorCode::Exists | ErrorCode::Locked) => {
+            clear_stale_lock(repo, name);
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Removes the ref's lock file if a killed process left it behind.
+fn clear_stale_lock(repo: &Repository, name: &str) {
+    let lock = repo.commondir().join(format!("{name}.lock"));
+    let stale = std::fs::metadata(&lock)
+        .and_then(|meta| meta.modified())
+        .ok()
+        .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age > STALE_LOCK);
+    if stale {
+        tracing::warn!(lock = %lock.display(), "removing a stale lock on the notes ref left by a killed process");
+        let _ = std::fs::remove_file(Path::new(&lock));
+    }
+}
+
+/// Every note of a tree: key (the hex name, fan-out joined) -> blob, and the entries that are
+/// not notes, each with why.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub notes: BTreeMap<String, Oid>,
+    pub foreign: Vec<(String, String)>,
+}
+
+/// Every note in `tree`.
+pub fn list(repo: &Repository, tree: &Tree<'_>) -> Result<Listing> {
+    let mut listing = Listing::default();
+    collect(repo, tree, "", &mut listing)?;
+    Ok(listing)
+}
+
+fn collect(repo: &Repository, tree: &Tree<'_>, prefix: &str, listing: &mut Listing) -> Result<()> {
+    for entry in tree.iter() {
+        let name = format!("{prefix}{}", entry.name().unwrap_or_default());
+        match entry.kind() {
+            Some(ObjectType::Tree) if name.len() < 40 && is_hex(&name) => collect(repo, &repo.find_tree(entry.id())?, &name, listing)?,
+            Some(ObjectType::Blob) if name.len() == 40 && is_hex(&name) => {
+                listing.notes.insert(name, entry.id());
+            }
+            _ => listing.foreign.push((name, "not a note: the name is not an object id".to_owned())),
+        }
+    }
+    Ok(())
+}
+
+fn is_hex(text: &str) -> bool {
+    text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// One note that differs between two trees: its key, its blob before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    pub key: String,
+    pub before: Option<Oid>,
+    pub after: Option<Oid>,
+}
+
+/// The notes that differ between `before` and `after`, and the entries of `after` that are not
+/// notes. Subtrees with the same id are skipped whole, so a difference of a few notes costs a
+/// few tree reads whatever the size of the trees.
+pub fn diff(repo: &Repository, before: &Tree<'_>, after: &Tree<'_>) -> Result<(Vec<Changed>, Vec<(String, String)>)> {
+    let mut old = Listing::default();
+    let mut new = Listing::default();
+    walk(repo, before, after, "", &mut old, &mut new)?;
+    let mut changed = Vec::new();
+    for (key, blob) in &old.notes {
+        match new.notes.get(key) {
+            Some(after) if after == blob => {}
+            after => changed.push(Changed { key: key.clone(), before: Some(*blob), after: after.copied() }),
+        }
+    }
+    for (key, blob) in &new.notes {
+        if !old.notes.contains_key(key) {
+            changed.push(Changed { key: key.clone(), before: None, after: Some(*blob) });
+        }
+    }
+    Ok((changed, new.foreign))
+}
+
+fn walk(repo: &Repository, before: &Tree<'_>, after: &Tree<'_>, prefix: &str, old: &mut Listing, new: &mut Listing) -> Result<()> {
+    let mut names: Vec<String> = before.iter().chain(after.iter()).filter_map(|entry| entry.name().map(str::to_owned)).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let (a, b) = (before.get_name(&name), after.get_name(&name));
+        if let (Some(a), Some(b)) = (&a, &b) {
+            if a.id() == b.id() {
+                continue;
+            }
+            if a.kind() == Some(ObjectType::Tree) && b.kind() == Some(ObjectType::Tree) {
+                walk(repo, &repo.find_tree(a.id())?, &repo.find_tree(b.id())?, &format!("{prefix}{name}"), old, new)?;
+                continue;
+            }
+        }
+        for (entry, listing) in [(a, &mut *old), (b, &mut *new)] {
+            let Some(entry) = entry else { continue };
+            let path = format!("{prefix}{name}");
+            match entry.kind() {
+                Some(ObjectType::Tree) if path.len() < 40 && is_hex(&path) => collect(repo, &repo.find_tree(entry.id())?, &path, listing)?,
+                Some(ObjectType::Blob) if path.len() == 40 && is_hex(&path) => {
+                    listing.notes.insert(path, entry.id());
+                }
+                _ => listing.foreign.push((path, "not a note: the name is not an object id".to_owned())),
+            }
+        }
+    }
+    Ok(())
+}

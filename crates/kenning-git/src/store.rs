@@ -1,0 +1,786 @@
+//! [`GitNotesStore`]: the [`MemoryStore`] and [`DecisionStore`] whose records live in git notes,
+//! with a [`SqliteStore`] as the index that answers reads.
+//!
+//! A write runs in three steps: bring the index up to the notes ref; check the change against
+//! that state and write the notes it touches as one notes commit on top of it; move the ref from
+//! that state to the new commit with compare-and-swap, starting again from the top if another
+//! writer moved it first. Only then is the index brought up to the ref, which applies the change.
+//! A process killed between the ref and the index leaves an index behind its ref, which the
+//! next read or open catches up, so a write is acknowledged once its ref update is done.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use git2::{Oid, Repository, RepositoryOpenFlags};
+use kenning_core::decision::{
+    Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStore, Edge, Hop, MemoryChange, Node,
+    Outcome, Signal, SkillSync, relation,
+};
+use kenning_core::{
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
+    SyncReport,
+};
+use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, VersionedEmbedding};
+
+use crate::error::{Error, Result};
+use crate::note::{DecisionDoc, EdgeDoc, Note, edges_key, note_key};
+use crate::notes::{self, NOTES_REF};
+
+/// How many times a write starts again after losing the race for the notes ref.
+const WRITE_ATTEMPTS: u32 = 200;
+/// Records exported from an older store per batch while migrating it into notes.
+const MIGRATION_BATCH: usize = 500;
+/// The metadata keys of a memory's provenance.
+pub const BRANCH_KEY: &str = "git_branch";
+pub const COMMIT_KEY: &str = "git_commit";
+/// The mirror state key recording that the index's own records were carried into notes.
+const MIGRATED: &str = "migrated-to-notes";
+
+/// The project domain's store: memories, their histories and decisions in git notes of the
+/// repository, one note per memory under [`NOTES_REF`], indexed in a SQLite file.
+pub struct GitNotesStore {
+    repo: Mutex<Repository>,
+    index: SqliteStore,
+    location: String,
+    /// The notes commit the index was last seen to reflect, so that a read whose ref has not
+    /// moved costs one ref read and no database query.
+    reflected: Mutex<Option<Oid>>,
+}
+
+/// The branch and commit checked out when a memory is captured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// `None` on a detached HEAD.
+    pub branch: Option<String>,
+    /// `None` in a repository without commits.
+    pub commit: Option<String>,
+}
+
+impl GitNotesStore {
+    /// Opens the notes of the repository at `repo_path` (a work tree, a git directory or a bare
+    /// repository) indexed in `index_path`, catching the index up and migrating into notes any
+    /// records the index file held from before it was an index. With
+    /// [`Durability::PowerLoss`] every object and ref write is flushed to disk before it is
+    /// acknowledged; the index itself only needs to survive the process, because it is
+    /// rebuilt from the notes after any loss.
+    pub fn open(repo_path: &Path, index_path: &Path, durability: Durability) -> Result<GitNotesStore> {
+        configure_libgit2(durability);
+        let repo = Repository::open_ext(repo_path, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&std::ffi::OsStr>())
+            .map_err(|error| Error::Repository { path: repo_path.to_owned(), reason: error.message().to_owned() })?;
+        let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
+        let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
+        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None) };
+        store.migrate()?;
+        store.catch_up(&lock(&store.repo), &[])?;
+        store.merge_fetched();
+        Ok(store)
+    }
+
+    /// The index file.
+    pub fn index_path(&self) -> PathBuf {
+        self.index.path().to_owned()
+    }
+
+    /// The branch and commit checked out now, recorded with each capture.
+    pub fn provenance(&self) -> Provenance {
+        let repo = lock(&self.repo);
+        let head = repo.head().ok();
+        let branch = head.as_ref().filter(|head| head.is_branch()).and_then(|head| head.shorthand().map(str::to_owned));
+        let branch = branch.or_else(|| {
+            // An unborn branch (no commits yet) has no HEAD reference to resolve, only a name.
+            repo.find_reference("HEAD").ok().and_then(|head| head.symbolic_target().map(|target| target.trim_start_matches("refs/heads/").to_owned()))
+        });
+        let commit = head.and_then(|head| head.target()).map(|oid| oid.to_string());
+        Provenance { branch, commit }
+    }
+
+    /// Runs `work` with the repository, for sync and status.
+    pub(crate) fn with_repo<T>(&self, work: impl FnOnce(&Repository) -> Result<T>) -> Result<T> {
+        work(&lock(&self.repo))
+    }
+
+    /// Brings the index up to the notes ref, storing `embeddings` for the memories it then
+    /// holds at their versions; returns the notes commit the index reflects.
+    pub(crate) fn catch_up(&self, repo: &Repository, embeddings: &[VersionedEmbedding]) -> Result<Option<Oid>> {
+        self.catch_up_ordered(repo, embeddings, &[])
+    }
+
+    /// [`Self::catch_up`] with the order a write captured its memories in.
+    fn catch_up_ordered(&self, repo: &Repository, embeddings: &[VersionedEmbedding], order: &[MemoryId]) -> Result<Option<Oid>> {
+        let source = self.index.catch_up_mirror(
+            |reflected| {
+                let mut update = plan(repo, reflected)?;
+                if let Some(update) = &mut update {
+                    update.order = order.to_vec();
+                }
+                Ok::<_, Error>(update)
+            },
+            embeddings,
+        )?;
+        let reflected = source.as_deref().and_then(|source| Oid::from_str(source).ok());
+        *lock(&self.reflected) = reflected;
+        Ok(reflected)
+    }
+
+    /// Catches the index up if the ref moved since this process last looked.
+    fn refresh(&self) -> Result<()> {
+        let repo = lock(&self.repo);
+        let tip = notes::resolve(&repo, NOTES_REF)?;
+        if tip.is_some() && tip == *lock(&self.reflected) {
+            return Ok(());
+        }
+        self.catch_up(&repo, &[])?;
+        Ok(())
+    }
+
+    /// Applies a change to the notes: `build` reads notes and stages new ones in a draft made
+    /// on the state the index reflects; the staged notes become one commit, and the ref moves to
+    /// it by compare-and-swap. A lost race starts again from a fresh state.
+    fn write<T>(&self, message: &str, mut build: impl FnMut(&mut Draft<'_>) -> Result<T>) -> Result<T> {
+        let repo = lock(&self.repo);
+        for attempt in 0..WRITE_ATTEMPTS {
+            let base = self.catch_up(&repo, &[])?;
+            let tree = base.map(|base| notes::tree_of(&repo, base)).transpose()?;
+            let mut draft =
+                Draft { repo: &repo, tree, index: &self.index, staged: Vec::new(), staged_edges: Vec::new(), embeddings: Vec::new() };
+            let value = build(&mut draft)?;
+            if draft.staged.is_empty() && draft.staged_edges.is_empty() {
+                self.catch_up(&repo, &draft.embeddings)?;
+                return Ok(value);
+            }
+            let encode = |key: Oid, id: &MemoryId, note: &Note| {
+                let bytes = note.encode().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
+                Ok((key, bytes))
+            };
+            let encoded = draft
+                .staged
+                .iter()
+                .map(|(id, note, _)| encode(note_key(id), id, note))
+                .chain(draft.staged_edges.iter().map(|(id, note)| encode(edges_key(id), id, note)))
+                .collect::<Result<Vec<_>>>()?;
+            let order: Vec<MemoryId> = draft.staged.iter().map(|(id, _, _)| id.clone()).collect();
+            let commit = notes::commit(&repo, base, &encoded, message)?;
+            if notes::advance(&repo, NOTES_REF, base, commit, message)? {
+                let embeddings = std::mem::take(&mut draft.embeddings);
+                drop(draft);
+                self.catch_up_ordered(&repo, &embeddings, &order)?;
+                return Ok(value);
+            }
+            backoff(attempt);
+        }
+        Err(Error::Busy(NOTES_REF.to_owned()))
+    }
+
+    /// Carries the records of an index file that predates notes into notes, once: every memory
+    /// (current version and history), decision, signal, outcome and skill edge it holds that
+    /// has no note yet. Records are read from the index itself, so nothing it held is lost.
+    fn migrate(&self) -> Result<()> {
+        if self.index.mirror_state(MIGRATED)?.is_some() {
+            return Ok(());
+        }
+        if self.index.mirror_source()?.is_none() && self.index.count(&SearchFilter::default())? > 0 {
+            let mut migrated = 0usize;
+            let mut offset = 0;
+            loop {
+                let records = self.index.export(offset, MIGRATION_BATCH)?;
+                if records.is_empty() {
+                    break;
+                }
+                offset += records.len();
+                migrated += self.write("kenning: migrate the project store into notes", |draft| {
+                    let mut written = 0;
+                    for record in &records {
+                        if draft.note(&record.memory.id)?.is_some() {
+                            continue;
+                        }
+                        let note = legacy_note(&self.index, record)?;
+                        draft.stage(&record.memory.id, note, record.memory.clone());
+                        written += 1;
+                    }
+                    Ok(written)
+                })?;
+            }
+            tracing::info!(migrated, "migrated the project store's memories into git notes");
+        }
+        self.index.set_mirror_state(MIGRATED, "1")?;
+        Ok(())
+    }
+
+    /// Entries of the notes that could not be indexed, with why, as status warnings.
+    fn skipped_warnings(&self) -> Result<Vec<String>> {
+        Ok(self
+            .index
+            .mirror_skipped()?
+            .into_iter()
+            .map(|(entry, reason)| format!("note {entry} in {NOTES_REF} was skipped: {reason}"))
+            .collect())
+    }
+
+    /// Rebuilds the index from the notes alone: every memory, history, decision and edge is
+    /// rewritten from its note, and whatever the notes do not hold is removed. Access counts and
+    /// vectors, which notes do not carry, stay where the memory's text is unchanged.
+    fn rebuild(&self) -> Result<u64> {
+        let repo = lock(&self.repo);
+        let Some(tip) = notes::resolve(&repo, NOTES_REF)? else {
+            let source = self.index.catch_up_mirror(
+                |_| Ok::<_, Error>(Some(MirrorUpdate { source: String::new(), complete: true, changes: Vec::new(), order: Vec::new() })),
+                &[],
+            )?;
+            *lock(&self.reflected) = source.as_deref().and_then(|source| Oid::from_str(source).ok());
+            return Ok(0);
+        };
+        let mut put = 0;
+        self.index.catch_up_mirror(
+            |_| {
+                let update = full_update(&repo, tip, true)?;
+                put = update.changes.iter().filter(|change| matches!(change, MirrorChange::Put { .. })).count() as u64;
+                Ok::<_, Error>(Some(update))
+            },
+            &[],
+        )?;
+        *lock(&self.reflected) = Some(tip);
+        Ok(put)
+    }
+}
+
+/// libgit2's global settings: flush objects and refs to disk when power-loss durability is
+/// asked for (the settings are per process, so the last store opened decides).
+fn configure_libgit2(durability: Durability) {
+    let fsync = i32::from(durability == Durability::PowerLoss);
+    // SAFETY: GIT_OPT_ENABLE_FSYNC_GITDIR takes a single int argument; libgit2 is initialised
+    // by git2 before any repository is opened, and this runs before the first one is.
+    unsafe {
+        libgit2_sys::init();
+        libgit2_sys::git_libgit2_opts(libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as std::ffi::c_int, fsync);
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the repository handle
+/// and the cached commit id inside stay sound.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A short random pause after losing the race for the ref, growing with each attempt, so that
+/// writers that collided do not collide again in lockstep.
+fn backoff(attempt: u32) {
+    let ceiling = u64::from(attempt.min(20) + 1) * 500;
+    std::thread::sleep(Duration::from_micros(fastrand::u64(0..=ceiling)));
+}
+
+/// What the index must apply to go from `reflected` to the ref's current commit, or `None`.
+fn plan(repo: &Repository, reflected: Option<&str>) -> Result<Option<MirrorUpdate>> {
+    let Some(tip) = notes::resolve(repo, NOTES_REF)? else { return Ok(None) };
+    let before = reflected.and_then(|reflected| Oid::from_str(reflected).ok());
+    if before == Some(tip) {
+        return Ok(None);
+    }
+    let before_tree = before.and_then(|before| notes::tree_of(repo, before).ok());
+    let Some(before_tree) = before_tree else {
+        // No state reflected yet (a new index, or one that predates notes: keep its rows for the
+        // migration), or one whose commit is gone (rewritten history): then the notes are all.
+        return full_update(repo, tip, reflected.is_some()).map(Some);
+    };
+    let after = notes::tree_of(repo, tip)?;
+    let (changed, foreign) = notes::diff(repo, &before_tree, &after)?;
+    let mut changes = Vec::with_capacity(changed.len() + foreign.len());
+    for change in changed {
+        let before_id = change.before.and_then(|blob| read_note(repo, blob).ok()).and_then(|note| note.id().ok());
+        match change.after {
+            Some(blob) => match indexable(repo, &change.key, blob) {
+                Ok(change) => changes.push(change),
+                Err(reason) => {
+                    changes.push(MirrorChange::Skip { entry: change.key.clone(), reason });
+                    if let Some(id) = before_id {
+                        changes.push(MirrorChange::Remove { entry: format!("{}:before", change.key), id: Some(id) });
+                    }
+                }
+            },
+            None => changes.push(MirrorChange::Remove { entry: change.key, id: before_id }),
+        }
+    }
+    changes.extend(foreign.into_iter().map(|(entry, reason)| MirrorChange::Skip { entry, reason }));
+    Ok(Some(MirrorUpdate { source: tip.to_string(), complete: false, changes, order: Vec::new() }))
+}
+
+/// Every note at `tip` as a put (or a skip), as one update.
+fn full_update(repo: &Repository, tip: Oid, complete: bool) -> Result<MirrorUpdate> {
+    let listing = notes::list(repo, &notes::tree_of(repo, tip)?)?;
+    let mut changes = Vec::with_capacity(listing.notes.len());
+    for (key, blob) in &listing.notes {
+        changes.push(indexable(repo, key, *blob).unwrap_or_else(|reason| MirrorChange::Skip { entry: key.clone(), reason }));
+    }
+    changes.extend(listing.foreign.into_iter().map(|(entry, reason)| MirrorChange::Skip { entry, reason }));
+    Ok(MirrorUpdate { source: tip.to_string(), complete, changes, order: Vec::new() })
+}
+
+fn read_note(repo: &Repository, blob: Oid) -> std::result::Result<Note, String> {
+    let blob = repo.find_blob(blob).map_err(|error| format!("unreadable blob: {}", error.message()))?;
+    Note::decode(blob.content())
+}
+
+/// The note at `key` as a put, or why it cannot be indexed.
+fn indexable(repo: &Repository, key: &str, blob: Oid) -> std::result::Result<MirrorChange, String> {
+    let note = read_note(repo, blob)?;
+    if note.memory.is_null()
+        && let Some(target) = &note.edges_for
+    {
+        let target = MemoryId::parse(target).map_err(|error| format!("field `edges_for`: {error}"))?;
+        let expected = edges_key(&target).to_string();
+        if expected != key {
+            return Err(format!("it holds edges to memory {target}, whose edges note belongs on {expected}"));
+        }
+        let edges = note.edges_to.iter().flatten().map(EdgeDoc::to_edge).collect::<std::result::Result<_, _>>()?;
+        return Ok(MirrorChange::EdgesTo { entry: key.to_owned(), target, edges });
+    }
+    let record = note.to_record()?;
+    let expected = note_key(&record.memory.id).to_string();
+    if expected != key {
+        return Err(format!("it holds memory {}, whose note belongs on {expected}", record.memory.id));
+    }
+    Ok(MirrorChange::Put { entry: key.to_owned(), record: Box::new(record) })
+}
+
+/// The note of a record read from an index that predates notes, with its decision and edges.
+fn legacy_note(index: &SqliteStore, record: &MemoryRecord) -> Result<Note> {
+    let id = &record.memory.id;
+    let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
+    let mut note = Note::new(&record.memory).map_err(invalid)?;
+    for version in &record.history {
+        note.push_history(version).map_err(invalid)?;
+    }
+    if let Ok(decision_id) = DecisionId::parse(id.as_str())
+        && let Some(found) = index.get_decision(&decision_id)?
+    {
+        let edges = match &found.outcome {
+            Some(outcome) => index
+                .edges_to(&Node::outcome(&outcome.id))?
+                .iter()
+                .filter(|edge| edge.relation == relation::RESULTED_IN || edge.relation == relation::PRECEDED)
+                .map(EdgeDoc::from_edge)
+                .collect(),
+            None => Vec::new(),
+        };
+        let doc = DecisionDoc { record: found.decision, signals: found.signals, outcome: found.outcome, edges };
+        note.set_decision(&doc).map_err(invalid)?;
+    }
+    let skill_edges: Vec<EdgeDoc> = index
+        .edges_to(&Node::memory(id))?
+        .iter()
+        .filter(|edge| edge.relation == relation::SUPPORTS || edge.relation == relation::EVIDENCES)
+        .map(EdgeDoc::from_edge)
+        .collect();
+    if !skill_edges.is_empty() {
+        note.edges_to = Some(skill_edges);
+    }
+    Ok(note)
+}
+
+/// The notes a write reads and stages, on top of the state the index reflects.
+struct Draft<'r> {
+    repo: &'r Repository,
+    tree: Option<git2::Tree<'r>>,
+    index: &'r SqliteStore,
+    /// Notes to write, with the memory each holds now.
+    staged: Vec<(MemoryId, Note, Memory)>,
+    /// Edges notes to write, by the memory their edges point at.
+    staged_edges: Vec<(MemoryId, Note)>,
+    embeddings: Vec<VersionedEmbedding>,
+}
+
+impl Draft<'_> {
+    /// The note of `id` as this write sees it: staged, or as the base state holds it.
+    fn note(&self, id: &MemoryId) -> Result<Option<Note>> {
+        if let Some((_, note, _)) = self.staged.iter().find(|(staged, _, _)| staged == id) {
+            return Ok(Some(note.clone()));
+        }
+        let Some(tree) = &self.tree else { return Ok(None) };
+        let Some(bytes) = notes::read_note(self.repo, tree, note_key(id))? else { return Ok(None) };
+        Note::decode(&bytes).map(Some).map_err(|reason| Error::Note { id: id.to_string(), reason })
+    }
+
+    fn stage(&mut self, id: &MemoryId, note: Note, memory: Memory) {
+        self.staged.retain(|(staged, _, _)| staged != id);
+        self.staged.push((id.clone(), note, memory));
+    }
+
+    fn embed(&mut self, memory: &Memory, embedding: Option<&Embedding>) {
+        if let Some(embedding) = embedding {
+            self.embeddings.push(VersionedEmbedding { id: memory.id.clone(), version: memory.version, embedding: embedding.clone() });
+        }
+    }
+
+    /// An active memory other than `except` holding the content of `memory`, as this write
+    /// would leave the notes.
+    fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>> {
+        if memory.status != kenning_core::Status::Active {
+            return Ok(None);
+        }
+        let hash = memory.content_hash();
+        let others = |id: &MemoryId| id != &memory.id && Some(id) != except;
+        for (id, _, staged) in &self.staged {
+            if others(id) && staged.status == kenning_core::Status::Active && staged.namespace == memory.namespace && staged.content_hash() == hash {
+                return Ok(Some(id.clone()));
+            }
+        }
+        // A staged memory was checked above as this write leaves it, so the index's copy of it
+        // no longer counts.
+        let found = self.index.active_duplicate(memory, except)?;
+        Ok(found.filter(|found| !self.staged.iter().any(|(id, _, _)| id == found)))
+    }
+
+    fn insert(&mut self, memory: &Memory, embedding: Option<&Embedding>) -> Result<Inserted> {
+        // Checked before the id, so that retrying a capture whose acknowledgement was lost
+        // reports the duplicate instead of failing.
+        if let Some(existing) = self.active_duplicate(memory, None)? {
+            return Ok(Inserted::Duplicate(existing));
+        }
+        if self.note(&memory.id)?.is_some() {
+            return Err(Error::IdTaken(memory.id.to_string()));
+        }
+        let note = Note::new(memory).map_err(|reason| Error::Note { id: memory.id.to_string(), reason })?;
+        self.stage(&memory.id, note, memory.clone());
+        self.embed(memory, embedding);
+        Ok(Inserted::Created)
+    }
+
+    /// The note of `id` and the memory it holds, or not-found.
+    fn existing(&self, id: &MemoryId) -> Result<(Note, Memory)> {
+        let note = self.note(id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let memory = note.memory().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
+        Ok((note, memory))
+    }
+
+    fn replace(&mut self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> Result<()> {
+        let id = &next.id;
+        let (mut note, current) = self.existing(id)?;
+        if current.version != previous.version {
+            return Err(Error::Conflict { id: id.to_string(), expected: previous.version });
+        }
+        if let Some(existing) = self.active_duplicate(next, Some(id))? {
+            return Err(Error::Duplicate { id: id.to_string(), existing: existing.to_string() });
+        }
+        let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
+        note.push_history(previous).map_err(invalid)?;
+        note.set_memory(next).map_err(invalid)?;
+        self.stage(id, note, next.clone());
+        self.embed(next, embedding);
+        Ok(())
+    }
+
+    /// The note of decision `id` with its decision part, or not-found.
+    fn decision(&self, id: &DecisionId) -> Result<(Note, DecisionDoc)> {
+        let memory_id = MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?;
+        let note = self.note(&memory_id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let doc = note
+            .decision()
+            .map_err(|reason| Error::Note { id: id.to_string(), reason })?
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        Ok((note, doc))
+    }
+
+    fn update_decision(&mut self, change: &DecisionChange) -> Result<()> {
+        let id = &change.next.id;
+        let (_, mut doc) = self.decision(id)?;
+        if doc.record.revision != change.expected_revision {
+            return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
+        }
+        if let Some(memory) = &change.memory {
+            self.replace(&memory.next, &memory.previous, memory.embedding.as_ref())?;
+        }
+        doc.record = change.next.clone();
+        self.put_decision(id, &doc)
+    }
+
+    /// Stages the decision part of a decision's note, over the note as it stands (staged or not).
+    fn put_decision(&mut self, id: &DecisionId, doc: &DecisionDoc) -> Result<()> {
+        let (mut note, memory) = self.existing(&MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?)?;
+        note.set_decision(doc).map_err(|reason| Error::Note { id: id.to_string(), reason })?;
+        self.stage(&memory.id.clone(), note, memory);
+        Ok(())
+    }
+}
+
+type CoreResult<T> = kenning_core::Result<T>;
+
+impl MemoryStore for GitNotesStore {
+    fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> CoreResult<Vec<Inserted>> {
+        Ok(self.write("kenning: capture", |draft| {
+            batch.iter().map(|(memory, embedding)| draft.insert(memory, embedding.as_ref())).collect()
+        })?)
+    }
+
+    fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
+        self.refresh()?;
+        self.index.get(id)
+    }
+
+    fn get_many(&self, ids: &[MemoryId]) -> CoreResult<Vec<Memory>> {
+        self.refresh()?;
+        self.index.get_many(ids)
+    }
+
+    fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> CoreResult<()> {
+        Ok(self.write("kenning: update", |draft| draft.replace(next, previous, embedding))?)
+    }
+
+    fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
+        self.refresh()?;
+        self.index.history(id)
+    }
+
+    /// Reads are this machine's statistics: they go to the index only, never into notes.
+    fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
+        self.index.record_access(ids, at)
+    }
+
+    fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {
+        self.refresh()?;
+        self.index.list(filter, offset, limit)
+    }
+
+    fn count(&self, filter: &SearchFilter) -> CoreResult<u64> {
+        self.refresh()?;
+        self.index.count(filter)
+    }
+
+    fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
+        self.refresh()?;
+        self.index.search_text(query, filter, limit)
+    }
+
+    fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
+        self.refresh()?;
+        self.index.search_vector(vector, model, filter, limit)
+    }
+
+    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
+        self.refresh()?;
+        self.index.latest_occurred_at(filter)
+    }
+
+    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
+        self.refresh()?;
+        self.index.neighbours(ids, filter, window)
+    }
+
+    fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
+        self.refresh()?;
+        self.index.missing_embeddings(model, limit)
+    }
+
+    /// Vectors are derived from the text and kept in the index only.
+    fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {
+        self.refresh()?;
+        self.index.set_embeddings(items)
+    }
+
+    fn export(&self, offset: usize, limit: usize) -> CoreResult<Vec<MemoryRecord>> {
+        self.refresh()?;
+        self.index.export(offset, limit)
+    }
+
+    fn import(&self, records: &[MemoryRecord]) -> CoreResult<usize> {
+        Ok(self.write("kenning: import", |draft| {
+            let mut written = 0;
+            for record in records {
+                let memory = &record.memory;
+                let id = &memory.id;
+                let current = draft.note(id)?;
+                let current_memory = current.as_ref().map(Note::memory).transpose().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
+                if current_memory.as_ref().is_some_and(|current| current.version >= memory.version) {
+                    continue;
+                }
+                if let Some(existing) = draft.active_duplicate(memory, Some(id))? {
+                    tracing::info!(%id, %existing, "import skipped a duplicate of an active memory");
+                    continue;
+                }
+                let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
+                let mut note = match current {
+                    Some(mut note) => {
+                        note.set_memory(memory).map_err(invalid)?;
+                        note
+                    }
+                    None => Note::new(memory).map_err(invalid)?,
+                };
+                for version in &record.history {
+                    note.push_history(version).map_err(invalid)?;
+                }
+                if let Some(current) = current_memory
+                    && !note.has_history_version(current.version)
+                {
+                    // The version being overwritten stays in the history, as the index keeps it.
+                    let overwritten = MemoryVersion {
+                        version: current.version,
+                        superseded_at: memory.updated_at,
+                        reason: format!("replaced by imported version {}", memory.version),
+                        memory: current,
+                    };
+                    note.push_history(&overwritten).map_err(invalid)?;
+                }
+                draft.stage(id, note, memory.clone());
+                draft.embed(memory, record.embedding.as_ref());
+                written += 1;
+            }
+            Ok(written)
+        })?)
+    }
+
+    fn stats(&self) -> CoreResult<StoreStats> {
+        self.refresh()?;
+        let mut stats = self.index.stats()?;
+        stats.backend = "git-notes".to_owned();
+        stats.location = self.location.clone();
+        stats.warnings.extend(self.skipped_warnings()?);
+        Ok(stats)
+    }
+
+    fn rebuild_index(&self) -> CoreResult<u64> {
+        Ok(self.rebuild()?)
+    }
+
+    fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
+        self.refresh()?;
+        self.index.warm_up(model)
+    }
+
+    fn sync(&self, remote: &str) -> CoreResult<SyncReport> {
+        Ok(self.sync_with(remote)?)
+    }
+
+    /// The branch (`git_branch`, absent on a detached HEAD) and commit (`git_commit`, absent
+    /// before the first commit) checked out at capture.
+    fn capture_context(&self) -> BTreeMap<String, String> {
+        let provenance = self.provenance();
+        let mut context = BTreeMap::new();
+        if let Some(branch) = provenance.branch {
+            context.insert(BRANCH_KEY.to_owned(), branch);
+        }
+        if let Some(commit) = provenance.commit {
+            context.insert(COMMIT_KEY.to_owned(), commit);
+        }
+        context
+    }
+}
+
+impl DecisionStore for GitNotesStore {
+    fn insert_decision(&self, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> CoreResult<()> {
+        Ok(self.write("kenning: decision", |draft| {
+            match draft.insert(memory, embedding)? {
+                Inserted::Created => {}
+                Inserted::Duplicate(_) => return Err(Error::IdTaken(memory.id.to_string())),
+            }
+            let doc = DecisionDoc { record: decision.clone(), signals: Vec::new(), outcome: None, edges: Vec::new() };
+            draft.put_decision(&decision.id, &doc)
+        })?)
+    }
+
+    fn get_decision(&self, id: &DecisionId) -> CoreResult<Option<DecisionRecord>> {
+        self.refresh()?;
+        self.index.get_decision(id)
+    }
+
+    fn update_decision(&self, change: &DecisionChange) -> CoreResult<()> {
+        Ok(self.write("kenning: decision update", |draft| draft.update_decision(change))?)
+    }
+
+    fn list_decisions(&self, filter: &DecisionFilter, offset: usize, limit: usize) -> CoreResult<Vec<DecisionRecord>> {
+        self.refresh()?;
+        self.index.list_decisions(filter, offset, limit)
+    }
+
+    fn count_decisions(&self, filter: &DecisionFilter) -> CoreResult<u64> {
+        self.refresh()?;
+        self.index.count_decisions(filter)
+    }
+
+    fn add_signal(&self, signal: &Signal) -> CoreResult<()> {
+        Ok(self.write("kenning: signal", |draft| {
+            let (_, mut doc) = draft.decision(&signal.decision_id)?;
+            if doc.signals.iter().any(|existing| existing.id == signal.id) {
+                return Err(Error::IdTaken(signal.id.clone()));
+            }
+            doc.signals.push(signal.clone());
+            doc.signals.sort_by(|a, b| (a.recorded_at, &a.id).cmp(&(b.recorded_at, &b.id)));
+            draft.put_decision(&signal.decision_id, &doc)
+        })?)
+    }
+
+    fn record_outcome(
+        &self,
+        change: &DecisionChange,
+        outcome: &Outcome,
+        lessons: &[(Memory, Option<Embedding>)],
+        edges: &[Edge],
+    ) -> CoreResult<Vec<Inserted>> {
+        Ok(self.write("kenning: outcome", |draft| {
+            let id = &outcome.decision_id;
+            let (_, existing) = draft.decision(id)?;
+            if existing.outcome.is_some() {
+                return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
+            }
+            draft.update_decision(change)?;
+            let inserted = lessons
+                .iter()
+                .map(|(memory, embedding)| draft.insert(memory, embedding.as_ref()))
+                .collect::<Result<Vec<_>>>()?;
+            let mut stored = outcome.clone();
+            stored.lesson_ids = lessons
+                .iter()
+                .zip(&inserted)
+                .map(|((memory, _), inserted)| match inserted {
+                    Inserted::Created => memory.id.clone(),
+                    Inserted::Duplicate(existing) => existing.clone(),
+                })
+                .collect();
+            let (_, mut doc) = draft.decision(id)?;
+            doc.outcome = Some(stored);
+            doc.edges = edges.iter().map(EdgeDoc::from_edge).collect();
+            draft.put_decision(id, &doc)?;
+            Ok(inserted)
+        })?)
+    }
+
+    fn outcomes(&self, module: Option<&str>) -> CoreResult<Vec<(Decision, Outcome)>> {
+        self.refresh()?;
+        self.index.outcomes(module)
+    }
+
+    fn sync_skills(&self, sync: &SkillSync) -> CoreResult<()> {
+        Ok(self.write("kenning: skills", |draft| {
+            for (memory, embedding) in &sync.inserts {
+                if let Inserted::Duplicate(existing) = draft.insert(memory, embedding.as_ref())? {
+                    return Err(Error::IdTaken(existing.to_string()));
+                }
+            }
+            for MemoryChange { next, previous, embedding } in &sync.replaces {
+                draft.replace(next, previous, embedding.as_ref())?;
+            }
+            for (skill, edges) in &sync.edges_to {
+                let Some(mut note) = draft.note(skill)? else {
+                    // Edges to a memory without a note are kept in an edges note of their own.
+                    draft.staged_edges.retain(|(id, _)| id != skill);
+                    draft.staged_edges.push((skill.clone(), Note::edges_only(skill, edges)));
+                    continue;
+                };
+                let memory = note.memory().map_err(|reason| Error::Note { id: skill.to_string(), reason })?;
+                note.edges_to = Some(edges.iter().map(EdgeDoc::from_edge).collect());
+                draft.stage(skill, note, memory);
+            }
+            Ok(())
+        })?)
+    }
+
+    fn causal_chain(&self, start: &Node, max_depth: u32) -> CoreResult<Vec<Hop>> {
+        self.refresh()?;
+        self.index.causal_chain(start, max_depth)
+    }
+
+    fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
+        self.refresh()?;
+        self.index.edges_to(node)
+    }
+}

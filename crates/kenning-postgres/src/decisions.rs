@@ -1,0 +1,253 @@
+//! Decisions, signals and outcomes: every write runs inside one transaction opened by the
+//! caller, together with the memory rows it touches.
+
+use deadpool_postgres::GenericClient;
+use kenning_core::decision::{
+    Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, relation,
+};
+use kenning_core::{Embedding, Inserted, Memory};
+
+use crate::codec::{Params, sql_count, time_key};
+use crate::error::{Error, Result};
+use crate::{relations, write};
+
+pub(crate) async fn insert_decision(
+    tx: &impl GenericClient,
+    decision: &Decision,
+    memory: &Memory,
+    embedding: Option<&Embedding>,
+) -> Result<()> {
+    let id = decision.id.as_str();
+    if revision(tx, id).await?.is_some() {
+        return Err(Error::IdTaken(id.to_owned()));
+    }
+    match write::insert(tx, &[(memory.clone(), embedding.cloned())]).await?.as_slice() {
+        [Inserted::Created] => {}
+        _ => return Err(Error::IdTaken(memory.id.to_string())),
+    }
+    let revision = i32::try_from(decision.revision).unwrap_or(i32::MAX);
+    tx.execute(
+        "INSERT INTO decisions (id, module, status, created_at, revision, body) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[&id, &decision.module, &decision.status.as_str(), &time_key(decision.created_at), &revision, &serde_json::to_string(decision)?],
+    )
+    .await?;
+    write_files(tx, decision).await
+}
+
+pub(crate) async fn update_decision(tx: &impl GenericClient, change: &DecisionChange) -> Result<()> {
+    let next = &change.next;
+    let id = next.id.as_str();
+    // Locked, so that the revision compared is the one this transaction replaces.
+    let stored = tx.query_opt("SELECT revision FROM decisions WHERE id = $1 FOR UPDATE", &[&id]).await?;
+    match stored.map(|row| row.get::<_, i32>(0)) {
+        None => return Err(Error::NotFound(id.to_owned())),
+        Some(stored) if i64::from(stored) != i64::from(change.expected_revision) => {
+            return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
+        }
+        Some(_) => {}
+    }
+    let revision = i32::try_from(next.revision).unwrap_or(i32::MAX);
+    tx.execute(
+        "UPDATE decisions SET module = $1, status = $2, revision = $3, body = $4 WHERE id = $5",
+        &[&next.module, &next.status.as_str(), &revision, &serde_json::to_string(next)?, &id],
+    )
+    .await?;
+    write_files(tx, next).await?;
+    if let Some(memory) = &change.memory {
+        write::replace(tx, &memory.next, &memory.previous, memory.embedding.as_ref()).await?;
+    }
+    Ok(())
+}
+
+async fn revision(tx: &impl GenericClient, id: &str) -> Result<Option<i32>> {
+    Ok(tx.query_opt("SELECT revision FROM decisions WHERE id = $1", &[&id]).await?.map(|row| row.get(0)))
+}
+
+async fn write_files(tx: &impl GenericClient, decision: &Decision) -> Result<()> {
+    let id = decision.id.as_str();
+    tx.execute("DELETE FROM decision_files WHERE decision_id = $1", &[&id]).await?;
+    for path in decision.context.files() {
+        tx.execute(
+            "INSERT INTO decision_files (decision_id, path) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&id, &normalise_path(path)],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Paths are compared without a leading `./` or trailing `/`, so `./src/db/` finds `src/db/x.rs`.
+fn normalise_path(path: &str) -> &str {
+    let path = path.trim();
+    let path = path.strip_prefix("./").unwrap_or(path);
+    path.strip_suffix('/').unwrap_or(path)
+}
+
+pub(crate) async fn get_decision(client: &impl GenericClient, id: &str) -> Result<Option<DecisionRecord>> {
+    let Some(row) = client.query_opt("SELECT body FROM decisions WHERE id = $1", &[&id]).await? else { return Ok(None) };
+    Ok(Some(record(client, serde_json::from_str(row.get::<_, &str>(0))?).await?))
+}
+
+async fn record(client: &impl GenericClient, decision: Decision) -> Result<DecisionRecord> {
+    let id = decision.id.as_str();
+    let signals = client
+        .query("SELECT body FROM decision_signals WHERE decision_id = $1 ORDER BY recorded_at, id", &[&id])
+        .await?
+        .iter()
+        .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
+        .collect::<Result<Vec<_>>>()?;
+    let outcome = client.query_opt("SELECT body FROM decision_outcomes WHERE decision_id = $1", &[&id]).await?;
+    let outcome = outcome.map(|row| serde_json::from_str(row.get::<_, &str>(0))).transpose()?;
+    Ok(DecisionRecord { decision, signals, outcome })
+}
+
+/// A [`DecisionFilter`] as a SQL condition over `decisions d`.
+fn condition(filter: &DecisionFilter, params: &mut Params) -> String {
+    let mut clauses = vec!["true".to_owned()];
+    if let Some(module) = &filter.module {
+        clauses.push(format!("d.module = {}", params.push(module.clone())));
+    }
+    if let Some(status) = filter.status {
+        clauses.push(format!("d.status = {}", params.push(status.as_str().to_owned())));
+    }
+    if let Some(path) = &filter.file {
+        let path = normalise_path(path);
+        let escaped: String =
+            path.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
+        let exact = params.push(path.to_owned());
+        let under = params.push(format!("{escaped}/%"));
+        clauses.push(format!(
+            "EXISTS (SELECT 1 FROM decision_files f WHERE f.decision_id = d.id AND (f.path = {exact} OR f.path LIKE {under} ESCAPE '\\'))"
+        ));
+    }
+    if let Some(ids) = &filter.ids {
+        let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+        clauses.push(format!("d.id = ANY({})", params.push(ids)));
+    }
+    if let Some(has_outcome) = filter.has_outcome {
+        let exists = "EXISTS (SELECT 1 FROM decision_outcomes o WHERE o.decision_id = d.id)";
+        clauses.push(if has_outcome { exists.to_owned() } else { format!("NOT {exists}") });
+    }
+    clauses.join(" AND ")
+}
+
+pub(crate) async fn list_decisions(
+    client: &impl GenericClient,
+    filter: &DecisionFilter,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<DecisionRecord>> {
+    let mut params = Params::default();
+    let condition = condition(filter, &mut params);
+    let limit = params.push(sql_count(limit));
+    let offset = params.push(sql_count(offset));
+    let sql = format!("SELECT d.body FROM decisions d WHERE {condition} ORDER BY d.created_at DESC, d.id DESC LIMIT {limit} OFFSET {offset}");
+    let rows = client.query(&sql, &params.refs()).await?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        records.push(record(client, serde_json::from_str(row.get::<_, &str>(0))?).await?);
+    }
+    Ok(records)
+}
+
+pub(crate) async fn count_decisions(client: &impl GenericClient, filter: &DecisionFilter) -> Result<u64> {
+    let mut params = Params::default();
+    let condition = condition(filter, &mut params);
+    let count: i64 = client.query_one(&format!("SELECT COUNT(*) FROM decisions d WHERE {condition}"), &params.refs()).await?.get(0);
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+pub(crate) async fn add_signal(tx: &impl GenericClient, signal: &Signal) -> Result<()> {
+    let decision = signal.decision_id.as_str();
+    if revision(tx, decision).await?.is_none() {
+        return Err(Error::NotFound(decision.to_owned()));
+    }
+    tx.execute(
+        "INSERT INTO decision_signals (id, decision_id, recorded_at, body) VALUES ($1, $2, $3, $4)",
+        &[&signal.id, &decision, &time_key(signal.recorded_at), &serde_json::to_string(signal)?],
+    )
+    .await?;
+    relations::insert_edges(
+        tx,
+        &[Edge {
+            from: Node::decision(&signal.decision_id),
+            relation: relation::OBSERVED.to_owned(),
+            to: Node::signal(&signal.id),
+            created_at: signal.recorded_at,
+        }],
+    )
+    .await
+}
+
+/// The outcome, the decision's new revision, the lessons' memories and the edges, together.
+/// The outcome is stored with `lesson_ids` naming the memory each lesson became, each with a
+/// `taught` edge from the outcome.
+pub(crate) async fn record_outcome(
+    tx: &impl GenericClient,
+    change: &DecisionChange,
+    outcome: &Outcome,
+    lessons: &[(Memory, Option<Embedding>)],
+    edges: &[Edge],
+) -> Result<Vec<Inserted>> {
+    let id = outcome.decision_id.as_str();
+    if tx.query_opt("SELECT id FROM decision_outcomes WHERE decision_id = $1", &[&id]).await?.is_some() {
+        return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
+    }
+    update_decision(tx, change).await?;
+    let inserted = write::insert(tx, lessons).await?;
+    let mut stored = outcome.clone();
+    stored.lesson_ids = lessons
+        .iter()
+        .zip(&inserted)
+        .map(|((memory, _), inserted)| match inserted {
+            Inserted::Created => memory.id.clone(),
+            Inserted::Duplicate(existing) => existing.clone(),
+        })
+        .collect();
+    tx.execute(
+        "INSERT INTO decision_outcomes (decision_id, id, module, completed_at, body) VALUES ($1, $2, $3, $4, $5)",
+        &[&id, &stored.id, &change.next.module, &time_key(stored.completed_at), &serde_json::to_string(&stored)?],
+    )
+    .await?;
+    let taught: Vec<Edge> = stored
+        .lesson_ids
+        .iter()
+        .map(|lesson| Edge {
+            from: Node::outcome(&stored.id),
+            relation: relation::TAUGHT.to_owned(),
+            to: Node::memory(lesson),
+            created_at: stored.completed_at,
+        })
+        .collect();
+    relations::insert_edges(tx, edges).await?;
+    relations::insert_edges(tx, &taught).await?;
+    Ok(inserted)
+}
+
+pub(crate) async fn outcomes(client: &impl GenericClient, module: Option<&str>) -> Result<Vec<(Decision, Outcome)>> {
+    let rows = client
+        .query(
+            "SELECT d.body, o.body FROM decision_outcomes o JOIN decisions d ON d.id = o.decision_id \
+             WHERE $1::text IS NULL OR o.module = $1 ORDER BY o.completed_at, o.decision_id",
+            &[&module],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| Ok((serde_json::from_str(row.get::<_, &str>(0))?, serde_json::from_str(row.get::<_, &str>(1))?)))
+        .collect()
+}
+
+pub(crate) async fn sync_skills(tx: &impl GenericClient, sync: &SkillSync) -> Result<()> {
+    for inserted in write::insert(tx, &sync.inserts).await? {
+        if let Inserted::Duplicate(existing) = inserted {
+            return Err(Error::IdTaken(existing.to_string()));
+        }
+    }
+    for change in &sync.replaces {
+        write::replace(tx, &change.next, &change.previous, change.embedding.as_ref()).await?;
+    }
+    for (skill, edges) in &sync.edges_to {
+        relations::replace_edges_to(tx, &Node::memory(skill), edges).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! Queries that fetch memories, their history and vectors, search them, and the store's figures.
+//! Every filter is part of the SQL, so the database answers it beside the search itself.
+
+use chrono::{DateTime, TimeDelta};
+use deadpool_postgres::GenericClient;
+use kenning_core::store::NEIGHBOUR_REACH;
+use kenning_core::{
+    Embedding, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryVersion, ScoredId, SearchFilter, Status, StoreStats,
+};
+use pgvector::Vector;
+
+use crate::codec::{MEMORY_COLUMNS, Params, decode_row, parse_time_key, sql_count};
+use crate::error::{Error, Result};
+use crate::filter;
+use crate::schema::literal;
+
+/// The most words of a query that full-text search looks for; a longer query is cut, since
+/// its first words already pick the memories and every word costs an index lookup.
+const MAX_QUERY_WORDS: usize = 64;
+
+pub(crate) async fn get(client: &impl GenericClient, id: &str) -> Result<Option<Memory>> {
+    let row = client.query_opt(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1"), &[&id]).await?;
+    row.map(|row| decode_row(&row, 0)).transpose()
+}
+
+pub(crate) async fn get_many(client: &impl GenericClient, ids: &[MemoryId]) -> Result<Vec<Memory>> {
+    let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+    let rows = client.query(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY($1)"), &[&ids]).await?;
+    rows.iter().map(|row| decode_row(row, 0)).collect()
+}
+
+pub(crate) async fn history(client: &impl GenericClient, id: &str) -> Result<Vec<MemoryVersion>> {
+    let rows = client
+        .query("SELECT version, superseded_at, reason, body FROM memory_versions WHERE memory_id = $1 ORDER BY version", &[&id])
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let version: i32 = row.get(0);
+            Ok(MemoryVersion {
+                version: u32::try_from(version).unwrap_or(0),
+                superseded_at: parse_time_key(row.get(1))?,
+                reason: row.get(2),
+                memory: serde_json::from_str(row.get::<_, &str>(3))?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn list(client: &impl GenericClient, filter: &SearchFilter, offset: usize, limit: usize) -> Result<Vec<Memory>> {
+    let mut params = Params::default();
+    let condition = filter::condition(filter, &mut params);
+    let limit = params.push(sql_count(limit));
+    let offset = params.push(sql_count(offset));
+    let sql = format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition} ORDER BY m.created_at DESC, m.id DESC LIMIT {limit} OFFSET {offset}"
+    );
+    memories(client, &sql, &params).await
+}
+
+pub(crate) async fn count(client: &impl GenericClient, filter: &SearchFilter) -> Result<u64> {
+    let mut params = Params::default();
+    let condition = filter::condition(filter, &mut params);
+    let count: i64 = client.query_one(&format!("SELECT COUNT(*) FROM memories m WHERE {condition}"), &params.refs()).await?.get(0);
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+pub(crate) async fn latest_occurred_at(client: &impl GenericClient, filter: &SearchFilter) -> Result<Option<DateTime<chrono::Utc>>> {
+    let mut params = Params::default();
+    let condition = filter::condition(filter, &mut params);
+    // The exact time is in the record; the column only orders.
+    let sql = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition} ORDER BY m.occurred_at DESC LIMIT 1");
+    let row = client.query_opt(&sql, &params.refs()).await?;
+    Ok(row.map(|row| decode_row(&row, 0)).transpose()?.map(|memory| memory.occurred_at()))
+}
+
+/// Full-text search: the query's words, any of them (`|`), stemmed as English, ranked by
+/// `ts_rank` over the GIN-indexed `tsvector`. The words are cut out of the query as runs of
+/// letters and digits, so no query syntax reaches `to_tsquery`.
+pub(crate) async fn search_text(client: &impl GenericClient, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>> {
+    let words = query_words(query);
+    if words.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut params = Params::default();
+    let tsquery = params.push(words.join(" | "));
+    let condition = filter::condition(filter, &mut params);
+    let limit = params.push(sql_count(limit));
+    let sql = format!(
+        "SELECT m.id, ts_rank(m.search, q.query)::float8 AS score FROM memories m, to_tsquery('english', {tsquery}) AS q(query) \
+         WHERE m.search @@ q.query AND {condition} ORDER BY score DESC, m.seq LIMIT {limit}"
+    );
+    scored(client, &sql, &params).await
+}
+
+/// The query's words: runs of letters and digits, lower-cased, each once, in order.
+fn query_words(query: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in query.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()) {
+        let word = word.to_lowercase();
+        if !words.contains(&word) {
+            words.push(word);
+        }
+        if words.len() == MAX_QUERY_WORDS {
+            break;
+        }
+    }
+    words
+}
+
+/// Nearest neighbours by cosine similarity among `model`'s vectors of the query's dimension,
+/// through that model's HNSW index (`vector::vector(n)` under the partial predicate on model
+/// and dimension, spliced in as literals so the planner can match the index).
+pub(crate) async fn search_vector(
+    client: &impl GenericClient,
+    query: &[f32],
+    model: &str,
+    filter: &SearchFilter,
+    limit: usize,
+) -> Result<Vec<ScoredId>> {
+    if limit == 0 || query.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dim = query.len();
+    let mut params = Params::default();
+    let vector = params.push(Vector::from(query.to_vec()));
+    let condition = filter::condition(filter, &mut params);
+    let limit = params.push(sql_count(limit));
+    let model = literal(model);
+    let distance = format!("e.vector::vector({dim}) <=> {vector}::vector({dim})");
+    let sql = format!(
+        "SELECT m.id, (1 - ({distance}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
+         WHERE e.model = {model} AND e.dim = {dim} AND {condition} ORDER BY {distance} LIMIT {limit}"
+    );
+    let mut hits = scored(client, &sql, &params).await?;
+    // An iterative index scan returns rows in nearly, not exactly, ascending distance.
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(hits)
+}
+
+/// See [`kenning_core::MemoryStore::neighbours`]: capture order is `seq`, and the rows within
+/// [`NEIGHBOUR_REACH`] keys on each side are looked through.
+pub(crate) async fn neighbours(
+    client: &impl GenericClient,
+    ids: &[MemoryId],
+    filter: &SearchFilter,
+    window: TimeDelta,
+) -> Result<Vec<Vec<MemoryId>>> {
+    let reach = NEIGHBOUR_REACH as i64;
+    let window = window.num_nanoseconds().unwrap_or(i64::MAX);
+    let mut found = Vec::with_capacity(ids.len());
+    for id in ids {
+        let mut params = Params::default();
+        let origin_id = params.push(id.to_string());
+        let origin_condition = filter::condition(filter, &mut params);
+        let near_condition = filter::condition_on("n", filter, &mut params);
+        let reach = params.push(reach);
+        let window = params.push(window);
+        let sql = format!(
+            "WITH origin AS (SELECT m.seq, m.namespace, m.occurred_at FROM memories m WHERE m.id = {origin_id} AND {origin_condition}) \
+             SELECT side, id FROM ( \
+                 (SELECT 0 AS side, n.id, n.occurred_at, o.occurred_at AS origin_at FROM memories n, origin o \
+                  WHERE n.seq < o.seq AND n.seq >= o.seq - {reach} AND n.namespace = o.namespace AND {near_condition} \
+                  ORDER BY n.seq DESC LIMIT 1) \
+                 UNION ALL \
+                 (SELECT 1 AS side, n.id, n.occurred_at, o.occurred_at AS origin_at FROM memories n, origin o \
+                  WHERE n.seq > o.seq AND n.seq <= o.seq + {reach} AND n.namespace = o.namespace AND {near_condition} \
+                  ORDER BY n.seq ASC LIMIT 1) \
+             ) nearest WHERE abs(nearest.occurred_at::numeric - nearest.origin_at::numeric) <= {window}::bigint ORDER BY side"
+        );
+        let rows = client.query(&sql, &params.refs()).await?;
+        found.push(
+            rows.iter()
+                .map(|row| MemoryId::parse(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string())))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    Ok(found)
+}
+
+/// Newest first, so that after a model change recent memories become findable first.
+pub(crate) async fn missing_embeddings(client: &impl GenericClient, model: &str, limit: usize) -> Result<Vec<Memory>> {
+    let mut params = Params::default();
+    let model = params.push(model.to_owned());
+    let limit = params.push(sql_count(limit));
+    let sql = format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories m \
+         WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.memory_id = m.id AND e.model = {model}) \
+         ORDER BY m.created_at DESC, m.id DESC LIMIT {limit}"
+    );
+    memories(client, &sql, &params).await
+}
+
+/// Capture order is creation time, then id; unlike insertion order it survives export and import.
+pub(crate) async fn export(client: &impl GenericClient, offset: usize, limit: usize) -> Result<Vec<MemoryRecord>> {
+    let rows = client
+        .query(
+            &format!("SELECT {MEMORY_COLUMNS} FROM memories m ORDER BY m.created_at, m.id LIMIT $1 OFFSET $2"),
+            &[&sql_count(limit), &sql_count(offset)],
+        )
+        .await?;
+    let mut records = Vec::with_capacity(rows.len());
+    for row in rows {
+        let memory = decode_row(&row, 0)?;
+        let history = history(client, memory.id.as_str()).await?;
+        let embedding = client
+            .query_opt(
+                "SELECT model, vector FROM embeddings WHERE memory_id = $1 ORDER BY written DESC LIMIT 1",
+                &[&memory.id.as_str()],
+            )
+            .await?
+            .map(|row| Embedding { model: row.get(0), vector: row.get::<_, Vector>(1).to_vec() });
+        records.push(MemoryRecord { memory, history, embedding });
+    }
+    Ok(records)
+}
+
+pub(crate) async fn stats(client: &impl GenericClient, location: &str, schema: &str) -> Result<StoreStats> {
+    let mut stats = StoreStats { backend: "postgres".to_owned(), location: location.to_owned(), ..StoreStats::default() };
+    // Every status and kind is listed, with zero where there are none.
+    stats.by_status = Status::names().map(|name| (name.to_owned(), 0)).collect();
+    stats.by_kind = MemoryKind::names().map(|name| (name.to_owned(), 0)).collect();
+    for (status, count) in grouped(client, "SELECT status, COUNT(*) FROM memories GROUP BY status").await? {
+        stats.total += count;
+        stats.by_status.insert(status, count);
+    }
+    let active = "FROM memories WHERE status = 'active'";
+    stats.by_namespace = grouped(client, &format!("SELECT namespace, COUNT(*) {active} GROUP BY namespace")).await?.into_iter().collect();
+    stats.by_kind.extend(grouped(client, &format!("SELECT kind, COUNT(*) {active} GROUP BY kind")).await?);
+    stats.vectors_by_model = grouped(client, "SELECT model, COUNT(*) FROM embeddings GROUP BY model").await?.into_iter().collect();
+    let entries: i64 = client.query_one("SELECT COUNT(*) FROM memories WHERE search IS NOT NULL", &[]).await?.get(0);
+    stats.text_index_entries = u64::try_from(entries).unwrap_or(0);
+    let size: Option<i64> = client
+        .query_one(
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    stats.size_bytes = size.and_then(|size| u64::try_from(size).ok());
+    Ok(stats)
+}
+
+async fn grouped(client: &impl GenericClient, sql: &str) -> Result<Vec<(String, u64)>> {
+    let rows = client.query(sql, &[]).await?;
+    Ok(rows.iter().map(|row| (row.get::<_, String>(0), u64::try_from(row.get::<_, i64>(1)).unwrap_or(0))).collect())
+}
+
+async fn memories(client: &impl GenericClient, sql: &str, params: &Params) -> Result<Vec<Memory>> {
+    let rows = client.query(sql, &params.refs()).await?;
+    rows.iter().map(|row| decode_row(row, 0)).collect()
+}
+
+async fn scored(client: &impl GenericClient, sql: &str, params: &Params) -> Result<Vec<ScoredId>> {
+    let rows = client.query(sql, &params.refs()).await?;
+    rows.iter()
+        .map(|row| {
+            let id = MemoryId::parse(row.get::<_, &str>(0)).map_err(|error| Error::Corrupt(error.to_string()))?;
+            Ok(ScoredId { id, score: row.get(1) })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_words_carry_no_syntax() {
+        assert_eq!(query_words("NEAR(caroline | melanie) & !x:*"), ["near", "caroline", "melanie", "x"]);
+        assert_eq!(query_words("C++ / C# & F#"), ["c", "f"]);
+        assert!(query_words("\"*()\" —").is_empty());
+        assert_eq!(query_words("Ünïcödé ünïcödé"), ["ünïcödé"]);
+    }
+}

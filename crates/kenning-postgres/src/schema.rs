@@ -1,0 +1,270 @@
+//! The database schema, its versioned migrations, and the per-model vector indexes.
+//!
+//! `schema_migrations` records how many entries of [`MIGRATIONS`] a schema has applied.
+//! Migrations are only ever appended: an applied one is never edited, so a database written by
+//! any earlier build upgrades by running the ones it lacks. Every kenning process runs the
+//! check on its first connection, under a transaction-scoped advisory lock, so when several
+//! start against a new database at once one migrates and the others find the work done.
+
+use deadpool_postgres::GenericClient;
+
+use crate::error::{Error, Result};
+
+/// Each entry moves the schema from version `index` to `index + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: memories, their history and their vectors.
+    //
+    // `body` holds the whole record as JSON text and is the source of truth, except for the
+    // read statistics (`access_count`, `last_accessed_at`), which live only in their columns so
+    // that recording a read is one UPDATE that never rewrites the record. Times that filters and
+    // ordering use are nanoseconds since the epoch: exact, unlike `timestamptz`'s microseconds.
+    // `seq` numbers memories in capture order. `search` is the full-text vector of the search
+    // text (English stemming), kept by every write. The partial unique index makes exact
+    // duplicates among active memories impossible whatever writers race. Vectors are stored
+    // untyped, so that models of any dimension sit side by side; each (model, dimension) gets
+    // its own HNSW index over `vector::vector(n)` when its first vector arrives.
+    r#"
+    CREATE TABLE memories (
+        seq bigserial PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        namespace text NOT NULL,
+        kind text NOT NULL,
+        status text NOT NULL,
+        confidence double precision NOT NULL,
+        created_at bigint NOT NULL,
+        occurred_at bigint NOT NULL,
+        content_hash text NOT NULL,
+        version integer NOT NULL,
+        tags text[] NOT NULL,
+        access_count bigint NOT NULL DEFAULT 0,
+        last_accessed_at text,
+        search tsvector NOT NULL,
+        body text NOT NULL
+    );
+    CREATE UNIQUE INDEX memories_active_content ON memories (namespace, content_hash) WHERE status = 'active';
+    CREATE INDEX memories_created ON memories (created_at DESC, id DESC);
+    CREATE INDEX memories_occurred ON memories (occurred_at);
+    CREATE INDEX memories_search ON memories USING gin (search);
+    CREATE INDEX memories_tags ON memories USING gin (tags);
+
+    CREATE TABLE memory_versions (
+        memory_id text NOT NULL,
+        version integer NOT NULL,
+        superseded_at text NOT NULL,
+        reason text NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (memory_id, version)
+    );
+
+    CREATE SEQUENCE embedding_writes;
+    CREATE TABLE embeddings (
+        memory_id text NOT NULL,
+        model text NOT NULL,
+        dim integer NOT NULL,
+        vector vector NOT NULL,
+        -- Grows with every write, so a memory's vector written last is the one with the largest.
+        written bigint NOT NULL DEFAULT nextval('embedding_writes'),
+        PRIMARY KEY (memory_id, model)
+    );
+    CREATE INDEX embeddings_model ON embeddings (model, dim);
+    "#,
+    // 2: decisions and the graph around them, as in the SQLite store.
+    //
+    // A decision is also a memory (namespace `decisions`, same id); `decisions.body` holds the
+    // structured record as JSON, the other columns what filters and ordering need. Signals and
+    // outcomes hang off it. `relations` holds the decision graph (`origin = 'graph'`) and a copy
+    // of every memory's own links (`origin = 'link'`), walked with recursive SQL. Links of
+    // memories written under schema 1 are copied here from their records.
+    r#"
+    CREATE TABLE decisions (
+        id text PRIMARY KEY,
+        module text NOT NULL,
+        status text NOT NULL,
+        created_at text NOT NULL,
+        revision integer NOT NULL,
+        body text NOT NULL
+    );
+    CREATE INDEX decisions_created ON decisions (created_at, id);
+    CREATE INDEX decisions_module ON decisions (module, created_at);
+
+    CREATE TABLE decision_files (
+        decision_id text NOT NULL,
+        path text NOT NULL,
+        PRIMARY KEY (decision_id, path)
+    );
+    CREATE INDEX decision_files_path ON decision_files (path text_pattern_ops);
+
+    CREATE TABLE decision_signals (
+        id text PRIMARY KEY,
+        decision_id text NOT NULL,
+        recorded_at text NOT NULL,
+        body text NOT NULL
+    );
+    CREATE INDEX decision_signals_decision ON decision_signals (decision_id, recorded_at);
+
+    CREATE TABLE decision_outcomes (
+        decision_id text PRIMARY KEY,
+        id text NOT NULL UNIQUE,
+        module text NOT NULL,
+        completed_at text NOT NULL,
+        body text NOT NULL
+    );
+    CREATE INDEX decision_outcomes_module ON decision_outcomes (module, completed_at);
+
+    CREATE TABLE relations (
+        from_kind text NOT NULL,
+        from_id text NOT NULL,
+        relation text NOT NULL,
+        to_kind text NOT NULL,
+        to_id text NOT NULL,
+        origin text NOT NULL,
+        created_at text NOT NULL,
+        PRIMARY KEY (from_kind, from_id, relation, to_kind, to_id)
+    );
+    CREATE INDEX relations_to ON relations (to_kind, to_id);
+
+    INSERT INTO relations (from_kind, from_id, relation, to_kind, to_id, origin, created_at)
+    SELECT 'memory', m.id, link->>'relation', 'urn', link->>'target', 'link', m.body::jsonb->>'updated_at'
+    FROM memories m, jsonb_array_elements(m.body::jsonb->'links') AS link
+    ON CONFLICT DO NOTHING;
+    "#,
+];
+
+/// The advisory lock key every kenning process takes while it migrates ("kenning" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6b65_6e6e_696e_67;
+
+/// Brings `schema` up to `target` migrations (all of them when `None`), creating the schema and
+/// the pgvector extension if needed.
+pub(crate) async fn migrate(client: &impl GenericClient, schema: &str, target: Option<usize>) -> Result<()> {
+    let target = target.unwrap_or(MIGRATIONS.len()).min(MIGRATIONS.len());
+    client.batch_execute("BEGIN").await?;
+    let outcome = migrate_in_transaction(client, schema, target).await;
+    match outcome {
+        Ok(()) => client.batch_execute("COMMIT").await?,
+        Err(error) => {
+            // The rollback may fail too if the connection broke; the first error is the one to report.
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+async fn migrate_in_transaction(client: &impl GenericClient, schema: &str, target: usize) -> Result<()> {
+    client.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+    // `schema` passed `validate_schema_name`: a plain lower-case identifier.
+    client
+        .batch_execute(&format!(
+            "CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public; \
+             CREATE SCHEMA IF NOT EXISTS {schema}; \
+             SET LOCAL search_path = {schema}, public; \
+             CREATE TABLE IF NOT EXISTS schema_migrations (version bigint NOT NULL); \
+             INSERT INTO schema_migrations (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_migrations);"
+        ))
+        .await?;
+    let found: i64 = client.query_one("SELECT version FROM schema_migrations", &[]).await?.get(0);
+    let supported = MIGRATIONS.len() as i64;
+    if found > supported {
+        return Err(Error::NewerSchema { schema: schema.to_owned(), found, supported });
+    }
+    let mut version = found;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(found as usize).take(target.saturating_sub(found as usize)) {
+        client.batch_execute(sql).await?;
+        version = index as i64 + 1;
+        tracing::info!(schema, version, "migrated organisation store schema");
+    }
+    if version != found {
+        client.execute("UPDATE schema_migrations SET version = $1", &[&version]).await?;
+    }
+    Ok(())
+}
+
+/// The schema version `schema` is at (0 for an empty database).
+pub(crate) async fn version(client: &impl GenericClient, schema: &str) -> Result<i64> {
+    let exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'schema_migrations')",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    Ok(client.query_one(&format!("SELECT version FROM {schema}.schema_migrations"), &[]).await?.get(0))
+}
+
+/// pgvector's HNSW index takes vectors of up to this many dimensions.
+const HNSW_MAX_DIMENSIONS: usize = 2000;
+
+/// The name of the HNSW index over `model`'s vectors of `dim` dimensions.
+pub(crate) fn vector_index_name(model: &str, dim: usize) -> String {
+    // FNV-1a: a stable name from any model id, within PostgreSQL's 63-byte identifiers.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in model.bytes().chain(dim.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("embeddings_hnsw_{hash:016x}")
+}
+
+/// A string as a SQL literal. The model id is spliced into the partial index's predicate and
+/// into queries (a bound parameter would keep the planner from matching the index).
+pub(crate) fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Creates the HNSW (cosine) index over `model`'s vectors of `dim` dimensions if it is missing.
+pub(crate) async fn ensure_vector_index(client: &impl GenericClient, schema: &str, model: &str, dim: usize) -> Result<()> {
+    if dim == 0 || dim > HNSW_MAX_DIMENSIONS {
+        return Ok(());
+    }
+    let name = vector_index_name(model, dim);
+    let exists: bool = client
+        .query_one("SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = $2)", &[&schema, &name])
+        .await?
+        .get(0);
+    if exists {
+        return Ok(());
+    }
+    client.batch_execute("BEGIN").await?;
+    let created = async {
+        client.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        client
+            .batch_execute(&format!(
+                "CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw ((vector::vector({dim})) vector_cosine_ops) \
+                 WHERE model = {} AND dim = {dim}",
+                literal(model)
+            ))
+            .await?;
+        Ok::<(), Error>(())
+    }
+    .await;
+    match created {
+        Ok(()) => client.batch_execute("COMMIT").await?,
+        Err(error) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(error);
+        }
+    }
+    tracing::info!(schema, model, dim, index = %name, "created a vector index");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_names_are_stable_identifiers() {
+        let name = vector_index_name("builtin-minilm-static-1a2b", 384);
+        assert_eq!(name, vector_index_name("builtin-minilm-static-1a2b", 384));
+        assert_ne!(name, vector_index_name("builtin-minilm-static-1a2b", 256));
+        assert!(name.len() <= 63);
+    }
+
+    #[test]
+    fn literals_escape_quotes() {
+        assert_eq!(literal("it's"), "'it''s'");
+    }
+}

@@ -1,0 +1,334 @@
+//! Every change to the store. Each function runs inside one transaction opened by the caller,
+//! and keeps the filter columns, tags, full-text vector, vectors and graph copy of the links in
+//! step with the record.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
+use pgvector::Vector;
+
+use crate::codec::{MEMORY_COLUMNS, decode_row, encode_memory, nanos, searchable, time_key};
+use crate::error::{Error, Result};
+use crate::relations;
+
+/// The unique index that keeps one active copy of each content per namespace.
+const ACTIVE_CONTENT_INDEX: &str = "memories_active_content";
+
+pub(crate) async fn insert(tx: &impl GenericClient, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (memory, embedding) in batch {
+        let hash = memory.content_hash();
+        // Checked before the id, so that retrying a capture whose acknowledgement was lost
+        // reports the duplicate instead of failing.
+        if let Some(existing) = active_duplicate(tx, memory, &hash, None).await? {
+            outcomes.push(Inserted::Duplicate(existing));
+            continue;
+        }
+        if stored(tx, memory.id.as_str()).await?.is_some() {
+            return Err(Error::IdTaken(memory.id.to_string()));
+        }
+        if !insert_row(tx, memory, &hash).await? {
+            // A concurrent writer committed the same content between the check and the insert;
+            // the unique index turned this insert away, and the winner is now visible.
+            let existing = active_duplicate(tx, memory, &hash, None).await?.ok_or_else(|| Error::Conflict {
+                id: memory.id.to_string(),
+                expected: memory.version,
+            })?;
+            outcomes.push(Inserted::Duplicate(existing));
+            continue;
+        }
+        if let Some(embedding) = embedding {
+            put_vector(tx, memory.id.as_str(), embedding).await?;
+        }
+        outcomes.push(Inserted::Created);
+    }
+    Ok(outcomes)
+}
+
+/// Compare-and-swap on the version. The row is locked (`FOR UPDATE`) before its version is
+/// compared, so a concurrent writer either committed before (and the version moved on) or
+/// waits until this transaction ends.
+pub(crate) async fn replace(
+    tx: &impl GenericClient,
+    next: &Memory,
+    previous: &MemoryVersion,
+    embedding: Option<&Embedding>,
+) -> Result<()> {
+    let id = next.id.as_str();
+    let Some(current) = stored_for_update(tx, id).await? else {
+        return Err(Error::NotFound(id.to_owned()));
+    };
+    if current.version != previous.version {
+        return Err(Error::Conflict { id: id.to_owned(), expected: previous.version });
+    }
+    let hash = next.content_hash();
+    if let Some(existing) = active_duplicate(tx, next, &hash, Some(id)).await? {
+        return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
+    }
+    update_row(tx, current.seq, next, &hash).await.map_err(|error| conflict_on_duplicate(error, id, previous.version))?;
+    put_version(tx, id, previous, true).await?;
+    let text_changed = current.memory.search_text() != next.search_text();
+    update_vectors(tx, id, text_changed, embedding).await
+}
+
+/// Bumps access counts without a new version: reading a memory does not change what it says.
+/// The read statistics live in their own columns, so this never rewrites a record and never
+/// conflicts with a writer changing it; the latest read time wins whatever order reads arrive in.
+pub(crate) async fn record_access(tx: &impl GenericClient, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
+    let at = time_key(at);
+    for id in ids {
+        tx.execute(
+            "UPDATE memories SET access_count = access_count + 1, \
+             last_accessed_at = greatest(last_accessed_at, $2) WHERE id = $1",
+            &[&id.as_str(), &at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn set_embeddings(tx: &impl GenericClient, items: &[(MemoryId, Embedding)]) -> Result<()> {
+    for (id, embedding) in items {
+        if stored(tx, id.as_str()).await?.is_none() {
+            tracing::warn!(%id, "not storing a vector for a memory that does not exist");
+            continue;
+        }
+        put_vector(tx, id.as_str(), embedding).await?;
+    }
+    Ok(())
+}
+
+/// Writes records as they are. A record is skipped when its id exists at the same or a newer
+/// version, and when it is active and another active memory already holds its content.
+pub(crate) async fn import(tx: &impl GenericClient, records: &[MemoryRecord]) -> Result<usize> {
+    let mut written = 0;
+    for record in records {
+        let memory = &record.memory;
+        let id = memory.id.as_str();
+        let current = stored_for_update(tx, id).await?;
+        if current.as_ref().is_some_and(|current| current.version >= memory.version) {
+            continue;
+        }
+        let hash = memory.content_hash();
+        if let Some(existing) = active_duplicate(tx, memory, &hash, Some(id)).await? {
+            tracing::info!(%id, %existing, "import skipped a duplicate of an active memory");
+            continue;
+        }
+        match &current {
+            Some(current) => update_row(tx, current.seq, memory, &hash).await?,
+            None => {
+                if !insert_row(tx, memory, &hash).await? {
+                    tracing::info!(%id, "import skipped a duplicate of an active memory written concurrently");
+                    continue;
+                }
+            }
+        }
+        // The imported record's read statistics are taken as they are.
+        tx.execute(
+            "UPDATE memories SET access_count = $2, last_accessed_at = $3 WHERE id = $1",
+            &[&id, &(memory.access_count.min(i64::MAX as u64) as i64), &memory.last_accessed_at.map(time_key)],
+        )
+        .await?;
+        for version in &record.history {
+            put_version(tx, id, version, true).await?;
+        }
+        let text_changed = match &current {
+            Some(current) => {
+                // The version being overwritten stays in the history unless the incoming
+                // history already has an entry for it.
+                let overwritten = MemoryVersion {
+                    version: current.version,
+                    superseded_at: memory.updated_at,
+                    reason: format!("replaced by imported version {}", memory.version),
+                    memory: current.memory.clone(),
+                };
+                put_version(tx, id, &overwritten, false).await?;
+                current.memory.search_text() != memory.search_text()
+            }
+            None => false,
+        };
+        update_vectors(tx, id, text_changed, record.embedding.as_ref()).await?;
+        written += 1;
+    }
+    Ok(written)
+}
+
+/// Recomputes every row's full-text vector, tags and the copy of its links from the record.
+pub(crate) async fn rebuild_index(tx: &impl GenericClient) -> Result<u64> {
+    let rows = tx.query(&format!("SELECT m.seq, {MEMORY_COLUMNS} FROM memories m"), &[]).await?;
+    let mut indexed = 0;
+    for row in rows {
+        let seq: i64 = row.get(0);
+        let memory = decode_row(&row, 1)?;
+        tx.execute(
+            "UPDATE memories SET search = to_tsvector('english', $2), tags = $3 WHERE seq = $1",
+            &[&seq, &searchable(&memory.search_text()), &memory.tags],
+        )
+        .await?;
+        relations::sync_links(tx, &memory).await?;
+        indexed += 1;
+    }
+    Ok(indexed)
+}
+
+/// A stored memory with its row key and version column.
+pub(crate) struct Stored {
+    pub seq: i64,
+    pub version: u32,
+    pub memory: Memory,
+}
+
+async fn stored(tx: &impl GenericClient, id: &str) -> Result<Option<Stored>> {
+    stored_with(tx, id, "").await
+}
+
+async fn stored_for_update(tx: &impl GenericClient, id: &str) -> Result<Option<Stored>> {
+    stored_with(tx, id, " FOR UPDATE").await
+}
+
+async fn stored_with(tx: &impl GenericClient, id: &str, lock: &str) -> Result<Option<Stored>> {
+    let sql = format!("SELECT m.seq, m.version, {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1{lock}");
+    let Some(row) = tx.query_opt(&sql, &[&id]).await? else { return Ok(None) };
+    let version: i32 = row.get(1);
+    Ok(Some(Stored { seq: row.get(0), version: u32::try_from(version).unwrap_or(0), memory: decode_row(&row, 2)? }))
+}
+
+/// The id of an active memory, other than `except`, that `memory` (whose content hash is
+/// `hash`) would duplicate if it is active.
+async fn active_duplicate(tx: &impl GenericClient, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
+    if memory.status != Status::Active {
+        return Ok(None);
+    }
+    let row = tx
+        .query_opt(
+            "SELECT id FROM memories WHERE namespace = $1 AND content_hash = $2 AND status = 'active' \
+             AND id IS DISTINCT FROM $3",
+            &[&memory.namespace.as_str(), &hash, &except],
+        )
+        .await?;
+    row.map(|row| MemoryId::parse(row.get::<_, &str>(0)).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
+}
+
+/// Inserts the row of a new memory. Returns false, writing nothing, when the active-content
+/// index already holds its content (a concurrent writer got there first).
+async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Result<bool> {
+    let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
+    let access_count = memory.access_count.min(i64::MAX as u64) as i64;
+    let inserted = tx
+        .query_opt(
+            "INSERT INTO memories (id, namespace, kind, status, confidence, created_at, occurred_at, content_hash, \
+             version, tags, access_count, last_accessed_at, search, body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_tsvector('english', $13), $14) \
+             ON CONFLICT (namespace, content_hash) WHERE status = 'active' DO NOTHING RETURNING seq",
+            &[
+                &memory.id.as_str(),
+                &memory.namespace.as_str(),
+                &memory.kind.as_str(),
+                &memory.status.as_str(),
+                &memory.confidence,
+                &nanos(memory.created_at),
+                &nanos(memory.occurred_at()),
+                &hash,
+                &version,
+                &memory.tags,
+                &access_count,
+                &memory.last_accessed_at.map(time_key),
+                &searchable(&memory.search_text()),
+                &encode_memory(memory)?,
+            ],
+        )
+        .await?;
+    if inserted.is_some() {
+        relations::sync_links(tx, memory).await?;
+    }
+    Ok(inserted.is_some())
+}
+
+/// Rewrites the row under `seq` with `memory`. Read statistics stay as stored: they only grow,
+/// and the stored ones are at least as new as any copy a writer started from.
+async fn update_row(tx: &impl GenericClient, seq: i64, memory: &Memory, hash: &str) -> Result<()> {
+    let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
+    let access_count = memory.access_count.min(i64::MAX as u64) as i64;
+    tx.execute(
+        "UPDATE memories SET id = $2, namespace = $3, kind = $4, status = $5, confidence = $6, created_at = $7, \
+         occurred_at = $8, content_hash = $9, version = $10, tags = $11, \
+         access_count = greatest(access_count, $12), last_accessed_at = greatest(last_accessed_at, $13), \
+         search = to_tsvector('english', $14), body = $15 WHERE seq = $1",
+        &[
+            &seq,
+            &memory.id.as_str(),
+            &memory.namespace.as_str(),
+            &memory.kind.as_str(),
+            &memory.status.as_str(),
+            &memory.confidence,
+            &nanos(memory.created_at),
+            &nanos(memory.occurred_at()),
+            &hash,
+            &version,
+            &memory.tags,
+            &access_count,
+            &memory.last_accessed_at.map(time_key),
+            &searchable(&memory.search_text()),
+            &encode_memory(memory)?,
+        ],
+    )
+    .await?;
+    relations::sync_links(tx, memory).await
+}
+
+/// A unique violation of the active-content index during a replace means a concurrent writer
+/// made another memory hold this content after the check: a lost race, to be retried.
+fn conflict_on_duplicate(error: Error, id: &str, expected: u32) -> Error {
+    match &error {
+        Error::Postgres(driver)
+            if driver.as_db_error().and_then(|db| db.constraint()) == Some(ACTIVE_CONTENT_INDEX) =>
+        {
+            Error::Conflict { id: id.to_owned(), expected }
+        }
+        _ => error,
+    }
+}
+
+/// Adds a superseded version to the history; with `overwrite`, over an entry of the same version.
+async fn put_version(tx: &impl GenericClient, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
+    let on_conflict = if overwrite {
+        "DO UPDATE SET superseded_at = excluded.superseded_at, reason = excluded.reason, body = excluded.body"
+    } else {
+        "DO NOTHING"
+    };
+    let number = i32::try_from(version.version).unwrap_or(i32::MAX);
+    tx.execute(
+        &format!(
+            "INSERT INTO memory_versions (memory_id, version, superseded_at, reason, body) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (memory_id, version) {on_conflict}"
+        ),
+        &[&id, &number, &time_key(version.superseded_at), &version.reason, &encode_memory(&version.memory)?],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Stores `embedding` as the vector of `id` for its model, replacing an earlier one.
+pub(crate) async fn put_vector(tx: &impl GenericClient, id: &str, embedding: &Embedding) -> Result<()> {
+    let dim = i32::try_from(embedding.vector.len()).unwrap_or(i32::MAX);
+    tx.execute(
+        "INSERT INTO embeddings (memory_id, model, dim, vector) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (memory_id, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector, \
+         written = nextval('embedding_writes')",
+        &[&id, &embedding.model, &dim, &Vector::from(embedding.vector.clone())],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Vectors embed the search text, so they are stale once it changes; `embedding`, when given,
+/// is the vector of the new text.
+async fn update_vectors(tx: &impl GenericClient, id: &str, text_changed: bool, embedding: Option<&Embedding>) -> Result<()> {
+    if text_changed {
+        tx.execute("DELETE FROM embeddings WHERE memory_id = $1", &[&id]).await?;
+    }
+    if let Some(embedding) = embedding {
+        put_vector(tx, id, embedding).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! The PostgreSQL store against a real PostgreSQL server with pgvector: the shared conformance
+//! suites, and what only a shared server shows: eight processes writing the same memories at
+//! once, the database going away mid-run and coming back, one recall across project, user and
+//! org domains, and schema upgrades.
+//!
+//! The server's URL comes from `KENNING_TEST_PG_URL`, which `scripts/test` sets after starting a
+//! throwaway server (`scripts/pg-server`). Every store gets a schema of its own, so tests run
+//! side by side on one server. Without the variable each test fails with a message saying how
+//! to get a server: an org test never passes without having run.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kenning_core::MemoryStore;
+use kenning_postgres::{PostgresStore, Settings, VectorIndex};
+
+#[path = "postgres/concurrency.rs"]
+mod concurrency;
+#[path = "postgres/domains.rs"]
+mod domains;
+#[path = "postgres/migration.rs"]
+mod migration;
+#[path = "postgres/outage.rs"]
+mod outage;
+
+const URL_VARIABLE: &str = "KENNING_TEST_PG_URL";
+
+/// The test server's URL, or a failure that says how to get one.
+fn server_url() -> String {
+    match std::env::var(URL_VARIABLE) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "{URL_VARIABLE} is not set: the organisation-domain tests need a PostgreSQL server with pgvector. \
+             Run the project's test command, `scripts/test`, which starts one; or start one with \
+             `scripts/pg-server start /tmp/kenning-pg` and export {URL_VARIABLE} with the URL it prints."
+        ),
+    }
+}
+
+/// A schema name no other store of any test run uses.
+fn fresh_schema(label: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |time| time.subsec_nanos());
+    format!("t_{label}_{}_{}_{nanos}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+fn settings(schema: &str) -> Settings {
+    settings_for(server_url(), schema)
+}
+
+/// `KENNING_TEST_PG_HNSW=0` (set by `scripts/pg-server` when a probe found that the server's
+/// pgvector crashes on HNSW inserts on this CPU) runs the tests with exact vector search.
+fn settings_for(url: String, schema: &str) -> Settings {
+    let vector_index = match std::env::var("KENNING_TEST_PG_HNSW").as_deref() {
+        Ok("0") => VectorIndex::Exact,
+        _ => VectorIndex::Hnsw,
+    };
+    Settings { schema: schema.to_owned(), vector_index, ..Settings::new(url) }
+}
+
+fn fresh_store(label: &str) -> PostgresStore {
+    PostgresStore::open(&settings(&fresh_schema(label))).unwrap()
+}
+
+mod conformance {
+    use super::*;
+
+    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(fresh_store("conformance")) });
+}
+
+mod decision_conformance {
+    use super::*;
+    use kenning_core::decision::DecisionStore;
+
+    kenning_conformance::decision_conformance_tests!(|| -> Box<dyn DecisionStore> { Box::new(fresh_store("decisions")) });
+}
+
+/// Child processes are this test binary again, running one `child_*` test with the mode in
+/// this variable; without it those tests return at once.
+const CHILD_MODE: &str = "KENNING_TEST_CHILD";
+const CHILD_SCHEMA: &str = "KENNING_TEST_SCHEMA";
+const CHILD_INDEX: &str = "KENNING_TEST_CHILD_INDEX";
+
+fn child_mode() -> Option<String> {
+    std::env::var(CHILD_MODE).ok()
+}
+
+/// Runs `count` children of `test` in `mode` at once on `schema`, and returns each one's stdout
+/// lines once all have finished successfully.
+fn run_children(test: &str, mode: &str, schema: &str, count: usize) -> Vec<Vec<String>> {
+    let children: Vec<_> = (0..count)
+        .map(|index| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", test, "--nocapture", "--test-threads=1"])
+                .env(CHILD_MODE, mode)
+                .env(CHILD_SCHEMA, schema)
+                .env(CHILD_INDEX, index.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|mut child| {
+            // The harness prints `test NAME ... ` before the test runs, so an output line may
+            // start mid-line.
+            let lines: Vec<String> = BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|line| line.find("OUT ").map(|start| line[start..].to_owned()))
+                .collect();
+            let output = child.wait_with_output().unwrap();
+            assert!(output.status.success(), "a child failed: {}", String::from_utf8_lossy(&output.stderr));
+            lines
+        })
+        .collect()
+}
+
+fn child_store() -> Arc<PostgresStore> {
+    Arc::new(PostgresStore::open(&settings(&std::env::var(CHILD_SCHEMA).unwrap())).unwrap())
+}
+
+fn child_index() -> usize {
+    std::env::var(CHILD_INDEX).unwrap().parse().unwrap()
+}

