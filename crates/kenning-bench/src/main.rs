@@ -95,6 +95,7 @@ fn main() -> Result<()> {
         Command::Http(args) => {
             let report = http::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
+        }
         Command::Org(args) => {
             let report = org::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())

@@ -167,7 +167,8 @@ pub fn run(args: &NotesArgs) -> Result<NotesReport> {
                 let id = kenning_core::MemoryId::parse(&format!("sync-{offset}-{n}")).expect("valid id");
                 kenning_core::input::build_memory(input, Domain::Project("bench".into()), id, chrono::Utc::now()).map(|memory| (memory, None))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, kenning_core::FieldError>>()
+            .map_err(kenning_core::Error::from)?;
         for batch in memories.chunks(args.bulk_batch.max(1)) {
             store.insert(batch)?;
         }
