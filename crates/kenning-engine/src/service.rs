@@ -258,8 +258,17 @@ impl MemoryService {
                 created: false,
                 embedded,
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
+                redacted: Vec::new(),
             },
-            _ => CaptureOutcome { urn: copy.urn().to_string(), title: copy.title.clone(), created: true, embedded, warnings: Vec::new() },
+            // The original was redacted when it was captured, so its copy has nothing left to redact.
+            _ => CaptureOutcome {
+                urn: copy.urn().to_string(),
+                title: copy.title.clone(),
+                created: true,
+                embedded,
+                warnings: Vec::new(),
+                redacted: Vec::new(),
+            },
         })
     }
 
