@@ -74,7 +74,8 @@ pub struct NotesReport {
     /// `sync` of the first clone again: the second clone's memories come in.
     pub sync_receive_ms: f64,
     pub sync_memories: usize,
-    /// A second index of the first clone reading after that sync: the catch-up it makes.
+    /// A second index of the first clone reading after the receiving sync: the catch-up of
+    /// what that sync brought (`catch_up_memories`).
     pub catch_up_ms: f64,
     pub catch_up_memories: u64,
     /// The first clone's index rebuilt from its notes alone.
@@ -157,7 +158,6 @@ pub fn run(args: &NotesArgs) -> Result<NotesReport> {
     let right = GitNotesStore::open(&right_repo, &right_repo.join(".git/kenning/project.db"), Durability::PowerLoss)?;
     right.sync_with("origin")?;
     let watcher = GitNotesStore::open(&left_repo, &dir.path().join("watcher.db"), Durability::PowerLoss)?;
-    let before = watcher.count(&SearchFilter::default())?;
 
     let base = args.memories * 2;
     let add = |store: &GitNotesStore, offset: usize| -> Result<()> {
@@ -176,6 +176,9 @@ pub fn run(args: &NotesArgs) -> Result<NotesReport> {
     };
     add(&left, 0)?;
     let sync_send = timed(|| Ok(left.sync_with("origin").map(drop)?))?;
+    // The watcher sees the first clone's own captures now, so that its timed catch-up below is
+    // what the receiving sync brought alone.
+    let before = watcher.count(&SearchFilter::default())?;
     add(&right, args.sync_memories)?;
     let sync_both_ways = timed(|| Ok(right.sync_with("origin").map(drop)?))?;
     let sync_receive = timed(|| Ok(left.sync_with("origin").map(drop)?))?;

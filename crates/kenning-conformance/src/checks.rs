@@ -202,7 +202,10 @@ pub fn status_filter(make: MakeStore) {
 type Spec = (&'static str, &'static str, MemoryKind, &'static [&'static str], f64, i64, Option<i64>, [f32; 3]);
 
 /// Five memories that differ in every filterable field, all containing the word "zephyr" and
-/// all with a vector, and each filter with the ids it must select.
+/// all with a vector, and each filter with the ids it must select. Their provenance: f1, f3
+/// and f5 were captured on branch `main`, f2 on `feature`; f1 and f5 mention
+/// `src/db/pool.rs` in their content, f2 lists `src/db/schema.sql` and `Makefile` in its
+/// metadata `files`, f4 names `docs/guide.md` in its metadata `file`.
 struct FilterCorpus {
     cases: Vec<(&'static str, SearchFilter, Vec<&'static str>)>,
 }
@@ -216,8 +219,21 @@ impl FilterCorpus {
             ("f4", "learnings", MemoryKind::Semantic, &[], 0.95, 30, Some(25), [0.5, 0.5, 0.5]),
             ("f5", "patterns", MemoryKind::Episodic, &["perf"], 0.6, 40, None, [0.0, 1.0, 0.0]),
         ];
-        for (name, namespace, kind, tags, confidence, created, event, vector) in spec {
-            let mut m = memory(name, namespace, &format!("Memory {name} mentions zephyr in its content."));
+        let provenance: [(&str, Option<&str>, &str, Option<(&str, &str)>); 5] = [
+            ("f1", Some("main"), "The fix is in `src/db/pool.rs:42`.", None),
+            ("f2", Some("feature"), "", Some(("files", "src/db/schema.sql, Makefile"))),
+            ("f3", Some("main"), "No file here, only src-less prose.", None),
+            ("f4", None, "", Some(("file", "./docs/guide.md"))),
+            ("f5", Some("main"), "Also about src/db/pool.rs.", None),
+        ];
+        for ((name, namespace, kind, tags, confidence, created, event, vector), (_, branch, mention, file)) in spec.into_iter().zip(provenance) {
+            let mut m = memory(name, namespace, &format!("Memory {name} mentions zephyr in its content. {mention}"));
+            if let Some(branch) = branch {
+                m.metadata.insert(kenning_core::provenance::BRANCH_KEY.to_owned(), branch.to_owned());
+            }
+            if let Some((key, value)) = file {
+                m.metadata.insert(key.to_owned(), value.to_owned());
+            }
             m.kind = kind;
             m.tags = tags.iter().map(|tag| tag.to_string()).collect();
             m.confidence = confidence;
@@ -275,8 +291,22 @@ impl FilterCorpus {
                     until: Some(at(100)),
                     min_confidence: Some(0.6),
                     status: Some(Status::Active),
+                    branch: Some("main".to_owned()),
+                    file: Some("src".to_owned()),
                 },
-                vec!["f1", "f3"],
+                vec!["f1"],
+            ),
+            ("one branch", SearchFilter { branch: Some("main".to_owned()), ..base.clone() }, vec!["f1", "f3", "f5"]),
+            ("a branch no memory was captured on", SearchFilter { branch: Some("nope".to_owned()), ..base.clone() }, vec![]),
+            ("a file the content mentions", SearchFilter { file: Some("src/db/pool.rs".to_owned()), ..base.clone() }, vec!["f1", "f5"]),
+            ("a file in metadata `files`", SearchFilter { file: Some("Makefile".to_owned()), ..base.clone() }, vec!["f2"]),
+            ("a file in metadata `file`", SearchFilter { file: Some("docs/guide.md".to_owned()), ..base.clone() }, vec!["f4"]),
+            ("a directory finds the files in it", SearchFilter { file: Some("src/db".to_owned()), ..base.clone() }, vec!["f1", "f2", "f5"]),
+            ("part of a name is not a path", SearchFilter { file: Some("src/d".to_owned()), ..base.clone() }, vec![]),
+            (
+                "branch and file together",
+                SearchFilter { branch: Some("main".to_owned()), file: Some("src".to_owned()), ..SearchFilter::active() },
+                vec!["f1"],
             ),
         ];
         FilterCorpus { cases }
@@ -313,6 +343,44 @@ pub fn filters_in_search_vector(make: MakeStore) {
         let hits = store.search_vector(&query, MODEL, filter, EVERYTHING).unwrap();
         assert_eq!(sorted(hit_ids(&hits)), *expected, "search_vector with filter `{name}`");
     }
+}
+
+/// The branch and file filters see a memory as it is now: after an update that moves it to
+/// another branch and file, and after an import, in listing and in both searches.
+pub fn provenance_filters_follow_updates_and_imports(make: MakeStore) {
+    let store = make();
+    let mut m = memory("moved", "context", "Zephyr settings live in one file.");
+    m.metadata.insert(kenning_core::provenance::BRANCH_KEY.to_owned(), "main".to_owned());
+    m.metadata.insert(kenning_core::provenance::FILE_KEY.to_owned(), "config/app.toml".to_owned());
+    store.insert(&[(m.clone(), Some(embedding(MODEL, &[1.0, 0.0, 0.0])))]).unwrap();
+    let by = |branch: &str, file: &str| SearchFilter { branch: Some(branch.to_owned()), file: Some(file.to_owned()), ..SearchFilter::active() };
+    let found = |filter: &SearchFilter| {
+        let listed = memory_ids(&store.list(filter, 0, EVERYTHING).unwrap());
+        let text = hit_ids(&store.search_text("zephyr", filter, EVERYTHING).unwrap());
+        let vector = hit_ids(&store.search_vector(&unit(&[1.0, 0.0, 0.0]), MODEL, filter, EVERYTHING).unwrap());
+        assert_eq!(listed, text, "list and text search agree on {filter:?}");
+        assert_eq!(listed, vector, "list and vector search agree on {filter:?}");
+        assert_eq!(store.count(filter).unwrap(), listed.len() as u64);
+        listed
+    };
+    assert_eq!(found(&by("main", "config/app.toml")), ["moved"]);
+    assert_eq!(found(&by("main", "config")), ["moved"]);
+    // The text stays, so the vector stays too and every search can be compared.
+    let m = update(&*store, &m, |m| {
+        m.metadata.insert(kenning_core::provenance::FILE_KEY.to_owned(), "settings/app.toml".to_owned());
+        m.metadata.insert(kenning_core::provenance::BRANCH_KEY.to_owned(), "release".to_owned());
+    });
+    assert!(found(&by("main", "config/app.toml")).is_empty());
+    assert!(found(&by("release", "config/app.toml")).is_empty());
+    assert_eq!(found(&by("release", "settings/app.toml")), ["moved"]);
+
+    let copy = make();
+    let records = store.export(0, EVERYTHING).unwrap();
+    copy.import(&records).unwrap();
+    let filter = by("release", "settings");
+    assert_eq!(memory_ids(&copy.list(&filter, 0, EVERYTHING).unwrap()), ["moved"]);
+    assert_eq!(hit_ids(&copy.search_text("zephyr", &filter, EVERYTHING).unwrap()), ["moved"]);
+    assert_eq!(m.version, 2);
 }
 
 pub fn search_text_survives_hostile_queries(make: MakeStore) {

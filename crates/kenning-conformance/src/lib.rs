@@ -89,6 +89,7 @@ macro_rules! conformance_tests {
             filters_in_list_and_count,
             filters_in_search_text,
             filters_in_search_vector,
+            provenance_filters_follow_updates_and_imports,
             search_text_survives_hostile_queries,
             search_text_ranks_best_first,
             latest_occurred_at_is_the_latest_event_passing_the_filter,

@@ -9,6 +9,8 @@
 //! - [`secrets`] finds API keys, tokens, passwords, private keys and credentials in text and
 //!   replaces them with `[REDACTED:kind]` before anything is stored ([`secrets::redact_capture`]).
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
+//! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
+//!   backend matches exactly, and makes a caller's path relative to the repository root.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
@@ -27,6 +29,7 @@ pub mod decision;
 pub mod error;
 pub mod input;
 pub mod memory;
+pub mod provenance;
 pub mod search;
 pub mod secrets;
 pub mod store;

@@ -23,11 +23,24 @@ pub struct SearchFilter {
     pub min_confidence: Option<f64>,
     /// `None` lists every status; searches use `Some(Active)`.
     pub status: Option<Status>,
+    /// Only memories captured on this branch (metadata `git_branch`).
+    pub branch: Option<String>,
+    /// Only memories about this file or directory: a path relative to the repository root in
+    /// the normal form of [`crate::provenance::normalise_relative`] (see [`crate::provenance`]).
+    pub file: Option<String>,
 }
 
 impl SearchFilter {
     pub fn active() -> Self {
         SearchFilter { status: Some(Status::Active), ..SearchFilter::default() }
+    }
+
+    /// The facets a memory must carry, every one of them, to pass the provenance filters
+    /// (`branch`, `file`); backends match them against [`crate::provenance::facets`].
+    pub fn facets(&self) -> Vec<String> {
+        let branch = self.branch.as_deref().map(crate::provenance::branch_facet);
+        let file = self.file.as_deref().map(crate::provenance::file_facet);
+        branch.into_iter().chain(file).collect()
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use kenning_core::input::parse_time;
+use kenning_core::provenance::repository_path;
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::find_time_expression;
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
@@ -51,6 +52,11 @@ pub struct RecallRequest {
     pub since: Option<String>,
     pub until: Option<String>,
     pub min_confidence: Option<f64>,
+    /// Only memories captured on this branch.
+    pub branch: Option<String>,
+    /// Only memories about this file or directory (see `kenning_core::provenance`): relative
+    /// to the repository root, or absolute inside it.
+    pub file: Option<String>,
 }
 
 /// A recall request after validation.
@@ -268,6 +274,11 @@ impl MemoryService {
             until: request.until.as_deref().map(|text| parse_time("until", text)).transpose()?,
             min_confidence,
             status: Some(kenning_core::Status::Active),
+            branch: match request.branch.as_deref().map(str::trim) {
+                Some("") => return Err(FieldError::new("branch", "is empty", "", "name a branch, e.g. `main`, or leave `branch` out")),
+                other => other.map(str::to_owned),
+            },
+            file: request.file.as_deref().map(|file| repository_path("file", file, self.repository_root())).transpose()?,
         };
         if let (Some(since), Some(until)) = (filter.since, filter.until)
             && since > until {

@@ -1,5 +1,6 @@
 //! [`MemoryService`]: every memory operation, over the domain stores it was given.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -51,6 +52,8 @@ pub struct MemoryService {
     clock: Arc<dyn Clock>,
     /// The configured user id, recorded as the author of a capture that names none.
     author: Option<String>,
+    /// The top of the repository's work tree, which recall's `file` paths are relative to.
+    repository_root: Option<PathBuf>,
 }
 
 impl MemoryService {
@@ -59,7 +62,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None }
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -67,6 +70,17 @@ impl MemoryService {
     pub fn with_author(mut self, author: Option<String>) -> Self {
         self.author = author;
         self
+    }
+
+    /// Names the repository the project domain belongs to: recall's `file` paths are taken
+    /// relative to its root, and an absolute one must lie inside it.
+    pub fn with_repository_root(mut self, root: Option<PathBuf>) -> Self {
+        self.repository_root = root;
+        self
+    }
+
+    pub fn repository_root(&self) -> Option<&Path> {
+        self.repository_root.as_deref()
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {

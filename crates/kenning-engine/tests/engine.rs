@@ -63,6 +63,46 @@ fn recall_searches_project_and_user_together_unless_filtered() {
 }
 
 #[test]
+fn recall_filters_by_branch_and_by_file_relative_to_the_repository_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    let memory = two_domains(&dir, None).with_repository_root(Some(root.clone()));
+    let capture = |input: CaptureInput, domain: Option<&str>| memory.capture(input, domain).unwrap().urn;
+    let on = |branch: &str| [("git_branch".to_owned(), branch.to_owned())].into_iter().collect();
+    let pool = capture(CaptureInput { metadata: on("main"), ..note("The pool in src/db/pool.rs caps connections at 20.", "learnings") }, None);
+    let schema = capture(CaptureInput { metadata: on("feature"), ..note("The schema for connections lives in `src/db/schema.sql`.", "learnings") }, None);
+    let personal = capture(CaptureInput { metadata: [("files".to_owned(), "src/db/pool.rs".to_owned())].into_iter().collect(), ..note("I tune connections by hand.", "preferences") }, Some("user"));
+
+    let only = |request: RecallRequest| {
+        let mut found = urns(&memory.recall(request).unwrap());
+        found.sort();
+        found
+    };
+    let sorted = |mut urns: Vec<String>| {
+        urns.sort();
+        urns
+    };
+    assert_eq!(only(RecallRequest { branch: Some("main".into()), ..recall("connections") }), [pool.clone()]);
+    assert_eq!(only(RecallRequest { file: Some("src/db/pool.rs".into()), ..recall("connections") }), sorted(vec![pool.clone(), personal.clone()]));
+    assert_eq!(only(RecallRequest { file: Some("./src/db/../db/pool.rs".into()), ..recall("connections") }), sorted(vec![pool.clone(), personal.clone()]));
+    let absolute = root.join("src/db").to_string_lossy().into_owned();
+    assert_eq!(only(RecallRequest { file: Some(absolute), ..recall("connections") }), sorted(vec![pool.clone(), schema.clone(), personal]));
+    assert_eq!(only(RecallRequest { file: Some("src/db/schema.sql".into()), branch: Some("main".into()), ..recall("connections") }), Vec::<String>::new());
+
+    for (request, field) in [
+        (RecallRequest { file: Some(dir.path().join("elsewhere.rs").to_string_lossy().into_owned()), ..recall("x") }, "file"),
+        (RecallRequest { file: Some("../outside.rs".into()), ..recall("x") }, "file"),
+        (RecallRequest { file: Some(root.to_string_lossy().into_owned()), ..recall("x") }, "file"),
+        (RecallRequest { branch: Some(" ".into()), ..recall("x") }, "branch"),
+    ] {
+        match memory.recall(request) {
+            Err(Error::Invalid(error)) => assert_eq!(error.field, field, "{error:?}"),
+            other => panic!("{field}: expected a field error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn recall_filters_by_kind_namespace_tags_time_and_confidence() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);

@@ -16,8 +16,24 @@
 //!   of both sides' signals and edges, and one outcome: the earlier (then the smaller text);
 //!   a second, different outcome is kept under `conflicting_outcomes`.
 //! - Other top-level fields: the union; on a clash, the greater canonical JSON.
+//!
+//! Two different memories, captured on two clones with the same content in one namespace
+//! (each with its own id, so their notes never clash), meet when a sync brings one to the
+//! other. One active copy per content is the store's rule, so the merge keeps one of them
+//! active and retires the other ([`duplicate_survivor`], [`retire_duplicate`]):
+//! - The one captured first survives (`created_at`, then the smaller id), untouched.
+//! - The other gets a new current version: forgotten, linked to the survivor by
+//!   `duplicate-of`, updated a millisecond after the later of its own last update and the
+//!   survivor's capture. Its active version goes into its history, so nothing is lost.
+//! - The new version depends on the two memories alone, never on the clock or on the side
+//!   that merges, so both clones write the same note byte for byte. The millisecond makes the
+//!   retirement the later version, so that a clone still holding the active copy adopts it
+//!   by the rule above rather than reviving the copy.
 
 use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use kenning_core::{Link, Memory, MemoryVersion, Status};
 
 use serde_json::{Map, Value};
 
@@ -81,6 +97,40 @@ pub fn merge_notes(ours: &Note, theirs: &Note) -> Result<Note, String> {
         value
     });
     Ok(Note { format: a.format.clone(), memory, history, decision, edges_to, edges_for: None, extra })
+}
+
+/// The relation a retired duplicate's link to its survivor carries.
+pub const DUPLICATE_OF: &str = "duplicate-of";
+
+/// Of two active memories with the same content, the one that stays active: the one captured
+/// first, then the smaller id. `true` when that is `a`.
+pub fn duplicate_survivor(a: &Memory, b: &Memory) -> bool {
+    (a.created_at, a.id.as_str()) <= (b.created_at, b.id.as_str())
+}
+
+/// `loser`'s note with a new current version that retires it in favour of `survivor` (see
+/// the module's rule), its active version kept in the history.
+pub fn retire_duplicate(loser: &Note, survivor: &Memory) -> Result<Note, String> {
+    let current = loser.memory()?;
+    let at: DateTime<Utc> = current.updated_at.max(survivor.created_at) + TimeDelta::milliseconds(1);
+    let mut next = current.clone();
+    next.status = Status::Forgotten;
+    next.updated_at = at;
+    next.version = current.version + 1;
+    let link = Link { target: survivor.urn(), relation: DUPLICATE_OF.to_owned() };
+    if !next.links.contains(&link) {
+        next.links.push(link);
+    }
+    let previous = MemoryVersion {
+        version: current.version,
+        superseded_at: at,
+        reason: format!("merged by sync: memory {} holds the same content and was captured first", survivor.id),
+        memory: current,
+    };
+    let mut note = loser.clone();
+    note.push_history(&previous)?;
+    note.set_memory(&next)?;
+    Ok(note)
 }
 
 /// Whether `a` should be current rather than `b` (see the module's rule).

@@ -34,8 +34,8 @@ const WRITE_ATTEMPTS: u32 = 200;
 /// Records exported from an older store per batch while migrating it into notes.
 const MIGRATION_BATCH: usize = 500;
 /// The metadata keys of a memory's provenance.
-pub const BRANCH_KEY: &str = "git_branch";
-pub const COMMIT_KEY: &str = "git_commit";
+pub const BRANCH_KEY: &str = kenning_core::provenance::BRANCH_KEY;
+pub const COMMIT_KEY: &str = kenning_core::provenance::COMMIT_KEY;
 /// The mirror state key recording that the index's own records were carried into notes.
 const MIGRATED: &str = "migrated-to-notes";
 
@@ -82,6 +82,11 @@ impl GitNotesStore {
     /// The index file.
     pub fn index_path(&self) -> PathBuf {
         self.index.path().to_owned()
+    }
+
+    /// The index, for sync's duplicate check.
+    pub(crate) fn index(&self) -> &SqliteStore {
+        &self.index
     }
 
     /// The branch and commit checked out now, recorded with each capture.

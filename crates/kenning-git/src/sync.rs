@@ -9,18 +9,21 @@
 //! changed on one side only takes that side's version; a note changed on both sides is merged
 //! by [`crate::merge::merge_notes`], whose rule is symmetric, so both clones reach the same
 //! notes tree whichever merges first. Notes are never deleted by kenning, so a note one side
-//! deleted and the other kept is kept.
+//! deleted and the other kept is kept. Then every note the merge brought in is checked against
+//! the local memories for the same active content in the same namespace (two clones that
+//! captured the same thing): the copy captured first stays active and the other is retired by
+//! [`crate::merge::retire_duplicate`], which again depends only on the two notes.
 
 use std::path::Path;
 use std::process::Command;
 
 use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, Oid, Repository};
-use kenning_core::SyncReport;
+use kenning_core::{Memory, MemoryId, Status, SyncReport};
 
 use crate::error::{Error, Result};
-use crate::merge::merge_notes;
-use crate::note::Note;
+use crate::merge::{duplicate_survivor, merge_notes, retire_duplicate};
+use crate::note::{Note, note_key};
 use crate::notes::{self, NOTES_REF};
 use crate::store::GitNotesStore;
 
@@ -99,7 +102,10 @@ impl GitNotesStore {
                     (ours, None) => (ours, Counts::default()),
                     (None, Some(theirs)) => (Some(theirs), Counts { received: count_changed(repo, None, theirs)?, merged: 0 }),
                     (Some(ours), Some(theirs)) => {
-                        let (merged, counts) = merge_commits(repo, ours, theirs)?;
+                        // The index must reflect `ours` to answer which local memory holds a
+                        // content that came in.
+                        self.catch_up(repo, &[])?;
+                        let (merged, counts) = merge_commits(repo, ours, theirs, &|memory: &Memory| Ok(self.index().active_duplicate(memory, Some(&memory.id))?))?;
                         (Some(merged), counts)
                     }
                 };
@@ -129,9 +135,13 @@ fn validate_remote(remote: &str) -> Result<()> {
     Ok(())
 }
 
+/// Finds the local active memory, other than `memory` itself, holding the content of `memory`
+/// in its namespace, as the index of `ours` knows it.
+type FindDuplicate<'f> = dyn Fn(&Memory) -> Result<Option<MemoryId>> + 'f;
+
 /// The commit joining `ours` and `theirs`: one of them when the other is its ancestor, else a
-/// merge commit whose tree merges the two note by note.
-fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Counts)> {
+/// merge commit whose tree merges the two note by note, and then retires duplicates.
+fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &FindDuplicate<'_>) -> Result<(Oid, Counts)> {
     if ours == theirs || repo.graph_descendant_of(ours, theirs)? {
         return Ok((ours, Counts::default()));
     }
@@ -150,6 +160,8 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Coun
     let (changed, _) = notes::diff(repo, &base_tree, &theirs_tree)?;
     let mut counts = Counts::default();
     let mut update = TreeUpdateBuilder::new();
+    // Keys whose note in the merge is theirs or a merge of both: what came in.
+    let mut incoming: Vec<Oid> = Vec::new();
     for change in changed {
         let Ok(key) = Oid::from_str(&change.key) else { continue };
         let path = notes::note_path(key);
@@ -164,6 +176,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Coun
         counts.received += 1;
         if ours_blob.is_none() || ours_blob == change.before {
             update.upsert(&path, their_blob, FileMode::Blob);
+            incoming.push(key);
             continue;
         }
         let ours_blob = ours_blob.unwrap_or(their_blob);
@@ -172,6 +185,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Coun
                 let merged = merge_notes(&ours_note, &their_note).map_err(|reason| Error::Note { id: change.key.clone(), reason })?;
                 let bytes = merged.encode().map_err(|reason| Error::Note { id: change.key.clone(), reason })?;
                 update.upsert(&path, repo.blob(&bytes)?, FileMode::Blob);
+                incoming.push(key);
                 counts.merged += 1;
             }
             // A note one side cannot read is not merged: the readable side wins, and with two
@@ -179,6 +193,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Coun
             (Ok(_), Err(_)) => {}
             (Err(_), Ok(_)) => {
                 update.upsert(&path, their_blob, FileMode::Blob);
+                incoming.push(key);
             }
             (Err(_), Err(_)) => {
                 if their_blob > ours_blob {
@@ -188,8 +203,59 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid) -> Result<(Oid, Coun
         }
     }
     let tree = repo.find_tree(update.create_updated(repo, &ours_tree)?)?;
+    let tree = retire_duplicates(repo, tree, &incoming, find_duplicate, &mut counts)?;
     let merged = notes::commit_tree(repo, &tree, &[ours, theirs], "kenning sync: merge notes")?;
     Ok((merged, counts))
+}
+
+/// The merged `tree` with every active memory that came in (`incoming`) checked against the
+/// local memory holding the same content: of each such pair, the one captured later is
+/// retired. The index names the candidate; the merged tree decides, since the merge may have
+/// changed the candidate's content.
+fn retire_duplicates<'r>(
+    repo: &'r Repository,
+    tree: git2::Tree<'r>,
+    incoming: &[Oid],
+    find_duplicate: &FindDuplicate<'_>,
+    counts: &mut Counts,
+) -> Result<git2::Tree<'r>> {
+    // Notes as this pass leaves them, so that a note retired once is seen retired.
+    let mut decided: std::collections::HashMap<Oid, Note> = std::collections::HashMap::new();
+    let read = |decided: &std::collections::HashMap<Oid, Note>, key: Oid| -> Option<Note> {
+        if let Some(note) = decided.get(&key) {
+            return Some(note.clone());
+        }
+        let blob = note_blob(repo, &tree, key).ok().flatten()?;
+        decode(repo, blob).ok()
+    };
+    for key in incoming {
+        let Some(note) = read(&decided, *key) else { continue };
+        let Ok(memory) = note.memory() else { continue };
+        if memory.status != Status::Active {
+            continue;
+        }
+        let Some(other_id) = find_duplicate(&memory)? else { continue };
+        let other_key = note_key(&other_id);
+        let Some(other_note) = read(&decided, other_key) else { continue };
+        let Ok(other) = other_note.memory() else { continue };
+        if other.id == memory.id || other.status != Status::Active || other.namespace != memory.namespace || other.content_hash() != memory.content_hash() {
+            continue;
+        }
+        let (loser_key, loser, survivor) =
+            if duplicate_survivor(&other, &memory) { (*key, &note, &other) } else { (other_key, &other_note, &memory) };
+        let retired = retire_duplicate(loser, survivor).map_err(|reason| Error::Note { id: loser_key.to_string(), reason })?;
+        decided.insert(loser_key, retired);
+        counts.merged += 1;
+    }
+    if decided.is_empty() {
+        return Ok(tree);
+    }
+    let mut update = TreeUpdateBuilder::new();
+    for (key, note) in &decided {
+        let bytes = note.encode().map_err(|reason| Error::Note { id: key.to_string(), reason })?;
+        update.upsert(notes::note_path(*key), repo.blob(&bytes)?, FileMode::Blob);
+    }
+    Ok(repo.find_tree(update.create_updated(repo, &tree)?)?)
 }
 
 fn note_blob(repo: &Repository, tree: &git2::Tree<'_>, key: Oid) -> Result<Option<Oid>> {

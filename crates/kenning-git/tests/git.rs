@@ -628,3 +628,97 @@ fn provenance_names_the_branch_and_commit_or_says_there_is_none() {
     store.insert(&[(memory("in-bare", "learnings", "Stored in a bare repository."), None)]).unwrap();
     assert_eq!(git_notes(&bare).len(), 1);
 }
+
+/// Two clones capture the same content under their own ids, and `first` syncs first: the
+/// notes tree both end with, and every memory with its history.
+fn same_content_on_two_clones(first: usize) -> (String, BTreeMap<String, (Memory, Vec<kenning_core::MemoryVersion>)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (_remote, clones) = remote_and_clones(dir.path(), 2);
+    let captured = |n: usize, name: &str, namespace: &str, minutes: i64| {
+        let mut m = memory(name, namespace, "Run the migrations before the deploy.");
+        m.created_at = at(minutes);
+        m.updated_at = m.created_at;
+        clones[n].1.insert(&[(m, None)]).unwrap();
+    };
+    // The right clone captures later, but it is the side that syncs first in one of the runs.
+    captured(0, "same-left", "learnings", 1);
+    captured(1, "same-right", "learnings", 2);
+    // The same text in another namespace is another memory, not a duplicate.
+    captured(1, "same-elsewhere", "standards", 3);
+    let second = 1 - first;
+    clones[first].1.sync_with("origin").unwrap();
+    let report = clones[second].1.sync_with("origin").unwrap();
+    assert_eq!(report.merged, 1, "the merging side retires one copy: {report:?}");
+    clones[first].1.sync_with("origin").unwrap();
+    let (left, right) = (&clones[0], &clones[1]);
+    assert_eq!(notes_tree(&left.0), notes_tree(&right.0));
+    assert_eq!(memories_and_histories(&left.1), memories_and_histories(&right.1));
+    (notes_tree(&left.0), memories_and_histories(&left.1))
+}
+
+#[test]
+fn the_same_content_captured_on_two_clones_keeps_the_first_and_retires_the_other_alike_on_both() {
+    let (tree, memories) = same_content_on_two_clones(0);
+    let survivor = &memories["same-left"];
+    assert_eq!(survivor.0.status, Status::Active);
+    assert_eq!(survivor.0.version, 1, "the copy captured first is left as it was");
+    let (retired, history) = &memories["same-right"];
+    assert_eq!(retired.status, Status::Forgotten);
+    assert_eq!(retired.version, 2);
+    assert_eq!(retired.updated_at, at(2) + chrono::TimeDelta::milliseconds(1));
+    assert!(retired.links.iter().any(|link| link.relation == "duplicate-of" && link.target.id == id("same-left")), "{:?}", retired.links);
+    assert_eq!(history.len(), 1, "the active copy is kept in the history");
+    assert_eq!(history[0].memory.status, Status::Active);
+    assert_eq!(history[0].memory.content, "Run the migrations before the deploy.");
+    assert_eq!(memories["same-elsewhere"].0.status, Status::Active);
+
+    // The other clone merging instead reaches the very same notes.
+    let (tree_other_way, memories_other_way) = same_content_on_two_clones(1);
+    assert_eq!(tree, tree_other_way);
+    assert_eq!(memories, memories_other_way);
+}
+
+#[test]
+fn a_worktree_shares_its_repository_s_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let store = open_new(&repo);
+    store.insert(&[(memory("from-main", "learnings", "Written from the main work tree."), None)]).unwrap();
+    let worktree = dir.path().join("feature");
+    git(&repo, &["worktree", "add", "-q", "-b", "feature", worktree.to_str().unwrap()]);
+    // The project store of a worktree is the repository's: one index in the common git dir.
+    let shared = GitNotesStore::open(&worktree, &index_path(&repo), Durability::ProcessCrash).unwrap();
+    assert!(shared.get(&id("from-main")).unwrap().is_some());
+    let context = shared.capture_context();
+    assert_eq!(context.get(kenning_git::BRANCH_KEY).map(String::as_str), Some("feature"), "the worktree's own branch");
+    shared.insert(&[(memory("from-worktree", "learnings", "Written from a linked worktree."), None)]).unwrap();
+    assert!(store.get(&id("from-worktree")).unwrap().is_some());
+    assert_eq!(git_notes(&repo).len(), 2);
+    assert_eq!(git_notes(&worktree).len(), 2);
+}
+
+#[test]
+fn a_shallow_clone_syncs_notes_like_a_full_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (remote, clones) = remote_and_clones(dir.path(), 1);
+    let seed = dir.path().join("seed");
+    for n in 0..3 {
+        git(&seed, &["commit", "-q", "--allow-empty", "-m", &format!("more history {n}")]);
+    }
+    git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
+    clones[0].1.insert(&[(memory("before-shallow", "learnings", "Notes history is not code history."), None)]).unwrap();
+    clones[0].1.sync_with("origin").unwrap();
+
+    // A shallow clone has a truncated commit history; notes commits are fetched whole.
+    let shallow = dir.path().join("shallow");
+    git(dir.path(), &["clone", "-q", "--depth", "1", &format!("file://{}", remote.display()), shallow.to_str().unwrap()]);
+    assert_eq!(git(&shallow, &["rev-parse", "--is-shallow-repository"]).trim(), "true");
+    let store = open(&shallow);
+    assert_eq!(store.sync_with("origin").unwrap().received, 1);
+    assert!(store.get(&id("before-shallow")).unwrap().is_some());
+    store.insert(&[(memory("from-shallow", "learnings", "Captured in a shallow clone."), None)]).unwrap();
+    store.sync_with("origin").unwrap();
+    clones[0].1.sync_with("origin").unwrap();
+    assert!(clones[0].1.get(&id("from-shallow")).unwrap().is_some());
+    assert_eq!(notes_tree(&clones[0].0), notes_tree(&shallow));
+}

@@ -27,6 +27,8 @@ pub struct DocInput<'a> {
     pub occurred_at: DateTime<Utc>,
     /// The memory's search text: title, tags and content.
     pub text: &'a str,
+    /// The memory's provenance facets (`kenning_core::provenance::facets`).
+    pub facets: &'a [String],
 }
 
 /// The filterable fields of a live document, read from the table's columns.
@@ -56,6 +58,10 @@ pub(crate) struct DocTable {
     tag_starts: Column<u64>,
     tag_counts: Column<u32>,
     tags: Column<u32>,
+    /// The facets of slot `s`, interned like tags and laid out the same way.
+    facet_starts: Column<u64>,
+    facet_counts: Column<u32>,
+    facets: Column<u32>,
     /// The id of slot `s` is `id_bytes[id_ends[s - 1]..id_ends[s]]`.
     id_ends: Column<u64>,
     id_bytes: Column<u8>,
@@ -88,6 +94,9 @@ impl DocTable {
         let (start, count) = self.add_tags(doc.tags);
         self.tag_starts.push(start);
         self.tag_counts.push(count);
+        let (start, count) = self.add_facets(doc.facets);
+        self.facet_starts.push(start);
+        self.facet_counts.push(count);
         let ids = self.id_bytes.to_mut();
         ids.extend_from_slice(doc.id.as_bytes());
         let end = ids.len() as u64;
@@ -96,17 +105,34 @@ impl DocTable {
     }
 
     fn add_tags(&mut self, tags: &[String]) -> (u64, u32) {
-        let mut ids: Vec<u32> = tags.iter().map(|tag| self.names.intern(tag)).collect();
-        ids.sort_unstable();
-        ids.dedup();
+        let ids = self.intern_sorted(tags);
         let arena = self.tags.to_mut();
         let start = arena.len() as u64;
         arena.extend_from_slice(&ids);
         (start, ids.len() as u32)
     }
 
+    fn add_facets(&mut self, facets: &[String]) -> (u64, u32) {
+        let ids = self.intern_sorted(facets);
+        let arena = self.facets.to_mut();
+        let start = arena.len() as u64;
+        arena.extend_from_slice(&ids);
+        (start, ids.len() as u32)
+    }
+
+    fn intern_sorted(&mut self, names: &[String]) -> Vec<u32> {
+        let mut ids: Vec<u32> = names.iter().map(|name| self.names.intern(name)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     fn tags_of(&self, slot: usize) -> &[u32] {
         tag_range(self.tags.as_slice(), self.tag_starts.get(slot), self.tag_counts.get(slot))
+    }
+
+    fn facets_of(&self, slot: usize) -> &[u32] {
+        tag_range(self.facets.as_slice(), self.facet_starts.get(slot), self.facet_counts.get(slot))
     }
 
     /// Replaces the filterable fields of a live slot whose text did not change (its id never does).
@@ -119,13 +145,17 @@ impl DocTable {
         self.confidences.set(index, doc.confidence);
         self.occurred_seconds.set(index, doc.occurred_at.timestamp());
         self.occurred_nanos.set(index, doc.occurred_at.timestamp_subsec_nanos());
-        let mut wanted: Vec<u32> = doc.tags.iter().map(|tag| self.names.intern(tag)).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let wanted = self.intern_sorted(doc.tags);
         if self.tags_of(index) != wanted.as_slice() {
             let (start, count) = self.add_tags(doc.tags);
             self.tag_starts.set(index, start);
             self.tag_counts.set(index, count);
+        }
+        let wanted = self.intern_sorted(doc.facets);
+        if self.facets_of(index) != wanted.as_slice() {
+            let (start, count) = self.add_facets(doc.facets);
+            self.facet_starts.set(index, start);
+            self.facet_counts.set(index, count);
         }
     }
 
@@ -167,6 +197,7 @@ impl DocTable {
             return None;
         }
         let tags = filter.tags.iter().map(|tag| self.names.get(tag)).collect::<Option<Vec<_>>>()?;
+        let facets = filter.facets().iter().map(|facet| self.names.get(facet)).collect::<Option<Vec<_>>>()?;
         let by_status_only = SearchFilter { status: filter.status, ..SearchFilter::default() };
         let moment = |at: DateTime<Utc>| (at.timestamp(), at.timestamp_subsec_nanos());
         Some(CompiledFilter {
@@ -176,6 +207,7 @@ impl DocTable {
             kinds: filter.kinds.iter().map(|kind| kind_code(*kind)).collect(),
             namespaces,
             tags,
+            facets,
             since: filter.since.map(moment),
             until: filter.until.map(moment),
             min_confidence: filter.min_confidence,
@@ -198,6 +230,9 @@ impl DocTable {
         out.section(self.tag_starts.as_slice())?;
         out.section(self.tag_counts.as_slice())?;
         out.section(self.tags.as_slice())?;
+        out.section(self.facet_starts.as_slice())?;
+        out.section(self.facet_counts.as_slice())?;
+        out.section(self.facets.as_slice())?;
         out.section(self.id_ends.as_slice())?;
         out.section(self.id_bytes.as_slice())?;
         out.strings(self.names.names.iter().map(|name| &**name))
@@ -221,6 +256,9 @@ impl DocTable {
             tag_starts: image.column("tag starts")?,
             tag_counts: image.column("tag counts")?,
             tags: image.column("tags")?,
+            facet_starts: image.column("facet starts")?,
+            facet_counts: image.column("facet counts")?,
+            facets: image.column("facets")?,
             id_ends: image.column("id ends")?,
             id_bytes: image.column("id bytes")?,
             dead,
@@ -240,6 +278,8 @@ impl DocTable {
             self.occurred_nanos.len(),
             self.tag_starts.len(),
             self.tag_counts.len(),
+            self.facet_starts.len(),
+            self.facet_counts.len(),
             self.id_ends.len(),
         ];
         if lengths.iter().any(|length| *length != slots) || slots > Slot::MAX as usize {
@@ -256,13 +296,17 @@ impl DocTable {
             return Err(invalid("unknown kind"));
         }
         let names = self.names.names.len() as u32;
-        if self.namespaces.as_slice().iter().chain(self.tags.as_slice()).any(|name| *name >= names) {
+        if self.namespaces.as_slice().iter().chain(self.tags.as_slice()).chain(self.facets.as_slice()).any(|name| *name >= names) {
             return Err(invalid("name out of range"));
         }
-        let arena = self.tags.len() as u64;
-        let ranges = self.tag_starts.as_slice().iter().zip(self.tag_counts.as_slice());
-        if ranges.clone().any(|(start, count)| start.checked_add(u64::from(*count)).is_none_or(|end| end > arena)) {
+        let out_of = |arena: usize, starts: &[u64], counts: &[u32]| {
+            starts.iter().zip(counts).any(|(start, count)| start.checked_add(u64::from(*count)).is_none_or(|end| end > arena as u64))
+        };
+        if out_of(self.tags.len(), self.tag_starts.as_slice(), self.tag_counts.as_slice()) {
             return Err(invalid("tags out of range"));
+        }
+        if out_of(self.facets.len(), self.facet_starts.as_slice(), self.facet_counts.as_slice()) {
+            return Err(invalid("facets out of range"));
         }
         let ends = self.id_ends.as_slice();
         if ends.windows(2).any(|pair| pair[0] > pair[1]) || ends.last().is_some_and(|end| *end != self.id_bytes.len() as u64) {
@@ -295,6 +339,7 @@ pub(crate) struct CompiledFilter<'t> {
     kinds: Vec<u8>,
     namespaces: Vec<u32>,
     tags: Vec<u32>,
+    facets: Vec<u32>,
     since: Option<(i64, u32)>,
     until: Option<(i64, u32)>,
     min_confidence: Option<f64>,
@@ -328,6 +373,10 @@ impl<'t> CompiledFilter<'t> {
             && (self.tags.is_empty() || {
                 let tags = docs.tags_of(index);
                 self.tags.iter().all(|tag| tags.binary_search(tag).is_ok())
+            })
+            && (self.facets.is_empty() || {
+                let facets = docs.facets_of(index);
+                self.facets.iter().all(|facet| facets.binary_search(facet).is_ok())
             })
             && self.since.is_none_or(|since| occurred() >= since)
             && self.until.is_none_or(|until| occurred() <= until)

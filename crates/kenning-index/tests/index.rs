@@ -27,6 +27,7 @@ struct Record {
     confidence: f64,
     occurred_at: DateTime<Utc>,
     text: String,
+    facets: Vec<String>,
     vector: Option<Vec<f32>>,
 }
 
@@ -41,6 +42,7 @@ impl Record {
             confidence: self.confidence,
             occurred_at: self.occurred_at,
             text: &self.text,
+            facets: &self.facets,
         }
     }
 }
@@ -121,6 +123,7 @@ fn passes(record: &Record, filter: &SearchFilter) -> bool {
         && filter.until.is_none_or(|until| record.occurred_at <= until)
         && filter.min_confidence.is_none_or(|min| record.confidence >= min)
         && filter.status.is_none_or(|status| record.status == status)
+        && filter.facets().iter().all(|facet| record.facets.contains(facet))
 }
 
 /// BM25 (k1 = 1.2, b = 0.75, Lucene's IDF) computed from scratch for every record passing the filter.
@@ -208,6 +211,8 @@ const WORDS: &[&str] = &[
 ];
 const NAMESPACES: &[&str] = &["decisions", "learnings", "config"];
 const TAGS: &[&str] = &["infra", "db", "perf"];
+const BRANCHES: &[&str] = &["main", "feature"];
+const FILES: &[&str] = &["src", "src/db.rs", "README.md"];
 
 fn arb_vector() -> impl Strategy<Value = Vec<f32>> {
     proptest::collection::vec(-1.0f32..1.0, 8).prop_map(|vector| {
@@ -226,8 +231,9 @@ fn arb_record(id: String) -> impl Strategy<Value = Record> {
         0..=10u32,
         0..100i64,
         proptest::option::of(arb_vector()),
+        (proptest::option::of(0..BRANCHES.len()), proptest::collection::vec(0..FILES.len(), 0..3)),
     )
-        .prop_map(move |(words, kind, forgotten, namespace, tags, confidence, day, vector)| Record {
+        .prop_map(move |(words, kind, forgotten, namespace, tags, confidence, day, vector, (branch, files))| Record {
             id: id.clone(),
             kind: MemoryKind::ALL[kind],
             status: if forgotten { Status::Forgotten } else { Status::Active },
@@ -236,6 +242,11 @@ fn arb_record(id: String) -> impl Strategy<Value = Record> {
             confidence: f64::from(confidence) / 10.0,
             occurred_at: Utc.timestamp_opt(1_700_000_000 + day * 86_400, 0).unwrap(),
             text: words.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" "),
+            facets: branch
+                .map(|branch| kenning_core::provenance::branch_facet(BRANCHES[branch]))
+                .into_iter()
+                .chain(files.iter().map(|file| kenning_core::provenance::file_facet(FILES[*file])))
+                .collect(),
             vector,
         })
 }
@@ -261,8 +272,10 @@ fn arb_filter() -> impl Strategy<Value = SearchFilter> {
         proptest::option::of(0..100i64),
         proptest::option::of(0..=10u32),
         proptest::option::of(any::<bool>()),
+        // One past the known names is a name no record has.
+        (proptest::option::of(0..BRANCHES.len() + 1), proptest::option::of(0..FILES.len() + 1)),
     )
-        .prop_map(|(kinds, namespaces, tags, since, until, confidence, active)| SearchFilter {
+        .prop_map(|(kinds, namespaces, tags, since, until, confidence, active, (branch, file))| SearchFilter {
             kinds: kinds.iter().map(|kind| MemoryKind::ALL[*kind]).collect(),
             // One past the known names is a name no record has.
             namespaces: namespaces
@@ -274,6 +287,8 @@ fn arb_filter() -> impl Strategy<Value = SearchFilter> {
             until: until.map(|day| Utc.timestamp_opt(1_700_000_000 + day * 86_400, 0).unwrap()),
             min_confidence: confidence.map(|c| f64::from(c) / 10.0),
             status: active.map(|active| if active { Status::Active } else { Status::Forgotten }),
+            branch: branch.map(|n| BRANCHES.get(n).copied().unwrap_or("unheard-of").to_owned()),
+            file: file.map(|n| FILES.get(n).copied().unwrap_or("unheard-of").to_owned()),
         })
 }
 
@@ -376,6 +391,7 @@ fn a_damaged_image_is_refused() {
                 confidence: 0.5,
                 occurred_at: Utc.timestamp_opt(1_700_000_000 + key * 3600, 0).unwrap(),
                 text: format!("{} {} {}", WORDS[key as usize % WORDS.len()], WORDS[(key as usize * 7) % WORDS.len()], key),
+                facets: Vec::new(),
                 vector: Some((0..8).map(|n| ((key + n) % 5) as f32 - 2.0).collect()),
             };
             (key, record)
@@ -428,6 +444,7 @@ fn two_step_vector_search_over_an_image_and_added_rows_matches_a_fresh_index() {
             confidence: 0.9,
             occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
             text: format!("memory {key}"),
+            facets: Vec::new(),
             vector: Some(unit_vector()),
         }));
     }
@@ -462,6 +479,7 @@ fn a_vector_from_an_unloaded_model_is_ignored_until_loaded() {
         confidence: 0.9,
         occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
         text: "pool size".into(),
+        facets: Vec::new(),
         vector: Some(vec![1.0, 0.0]),
     };
     upsert(&mut index, 1, &record);
@@ -498,6 +516,7 @@ fn two_step_vector_search_finds_a_stored_vector_first() {
             confidence: 0.9,
             occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
             text: format!("memory {key}"),
+            facets: Vec::new(),
             vector: Some(vector.clone()),
         };
         upsert(&mut index, key, &record);

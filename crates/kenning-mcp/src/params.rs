@@ -155,6 +155,10 @@ pub struct RecallArgs {
     pub until: Option<String>,
     /// Only memories with at least this confidence, 0 to 1.
     pub min_confidence: Option<f64>,
+    /// Only memories captured on this git branch.
+    pub branch: Option<String>,
+    /// Only memories about this file or directory (named in metadata `file`/`files` or in the text), relative to the repository root.
+    pub file: Option<String>,
 }
 
 impl From<RecallArgs> for RecallRequest {
@@ -172,6 +176,8 @@ impl From<RecallArgs> for RecallRequest {
             since: args.since,
             until: args.until,
             min_confidence: args.min_confidence,
+            branch: args.branch,
+            file: args.file,
         }
     }
 }

@@ -33,6 +33,11 @@ pub(crate) fn condition_on(alias: &str, filter: &SearchFilter, params: &mut Para
     if let Some(min_confidence) = filter.min_confidence {
         clauses.push(format!("{alias}.confidence >= {}", params.push(min_confidence)));
     }
+    let facets = filter.facets();
+    if !facets.is_empty() {
+        // Containment, answered by the GIN index on facets, as for tags.
+        clauses.push(format!("{alias}.facets @> {}", params.push(facets)));
+    }
     if let Some(status) = filter.status {
         clauses.push(format!("{alias}.status = {}", params.push(status.as_str().to_owned())));
     }

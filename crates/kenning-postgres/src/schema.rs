@@ -128,7 +128,18 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     FROM memories m, jsonb_array_elements(m.body::jsonb->'links') AS link
     ON CONFLICT DO NOTHING;
     "#,
+    // 3: provenance facets (`kenning_core::provenance::facets`: the branch a memory was
+    // captured on, the files it is about) for the branch and file filters, answered by
+    // containment through a GIN index as tags are. The rows already stored get theirs from
+    // `fill_facets`, which needs the core's rules.
+    r#"
+    ALTER TABLE memories ADD COLUMN facets text[] NOT NULL DEFAULT '{}';
+    CREATE INDEX memories_facets ON memories USING gin (facets);
+    "#,
 ];
+
+/// The migration that added the facets column, counted from 1.
+const FACETS_MIGRATION: i64 = 3;
 
 /// The advisory lock key every kenning process takes while it migrates ("kenning" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6b65_6e6e_696e_67;
@@ -173,8 +184,21 @@ async fn migrate_in_transaction(client: &impl GenericClient, schema: &str, targe
         version = index as i64 + 1;
         tracing::info!(schema, version, "migrated organisation store schema");
     }
+    if found < FACETS_MIGRATION && version >= FACETS_MIGRATION {
+        fill_facets(client).await?;
+    }
     if version != found {
         client.execute("UPDATE schema_migrations SET version = $1", &[&version]).await?;
+    }
+    Ok(())
+}
+
+/// Computes the facets of every stored memory (see migration 3).
+async fn fill_facets(client: &impl GenericClient) -> Result<()> {
+    for row in client.query("SELECT seq, body FROM memories", &[]).await? {
+        let seq: i64 = row.get(0);
+        let memory: kenning_core::Memory = serde_json::from_str(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        client.execute("UPDATE memories SET facets = $2 WHERE seq = $1", &[&seq, &kenning_core::provenance::facets(&memory)]).await?;
     }
     Ok(())
 }

@@ -161,8 +161,8 @@ pub(crate) async fn rebuild_index(tx: &impl GenericClient) -> Result<u64> {
         let seq: i64 = row.get(0);
         let memory = decode_row(&row, 1)?;
         tx.execute(
-            "UPDATE memories SET search = to_tsvector('english', $2), tags = $3 WHERE seq = $1",
-            &[&seq, &searchable(&memory.search_text()), &memory.tags],
+            "UPDATE memories SET search = to_tsvector('english', $2), tags = $3, facets = $4 WHERE seq = $1",
+            &[&seq, &searchable(&memory.search_text()), &memory.tags, &facets(&memory)],
         )
         .await?;
         relations::sync_links(tx, &memory).await?;
@@ -217,8 +217,8 @@ async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Res
     let inserted = tx
         .query_opt(
             "INSERT INTO memories (id, namespace, kind, status, confidence, created_at, occurred_at, content_hash, \
-             version, tags, access_count, last_accessed_at, search, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_tsvector('english', $13), $14) \
+             version, tags, access_count, last_accessed_at, search, body, facets) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_tsvector('english', $13), $14, $15) \
              ON CONFLICT (namespace, content_hash) WHERE status = 'active' DO NOTHING RETURNING seq",
             &[
                 &memory.id.as_str(),
@@ -235,6 +235,7 @@ async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Res
                 &memory.last_accessed_at.map(time_key),
                 &searchable(&memory.search_text()),
                 &encode_memory(memory)?,
+                &facets(memory),
             ],
         )
         .await?;
@@ -253,7 +254,7 @@ async fn update_row(tx: &impl GenericClient, seq: i64, memory: &Memory, hash: &s
         "UPDATE memories SET id = $2, namespace = $3, kind = $4, status = $5, confidence = $6, created_at = $7, \
          occurred_at = $8, content_hash = $9, version = $10, tags = $11, \
          access_count = greatest(access_count, $12), last_accessed_at = greatest(last_accessed_at, $13), \
-         search = to_tsvector('english', $14), body = $15 WHERE seq = $1",
+         search = to_tsvector('english', $14), body = $15, facets = $16 WHERE seq = $1",
         &[
             &seq,
             &memory.id.as_str(),
@@ -270,10 +271,15 @@ async fn update_row(tx: &impl GenericClient, seq: i64, memory: &Memory, hash: &s
             &memory.last_accessed_at.map(time_key),
             &searchable(&memory.search_text()),
             &encode_memory(memory)?,
+            &facets(memory),
         ],
     )
     .await?;
     relations::sync_links(tx, memory).await
+}
+
+fn facets(memory: &Memory) -> Vec<String> {
+    kenning_core::provenance::facets(memory)
 }
 
 /// A unique violation of the active-content index during a replace means a concurrent writer

@@ -39,6 +39,11 @@ pub(crate) fn condition(filter: &SearchFilter) -> Condition {
         clauses.push("m.confidence >= ?".to_owned());
         params.push(Value::Real(min_confidence));
     }
+    for facet in filter.facets() {
+        // Facets are stored one per line: a whole line must match.
+        clauses.push("instr(char(10) || m.facets || char(10), char(10) || ? || char(10)) > 0".to_owned());
+        params.push(Value::Text(facet));
+    }
     if let Some(status) = filter.status {
         // The unary plus keeps SQLite from answering this through the partial index on active
         // rows, which exists for duplicate detection: without statistics the planner prefers it,

@@ -168,7 +168,16 @@ const MIGRATIONS: &[&str] = &[
         reason TEXT NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 6: provenance facets (`kenning_core::provenance::facets`: the branch a memory was
+    // captured on, the files it is about), one per line, for the branch and file filters. The
+    // rows already stored get theirs from `fill_facets` below, which needs the core's rules.
+    r#"
+    ALTER TABLE memories ADD COLUMN facets TEXT NOT NULL DEFAULT '';
+    "#,
 ];
+
+/// The migration that added the facets column, counted from 1.
+const FACETS_MIGRATION: i64 = 6;
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped
 /// inside one write transaction, so when two processes open a new store at once, one migrates
@@ -184,10 +193,31 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         tx.execute_batch(sql)?;
         tracing::info!(path = %path.display(), version = index + 1, "migrated memory store schema");
     }
+    if found < FACETS_MIGRATION && supported >= FACETS_MIGRATION {
+        fill_facets(&tx)?;
+    }
     if found < supported {
         // PRAGMA takes no bound parameters; the value is a constant of this build.
         tx.execute_batch(&format!("PRAGMA user_version = {supported}"))?;
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// Computes the facets of every stored memory (see migration 6).
+fn fill_facets(conn: &Connection) -> Result<()> {
+    let mut rows = Vec::new();
+    {
+        let mut statement = conn.prepare("SELECT seq, body FROM memories")?;
+        let mut query = statement.query([])?;
+        while let Some(row) = query.next()? {
+            let memory = crate::codec::decode_memory(&row.get::<_, String>(1)?)?;
+            rows.push((row.get::<_, i64>(0)?, crate::codec::encode_facets(&memory)));
+        }
+    }
+    let mut update = conn.prepare("UPDATE memories SET facets = ? WHERE seq = ?")?;
+    for (seq, facets) in rows {
+        update.execute(rusqlite::params![facets, seq])?;
+    }
     Ok(())
 }

@@ -22,7 +22,7 @@ use kenning_index::{DocInput, SearchIndex};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, Rows, params};
 
-use crate::codec::parse_time_key;
+use crate::codec::{decode_facets, parse_time_key};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::index_file::{self, Refused};
@@ -301,7 +301,7 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
     let mut tags: Vec<String> = Vec::new();
 
     let mut rows_statement = conn.prepare_cached(
-        "SELECT seq, id, namespace, kind, status, confidence, occurred_at, search_text FROM memories \
+        "SELECT seq, id, namespace, kind, status, confidence, occurred_at, search_text, facets FROM memories \
          WHERE change_seq > ?1 AND change_seq <= ?2 ORDER BY change_seq, seq",
     )?;
     let mut rows = rows_statement.query(params![after, head])?;
@@ -315,6 +315,7 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
         let id: String = row.get(1)?;
         let namespace: String = row.get(2)?;
         let text: String = row.get(7)?;
+        let facets = decode_facets(&row.get::<_, String>(8)?);
         let doc = DocInput {
             id: &id,
             kind: MemoryKind::parse(&row.get::<_, String>(3)?).map_err(corrupt)?,
@@ -324,6 +325,7 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
             confidence: row.get(5)?,
             occurred_at: parse_time_key(&row.get::<_, String>(6)?)?,
             text: &text,
+            facets: &facets,
         };
         // The row's vectors follow below; until then it has none.
         index.upsert(seq, &doc, &[]);

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::codec::{decode_memory, encode_memory, time_key};
+use crate::codec::{decode_memory, encode_facets, encode_memory, time_key};
 use crate::error::{Error, Result};
 use crate::{relations, vector};
 
@@ -142,8 +142,8 @@ pub(crate) fn rebuild_index(conn: &Connection) -> Result<u64> {
     while let Some(row) = rows.next()? {
         let memory = decode_memory(&row.get::<_, String>(1)?)?;
         let seq: i64 = row.get(0)?;
-        conn.prepare_cached("UPDATE memories SET search_text = ?, change_seq = ? WHERE seq = ?")?
-            .execute(params![memory.search_text(), change, seq])?;
+        conn.prepare_cached("UPDATE memories SET search_text = ?, facets = ?, change_seq = ? WHERE seq = ?")?
+            .execute(params![memory.search_text(), encode_facets(&memory), change, seq])?;
         write_tags(conn, &memory)?;
         relations::sync_links(conn, &memory)?;
         indexed += 1;
@@ -194,12 +194,12 @@ pub(crate) fn active_duplicate(conn: &Connection, memory: &Memory, hash: &str, e
 pub(crate) fn write_row(conn: &Connection, memory: &Memory, hash: &str, seq: Option<i64>) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO memories (seq, id, namespace, kind, status, confidence, created_at, occurred_at, \
-         content_hash, version, body, change_seq, search_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         content_hash, version, body, change_seq, search_text, facets) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
          ON CONFLICT (seq) DO UPDATE SET id = excluded.id, namespace = excluded.namespace, \
          kind = excluded.kind, status = excluded.status, confidence = excluded.confidence, \
          created_at = excluded.created_at, occurred_at = excluded.occurred_at, \
          content_hash = excluded.content_hash, version = excluded.version, body = excluded.body, \
-         change_seq = excluded.change_seq, search_text = excluded.search_text",
+         change_seq = excluded.change_seq, search_text = excluded.search_text, facets = excluded.facets",
     )?
     .execute(params![
         seq,
@@ -215,6 +215,7 @@ pub(crate) fn write_row(conn: &Connection, memory: &Memory, hash: &str, seq: Opt
         encode_memory(memory)?,
         next_change(conn)?,
         memory.search_text(),
+        encode_facets(memory),
     ])?;
     if seq.is_some() {
         conn.prepare_cached("DELETE FROM memory_tags WHERE memory_id = ?")?.execute([memory.id.as_str()])?;

@@ -223,6 +223,12 @@ pub struct RecallArgs {
     pub until: Option<String>,
     #[arg(long)]
     pub min_confidence: Option<f64>,
+    /// Only memories captured on this git branch.
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Only memories about this file or directory (a path from the current directory, inside the repository).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -40,7 +40,11 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
         .map(|(domain, store)| DomainStore { domain: domain.clone(), store: store.clone() as Arc<dyn MemoryStore> })
         .collect();
     let decision_domains = stores.into_iter().map(|(domain, store)| DecisionDomain { domain, store }).collect();
-    let memory = Arc::new(MemoryService::new(memory_domains, embedder(config)?).with_author(config.author()));
+    let memory = Arc::new(
+        MemoryService::new(memory_domains, embedder(config)?)
+            .with_author(config.author())
+            .with_repository_root(project.map(|project| project.root.clone())),
+    );
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
         None => ModuleList::default(),

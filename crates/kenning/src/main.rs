@@ -138,6 +138,8 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
                 since: args.since,
                 until: args.until,
                 min_confidence: args.min_confidence,
+                branch: args.branch,
+                file: args.file.as_deref().map(project::path_from_here),
             })?;
             print(json, &page, render::recall)
         }

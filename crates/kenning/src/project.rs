@@ -32,6 +32,30 @@ impl Project {
     }
 }
 
+/// A path as a person typed it, relative to the working directory, made absolute the way
+/// discovery resolves the repository root (symbolic links followed), so that the engine can
+/// make it relative to that root. A path that does not exist (a deleted file is still
+/// remembered) is resolved as far as its nearest existing parent.
+pub fn path_from_here(path: &Path) -> String {
+    let absolute = std::env::current_dir().map(|dir| dir.join(path)).unwrap_or_else(|_| path.to_owned());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            break resolved;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => break absolute.clone(),
+        }
+    };
+    let full = rest.iter().rev().fold(resolved, |path, name| path.join(name));
+    full.to_string_lossy().into_owned()
+}
+
 /// What discovery needs to know of a repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Repository {

@@ -352,6 +352,27 @@ fn project_domain_exists_only_inside_a_git_repository() {
     assert_eq!(domains(&disabled), vec!["user".to_owned()]);
 }
 
+#[test]
+fn recall_by_branch_and_by_file_from_any_folder_of_the_repository() {
+    let sandbox = Sandbox::new();
+    sandbox.git(&["symbolic-ref", "HEAD", "refs/heads/feature"]);
+    let retry = text(&sandbox.json(&["capture", "The retry loop in src/net/retry.rs backs off exponentially."]), "/urn").to_owned();
+    sandbox.git(&["symbolic-ref", "HEAD", "refs/heads/main"]);
+    let timeouts = text(&sandbox.json(&["capture", "Network timeouts are set in config/net.toml, not in code."]), "/urn").to_owned();
+
+    assert_eq!(recalled_urns(&sandbox.json(&["recall", "retry network timeouts", "--branch", "feature"])), [retry.clone()]);
+    assert_eq!(recalled_urns(&sandbox.json(&["recall", "retry network timeouts", "--branch", "main"])), [timeouts.clone()]);
+    // A path is taken from the current folder, and need not exist any more.
+    let net = sandbox.repo().join("src/net");
+    std::fs::create_dir_all(&net).unwrap();
+    assert_eq!(recalled_urns(&sandbox.json_in(&net, &["recall", "retry network timeouts", "--file", "retry.rs"])), [retry.clone()]);
+    assert_eq!(recalled_urns(&sandbox.json_in(&net, &["recall", "retry network timeouts", "--file", "../../config"])), [timeouts]);
+    assert_eq!(recalled_urns(&sandbox.json(&["recall", "retry network timeouts", "--file", "src"])), [retry]);
+
+    let stderr = sandbox.failure(&["recall", "retry", "--file", "../outside/notes.md"]);
+    assert!(stderr.contains("`file`") && stderr.contains("outside the repository") && stderr.contains("suggestion:"), "{stderr}");
+}
+
 /// The MCP server (stdio and streamable HTTP) against the official Python SDK: see tests/e2e.
 #[test]
 fn python_mcp_sdk_end_to_end() {
