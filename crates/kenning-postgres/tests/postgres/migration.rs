@@ -1,5 +1,6 @@
 //! Schema migrations: an empty database gets the whole schema on the first call; a schema left
-//! at the previous version by an older build is upgraded in place, its memories kept.
+//! at the first version by an older build is upgraded in place through every later migration,
+//! its memories kept.
 
 use kenning_conformance::fixtures::{id, memory};
 use kenning_core::decision::{DecisionStore, Node, NodeKind};
@@ -16,13 +17,14 @@ fn an_empty_database_gets_the_latest_schema() {
 }
 
 #[test]
-fn the_previous_schema_version_is_upgraded_with_its_memories() {
+fn an_older_schema_is_upgraded_with_its_memories() {
     let schema = fresh_schema("upgrade");
-    let previous = PostgresStore::latest_schema_version() - 1;
+    let previous = 1;
     migrate_to(&settings(&schema), previous as usize).unwrap();
 
-    // A memory as the previous schema holds it, written the way that build wrote it.
-    let mut old = memory("written-before-the-upgrade", "learnings", "Index foreign keys before the nightly import.");
+    // A memory as the first schema holds it, written the way that build wrote it.
+    let mut old = memory("written-before-the-upgrade", "learnings", "Index foreign keys before the nightly import in db/import.sql.");
+    old.metadata.insert(kenning_core::provenance::BRANCH_KEY.to_owned(), "main".to_owned());
     old.links = vec![Link {
         target: MemoryUrn::parse("links.target", "kenning://user/learnings/older-note").unwrap(),
         relation: "relates-to".to_owned(),
@@ -51,4 +53,7 @@ fn the_previous_schema_version_is_upgraded_with_its_memories() {
     let edges = store.edges_to(&target).unwrap();
     assert_eq!(edges.len(), 1, "{edges:?}");
     assert_eq!(edges[0].from, Node::memory(&old.id));
+    // The upgrade gave the memory its provenance facets (migration 3).
+    let about = SearchFilter { branch: Some("main".to_owned()), file: Some("db".to_owned()), ..SearchFilter::active() };
+    assert_eq!(store.count(&about).unwrap(), 1);
 }
