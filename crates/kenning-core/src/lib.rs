@@ -43,5 +43,5 @@ pub use memory::{
     BUILT_IN_NAMESPACES, Link, MAX_AUTHOR_CHARS, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
 };
 pub use search::{Cursor, Detail, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats, SyncReport};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, StoreStats, SyncReport};
 pub use urn::{Domain, MemoryUrn, Urn};

@@ -28,6 +28,7 @@ mod db;
 mod decisions;
 mod error;
 mod filter;
+mod purge;
 mod read;
 mod relations;
 mod schema;

@@ -10,12 +10,13 @@ use kenning_core::decision::{
     SkillSync,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    StoreStats,
 };
 
 use crate::db::{Db, Settings, VectorIndex};
 use crate::error::Error;
-use crate::{decisions, read, relations, schema, write};
+use crate::{decisions, purge, read, relations, schema, write};
 
 /// A memory store, and the decision store beside it, in one PostgreSQL schema.
 ///
@@ -192,6 +193,19 @@ impl MemoryStore for PostgresStore {
 
     fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
         Ok(on_connection!(self, |client| read::missing_embeddings(client, model, limit).await?)?)
+    }
+
+    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+        Ok(self.db.run_retrying(|mut client| async move {
+            let tx = client.transaction().await?;
+            let counts = purge::purge_author(&tx, author).await?;
+            if apply {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(counts)
+        })?)
     }
 
     fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {

@@ -171,6 +171,11 @@ pub(crate) fn apply(conn: &Connection, update: &MirrorUpdate, embeddings: &[Vers
     for (target, edges) in edges_to {
         relations::replace_edges_to(conn, &Node::memory(target), edges)?;
     }
+    if applied.removed > 0 {
+        // Other processes' indexes learn of changed rows by their change numbers, which a
+        // deleted row no longer has; a new identity makes them rebuild (see `purge`).
+        crate::purge::renew_identity(conn)?;
+    }
     set_state(conn, SOURCE, &update.source)?;
     apply_embeddings(conn, embeddings)?;
     Ok(applied)

@@ -199,6 +199,20 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             eprintln!("exported {count} memories");
             Ok(())
         }
+        Command::Purge { author, domain, dry_run, yes } => {
+            if !dry_run && !yes {
+                return Err(kenning_engine::Error::Invalid(kenning_core::FieldError::new(
+                    "yes",
+                    "is required: a purge deletes for good and cannot be undone",
+                    "absent",
+                    "run with --dry-run to see what would be removed, then with --yes to remove it",
+                ))
+                .into());
+            }
+            let purged = memory.purge_authored(&author, domain.as_deref(), yes)?;
+            let report = PurgeSummary { author, dry_run, domains: purged };
+            print(json, &report, render::purge)
+        }
         Command::Import { file, into } => {
             let text = if file.as_os_str() == "-" {
                 read_stdin()?
@@ -217,6 +231,14 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             })
         }
     }
+}
+
+/// What `kenning purge` removed, or would remove.
+#[derive(Serialize)]
+pub(crate) struct PurgeSummary {
+    pub(crate) author: String,
+    pub(crate) dry_run: bool,
+    pub(crate) domains: Vec<kenning_engine::DomainPurge>,
 }
 
 /// What `kenning sync --setup` changed.
