@@ -8,7 +8,7 @@ use kenning_core::{Domain, MemoryUrn, Namespace};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::views::timestamp;
+use crate::views::{RedactionView, timestamp};
 
 /// The URN of a decision's memory.
 pub(crate) fn decision_urn(domain: &Domain, decision: &Decision) -> String {
@@ -33,6 +33,11 @@ pub struct CaptureDecisionResult {
     pub confidence: f64,
     pub module: String,
     pub message: String,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The result of `decision_update`.
@@ -48,6 +53,11 @@ pub struct UpdateDecisionResult {
     pub updated_at: String,
     /// Grows by one with every change.
     pub revision: u32,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A signal as recorded.
@@ -92,6 +102,11 @@ pub struct SignalResult {
     /// `module_calibration` or `stated_confidence`.
     pub prior_source: String,
     pub signals_counted: usize,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An outcome as recorded.
@@ -363,6 +378,11 @@ pub struct OutcomeResult {
     /// Skills and antipatterns the outcome created, updated, revived or retired.
     pub skills: Vec<SkillChange>,
     pub recommendation: String,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The calibration of one module, or of all of them (`module: "all"`).

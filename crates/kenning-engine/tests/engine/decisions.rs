@@ -524,3 +524,60 @@ fn anomalies_name_a_module_whose_success_rate_dropped() {
     assert_eq!(found, [("frontend", "success_rate_dropped"), ("all", "success_rate_dropped")]);
     assert!(view.anomalies[0].message.contains("80%") && view.anomalies[0].message.contains("20%"), "{}", view.anomalies[0].message);
 }
+
+#[test]
+fn secrets_in_decision_inputs_are_redacted_before_they_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let (aws, github, slack) = ("AKIA7QX3MZ2LP9WTR4KD", "ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue", "xoxb-2048-4096-Zr8kLm2Qp9Xv4Tn6");
+    let input = CaptureDecision {
+        statement: format!("Deploy with the CI user {aws}"),
+        alternatives: Some(vec!["Deploy by hand".into(), "Use postgres://admin:Kx9pl4ne42@db.internal/orders".into()]),
+        confidence: Some(0.7),
+        module: Some("infra".into()),
+        assumptions: vec![format!("The token {github} stays valid")],
+        rationale: Some("DB_PASSWORD=Kx9-pl4ne-42 is already in the runner".into()),
+        ..CaptureDecision::default()
+    };
+    let captured = decisions.capture(input, None).unwrap();
+    let fields: Vec<(&str, &str)> = captured.redacted.iter().map(|r| (r.field.as_str(), r.kind.as_str())).collect();
+    assert_eq!(fields.len(), 4, "{fields:?}");
+    for field in ["statement", "rationale", "assumptions[0]", "alternatives[1]"] {
+        assert!(fields.iter().any(|(name, _)| *name == field), "{field} not reported: {fields:?}");
+    }
+    assert!(captured.warnings.iter().any(|warning| warning.contains("4 secrets were replaced")), "{:?}", captured.warnings);
+
+    let notes = UpdateDecision { notes: Some(format!("Slack bot {slack} posts the deploys")), ..UpdateDecision::default() };
+    let updated = decisions.update(&captured.decision_id, notes).unwrap();
+    assert_eq!(updated.redacted.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(), ["notes"]);
+    let signal = SignalInput {
+        signal_type: "ci_failed".into(),
+        valence: "negative".into(),
+        description: Some(format!("CI printed {github}")),
+        metrics: [("log".to_owned(), serde_json::json!(["ok", format!("key {aws}")]))].into(),
+    };
+    let recorded = decisions.record_signal(&captured.decision_id, signal).unwrap();
+    let fields: Vec<&str> = recorded.redacted.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(fields, ["description", "metrics.log"]);
+    let outcome = OutcomeInput {
+        final_status: "failure".into(),
+        lessons_learned: vec![format!("Never paste {github} into a decision")],
+        signals: [("incident".to_owned(), serde_json::json!(format!("leaked {slack}")))].into(),
+        ..OutcomeInput::default()
+    };
+    let finished = decisions.record_outcome(&captured.decision_id, outcome).unwrap();
+    let fields: Vec<&str> = finished.redacted.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(fields, ["lessons_learned[0]", "signals.incident"]);
+    assert!(!finished.warnings.is_empty());
+
+    // Nothing stored, in the decision, its memory, the lesson or the history, holds a secret.
+    let detail = serde_json::to_string(&decisions.get(&captured.decision_id, true).unwrap()).unwrap();
+    let history = serde_json::to_string(&decisions.memory().history(&captured.urn).unwrap()).unwrap();
+    let lesson = serde_json::to_string(&decisions.memory().get(&finished.lesson_urns[0]).unwrap()).unwrap();
+    for text in [&detail, &history, &lesson] {
+        for secret in [aws, github, slack, "Kx9pl4ne42", "Kx9-pl4ne-42"] {
+            assert!(!text.contains(secret), "{secret} was stored: {text}");
+        }
+    }
+    assert!(detail.contains("[REDACTED:github-token]"), "{detail}");
+}
