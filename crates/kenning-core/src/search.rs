@@ -231,6 +231,22 @@ mod tests {
         assert_eq!(error.field, "cursor");
     }
 
+    /// Regression: `offffffffffffffff` decoded to usize::MAX and overflowed page arithmetic.
+    #[test]
+    fn crafted_cursors_are_refused() {
+        for crafted in ["offffffffffffffff", "o100000000", "o+1", "o01", "oA", "o", "o-1", "o1 "] {
+            assert_eq!(Cursor::decode(crafted).unwrap_err().field, "cursor", "{crafted}");
+        }
+        assert_eq!(Cursor::decode("offffffff").unwrap().offset, MAX_CURSOR_OFFSET);
+    }
+
+    #[test]
+    fn oversized_queries_are_refused_naming_the_field() {
+        assert!(check_query_length("query", &"a".repeat(MAX_QUERY_BYTES)).is_ok());
+        let error = check_query_length("text", &"é".repeat(MAX_QUERY_BYTES)).unwrap_err();
+        assert_eq!(error.field, "text");
+    }
+
     #[test]
     fn snippet_centres_on_the_query() {
         let content = format!("{} the connection pool was exhausted {}", "filler ".repeat(40), "tail ".repeat(40));
