@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from harness import PROJECT_DOMAIN, Connection, Workspace, connect
 
@@ -103,12 +104,15 @@ async def test_memory_promote_copies_into_org_with_a_link_back(ws: Workspace, tr
         page = await conn.ok("memory_recall", {"query": "idempotency key backoff", "domains": ["org"]})
         assert [hit["urn"] for hit in page["results"]] == [copy_urn], page
 
-        # A URN no store holds, and an org memory promoted into the org domain, are refused.
+        # A URN no store holds is not found; an org memory promoted into the org domain is
+        # refused as bad input, naming the field.
         missing = f"kenning://{PROJECT_DOMAIN}/learnings/{UNKNOWN_ID}"
         body = await tool_failure(conn, "memory_promote", {"urn": missing})
         assert body["error"] == "not_found" and body["urn"] == missing, body
-        result = await conn.call("memory_promote", {"urn": copy_urn})
-        assert result.is_error is True, result
+        with pytest.raises(MCPError) as refused:
+            await conn.call("memory_promote", {"urn": copy_urn})
+        assert refused.value.code == -32602, refused.value
+        assert refused.value.data["field"] == "to", refused.value.data
 
 
 async def test_memory_promote_to_an_unreachable_org_fails_and_writes_nothing(ws: Workspace) -> None:
