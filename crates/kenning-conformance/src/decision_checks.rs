@@ -56,7 +56,7 @@ fn moved(store: &dyn DecisionStore, current: &Decision, status: DecisionStatus, 
     next.revision += 1;
     next.updated_at = now;
     let memory = store.get(&current.id.memory_id()).unwrap().unwrap();
-    let (next_memory, previous) = kenning_core::decision::input::refresh_decision_memory(&memory, &next, None, "status changed", now).unwrap();
+    let (next_memory, previous) = kenning_core::decision::input::refresh_decision_memory(&memory, &next, None, "status changed", now).unwrap().unwrap();
     DecisionChange {
         next,
         expected_revision: current.revision,
@@ -209,7 +209,7 @@ pub fn an_outcome_stores_lessons_and_edges_once(make: MakeDecisionStore) {
     outcome.lesson_ids = lessons.iter().map(|(memory, _)| memory.id.clone()).collect();
     let memory = store.get(&first.id.memory_id()).unwrap().unwrap();
     let (next_memory, previous) =
-        kenning_core::decision::input::refresh_decision_memory(&memory, &next, Some(&outcome), "outcome", at(2)).unwrap();
+        kenning_core::decision::input::refresh_decision_memory(&memory, &next, Some(&outcome), "outcome", at(2)).unwrap().unwrap();
     let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
     let edges = vec![
         Edge { from: Node::decision(&first.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_f1"), created_at: at(2) },
@@ -361,7 +361,7 @@ pub fn purge_removes_decisions_with_their_signals_and_outcomes(make: MakeDecisio
     outcome.lesson_ids = vec![lesson.id.clone()];
     let current = store.get(&decision.id.memory_id()).unwrap().unwrap();
     let (next_memory, previous) =
-        kenning_core::decision::input::refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(3)).unwrap();
+        kenning_core::decision::input::refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(3)).unwrap().unwrap();
     let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
     let edges = vec![
         Edge { from: Node::decision(&decision.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_p1"), created_at: at(3) },

@@ -8,6 +8,8 @@
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
 //! - [`secrets`] finds API keys, tokens, passwords, private keys and credentials in text and
 //!   replaces them with `[REDACTED:kind]` before anything is stored ([`secrets::redact_capture`]).
+//! - [`interrupt`] lets a front end call off a request's work (cancelled, or past its deadline)
+//!   and lets long loops below notice.
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
@@ -26,6 +28,7 @@ pub mod calibration;
 pub mod decision;
 pub mod error;
 pub mod input;
+pub mod interrupt;
 pub mod memory;
 pub mod search;
 pub mod secrets;

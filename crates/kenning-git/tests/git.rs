@@ -238,7 +238,7 @@ fn populate(store: &GitNotesStore) {
     .unwrap();
     outcome.lesson_ids = vec![lesson.id.clone()];
     let current = store.get(&decision.id.memory_id()).unwrap().unwrap();
-    let (next_memory, previous) = refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(50)).unwrap();
+    let (next_memory, previous) = refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(50)).unwrap().unwrap();
     let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
     let edges = [
         Edge { from: Node::decision(&decision.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_cache"), created_at: at(50) },

@@ -10,6 +10,9 @@ use kenning_mcp::resources;
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
 
+#[path = "mcp/fuzz.rs"]
+mod fuzz;
+
 fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
     services(dir).0
 }

@@ -138,6 +138,30 @@ pub fn migrate_to(settings: &Settings, version: usize) -> Result<(), Error> {
     db.run(|client| async move { schema::migrate(&client, &schema, Some(version)).await })
 }
 
+/// What a connection to the server shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The server's version, as `SHOW server_version` gives it.
+    pub version: String,
+    /// The TLS protocol of the connection (`TLSv1.3`), or `None` when it is not encrypted.
+    pub tls: Option<String>,
+}
+
+/// Connects as `settings` say, without touching kenning's schema, and reports the server's
+/// version and whether the connection is encrypted: to check a URL's TLS settings against a
+/// server before a store uses it.
+pub fn probe(settings: &Settings) -> Result<ServerInfo, Error> {
+    let db = Db::open_unmigrated(settings)?;
+    db.run(|client| async move {
+        let version: String = client.query_one("SHOW server_version", &[]).await?.get(0);
+        let tls: Option<String> = client
+            .query_opt("SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl", &[])
+            .await?
+            .map(|row| row.get(0));
+        Ok(ServerInfo { version, tls })
+    })
+}
+
 type CoreResult<T> = kenning_core::Result<T>;
 
 impl MemoryStore for PostgresStore {

@@ -43,6 +43,19 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("KENNING_LOG").unwrap_or_else(|_| "warn,rmcp=error".into()),
         )
         .init();
+    // A panic is a bug: the user gets one line on stderr saying so and where, not a backtrace;
+    // stdout stays clean for the stdio transport. A panic inside a tool call is also answered
+    // to the client as an internal error (-32603).
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let place = info.location().map(|location| format!(" at {}:{}", location.file(), location.line())).unwrap_or_default();
+        eprintln!("kenning: internal error{place}: {message} (this is a bug; please report it)");
+    }));
     let outcome = if matches!(cli.command, Command::Doctor) {
         doctor::run(cli.json)
     } else {

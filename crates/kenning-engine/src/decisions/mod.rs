@@ -222,7 +222,7 @@ impl DecisionService {
     /// The next version of a decision's memory after `next`, embedded if its text changed.
     fn memory_change(&self, entry: &DecisionDomain, next: &Decision, outcome: Option<&Outcome>, reason: &str) -> Result<Option<MemoryChange>> {
         let Some(current) = entry.store.get(&next.id.memory_id())? else { return Ok(None) };
-        let Some((memory, previous)) = refresh_decision_memory(&current, next, outcome, reason, self.memory.now()) else {
+        let Some((memory, previous)) = refresh_decision_memory(&current, next, outcome, reason, self.memory.now())? else {
             return Ok(None);
         };
         let embedding = if memory.search_text() == current.search_text() { None } else { self.memory.embed_one(&memory.search_text())? };
@@ -394,6 +394,9 @@ impl DecisionService {
             file: query.file.as_deref().map(str::trim).filter(|file| !file.is_empty()).map(str::to_owned),
             ..DecisionFilter::default()
         };
+        if let Some(text) = query.text.as_deref() {
+            kenning_core::search::check_query_length("text", text)?;
+        }
         let text = query.text.as_deref().map(str::trim).filter(|text| !text.is_empty());
         let (records, total) = match text {
             None => {

@@ -401,7 +401,7 @@ pub struct CalibrationView {
     /// mean_confidence - success_rate: positive means overconfident.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence_gap: Option<f64>,
-    /// insufficient_data (under 3 outcomes), well_calibrated, overconfident or underconfident.
+    /// insufficient_data (under 3 outcomes), well_calibrated, overconfident, underconfident (the average beyond its interval and a 5-point margin) or miscalibrated (the reliability bins beyond theirs).
     pub status: String,
     pub alpha: f64,
     pub beta: f64,
@@ -415,6 +415,12 @@ pub struct CalibrationView {
     /// Mean of (stated confidence - score)^2; 0 is perfect.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brier_score: Option<f64>,
+    /// Mean |stated confidence - observed success| over the reliability bins, weighted by their outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_calibration_error: Option<f64>,
+    /// The same distance counted only outside each bin's own 95% credible interval; above 0.05 is miscalibrated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excess_calibration_error: Option<f64>,
     /// Stated-confidence bins against observed success.
     pub reliability: Vec<ReliabilityRow>,
     pub recommendation: String,
