@@ -49,11 +49,12 @@ fn nearest(store: &PostgresStore, query: &[f32]) -> Vec<String> {
     store.search_vector(query, MODEL, &SearchFilter::default(), 10).unwrap().into_iter().map(|hit| hit.id.to_string()).collect()
 }
 
-/// How many index scans the server has counted on the HNSW indexes of `schema`. The counters
-/// reach the statistics views shortly after the scanning sessions' transactions end, so this
-/// waits (up to ten seconds) for a non-zero count.
+/// How many index scans the server has counted on the HNSW indexes of `schema`. A session
+/// flushes its counters to the statistics views when it goes idle, but no more than once a
+/// second; one flushed within that second waits for the idle timeout of ten seconds. So this
+/// waits up to thirty seconds for a non-zero count (ten was seen to fall short once).
 fn hnsw_scans(client: &mut postgres::Client, schema: &str) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let scans: i64 = client
             .query_one(
