@@ -59,6 +59,16 @@ MISFITS = [
          '{"jsonrpc": "2.0", "id": 11, "method": "resources/read", "params": "kenning://x"}',
          -32602, 11, "params"),
     Case("unknown_method", '{"jsonrpc": "2.0", "id": 12, "method": "no/such/method"}', -32601, 12, None),
+    # A 1 MB query is refused at once, naming it (it used to keep a core busy for minutes).
+    Case("query_of_a_megabyte",
+         json.dumps({"jsonrpc": "2.0", "id": 13, "method": "tools/call",
+                     "params": {"name": "memory_recall", "arguments": {"query": "word " * 200_000}}}),
+         -32602, 13, "query"),
+    # A crafted cursor used to overflow recall's page arithmetic.
+    Case("crafted_cursor",
+         '{"jsonrpc": "2.0", "id": 14, "method": "tools/call", "params": '
+         '{"name": "memory_recall", "arguments": {"query": "pool", "cursor": "offffffffffffffff"}}}',
+         -32602, 14, "cursor"),
 ]
 
 

@@ -199,6 +199,7 @@ fn status_words(status: CalibrationStatus) -> &'static str {
         CalibrationStatus::WellCalibrated => "well calibrated",
         CalibrationStatus::Overconfident => "overconfident",
         CalibrationStatus::Underconfident => "underconfident",
+        CalibrationStatus::Miscalibrated => "miscalibrated",
     }
 }
 

@@ -840,3 +840,68 @@ pub fn replace_keeps_reads_recorded_since_the_caller_read(make: MakeStore) {
     assert_eq!(stored.access_count, 2);
     assert_eq!(stored.last_accessed_at, Some(at(31)));
 }
+
+pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
+    let store = make();
+    let mut own = memory("purge-own", "learnings", "Ada's zanzibar note about retries.");
+    own.author = Some("ada".to_owned());
+    own.links = vec![Link {
+        target: MemoryUrn::parse("links.target", "kenning://user/learnings/other-1").unwrap(),
+        relation: "relates-to".to_owned(),
+    }];
+    // Captured by ada, then edited by bob: ada's words are in its history, so it goes too.
+    let mut edited = memory("purge-edited", "context", "Ada's zanzibar draft of the deploy steps.");
+    edited.author = Some("ada".to_owned());
+    let mut other = memory("purge-other", "context", "Bob's zanzibar list of flaky tests.");
+    other.author = Some("bob".to_owned());
+    let anonymous = memory("purge-anonymous", "context", "An unattributed zanzibar remark.");
+    let vector = embedding(MODEL, &[1.0, 0.0]);
+    store
+        .insert(&[
+            (own.clone(), Some(vector.clone())),
+            (edited.clone(), None),
+            (other.clone(), Some(embedding(MODEL, &[0.6, 0.8]))),
+            (anonymous.clone(), None),
+        ])
+        .unwrap();
+    let own = update(&*store, &own, |m| m.content = "Ada's zanzibar note about retries, revised.".to_owned());
+    update(&*store, &edited, |m| {
+        m.author = Some("bob".to_owned());
+        m.content = "Bob's zanzibar deploy steps.".to_owned();
+    });
+    assert_eq!(hit_ids(&store.search_text("zanzibar", &all_statuses(), 10).unwrap()).len(), 4, "the index is built before the purge");
+
+    let expected = kenning_core::PurgeCounts { memories: 2, versions: 2, vectors: 0, edges: 1, ..Default::default() };
+    let dry = store.purge_author("ada", false).unwrap();
+    // The revised text dropped the vector of `own` (the content changed without a new one).
+    assert_eq!(dry, expected, "a dry run counts");
+    assert_eq!(store.count(&all_statuses()).unwrap(), 4, "a dry run removes nothing");
+    assert_eq!(store.get(&own.id).unwrap().map(|m| m.version), Some(2));
+    assert_eq!(store.history(&own.id).unwrap().len(), 1);
+
+    store.set_embeddings(&[(own.id.clone(), vector.clone())]).unwrap();
+    let purged = store.purge_author("ada", true).unwrap();
+    assert_eq!(purged, kenning_core::PurgeCounts { vectors: 1, ..expected });
+    for gone in [&own.id, &edited.id] {
+        assert_eq!(store.get(gone).unwrap(), None);
+        assert!(store.history(gone).unwrap().is_empty(), "the history of {gone} is gone too");
+    }
+    assert_eq!(sorted(hit_ids(&store.search_text("zanzibar", &all_statuses(), 10).unwrap())), sorted(vec![anonymous.id.to_string(), other.id.to_string()]));
+    let near = hit_ids(&store.search_vector(&unit(&[1.0, 0.0]), MODEL, &all_statuses(), 10).unwrap());
+    assert_eq!(near, [other.id.to_string()], "the purged vector is out of the vector index");
+    assert_eq!(store.count(&all_statuses()).unwrap(), 2);
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.vectors_by_model.get(MODEL).copied(), Some(1));
+    let exported = store.export(0, EVERYTHING).unwrap();
+    assert!(
+        exported.iter().all(|record| record.memory.author.as_deref() != Some("ada")
+            && record.history.iter().all(|version| version.memory.author.as_deref() != Some("ada"))),
+        "nothing ada wrote is left to export"
+    );
+    assert_eq!(exported.len(), 2);
+
+    assert_eq!(store.purge_author("ada", true).unwrap(), kenning_core::PurgeCounts::default(), "a second purge finds nothing");
+    // The purged content no longer blocks a new capture of the same text.
+    let again = memory("purge-again", "learnings", "Ada's zanzibar note about retries, revised.");
+    assert_eq!(store.insert(&[(again, None)]).unwrap(), [Inserted::Created]);
+}

@@ -56,7 +56,7 @@ fn moved(store: &dyn DecisionStore, current: &Decision, status: DecisionStatus, 
     next.revision += 1;
     next.updated_at = now;
     let memory = store.get(&current.id.memory_id()).unwrap().unwrap();
-    let (next_memory, previous) = kenning_core::decision::input::refresh_decision_memory(&memory, &next, None, "status changed", now).unwrap();
+    let (next_memory, previous) = kenning_core::decision::input::refresh_decision_memory(&memory, &next, None, "status changed", now).unwrap().unwrap();
     DecisionChange {
         next,
         expected_revision: current.revision,
@@ -209,7 +209,7 @@ pub fn an_outcome_stores_lessons_and_edges_once(make: MakeDecisionStore) {
     outcome.lesson_ids = lessons.iter().map(|(memory, _)| memory.id.clone()).collect();
     let memory = store.get(&first.id.memory_id()).unwrap().unwrap();
     let (next_memory, previous) =
-        kenning_core::decision::input::refresh_decision_memory(&memory, &next, Some(&outcome), "outcome", at(2)).unwrap();
+        kenning_core::decision::input::refresh_decision_memory(&memory, &next, Some(&outcome), "outcome", at(2)).unwrap().unwrap();
     let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
     let edges = vec![
         Edge { from: Node::decision(&first.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_f1"), created_at: at(2) },
@@ -338,4 +338,56 @@ pub fn skills_sync_inserts_replaces_and_rewires(make: MakeDecisionStore) {
     let stale = store.sync_skills(&SkillSync { inserts: vec![(fresh.clone(), None)], replaces: vec![change], edges_to: Vec::new() });
     assert!(matches!(stale, Err(Error::Conflict { .. })), "{stale:?}");
     assert_eq!(store.get(&fresh.id).unwrap(), None);
+}
+
+pub fn purge_removes_decisions_with_their_signals_and_outcomes(make: MakeDecisionStore) {
+    let store = make();
+    let (decision, mut memory) = new_decision("dec_p1", "backend", "Adopt the ledger table for billing", &["src/billing"], 0);
+    memory.author = Some("ada".to_owned());
+    store.insert_decision(&decision, &memory, None).unwrap();
+    let kept = insert(&*store, "dec_p2", "backend", &[], 1);
+    let input = SignalInput { signal_type: "ci_failed".into(), valence: "negative".into(), ..SignalInput::default() };
+    store.add_signal(&build_signal(input, &decision.id, "sig_p".to_owned(), at(2)).unwrap()).unwrap();
+    let outcome_input = OutcomeInput {
+        final_status: "failure".into(),
+        final_score: Some(0.1),
+        lessons_learned: vec!["Shadow-write the ledger first".into()],
+        ..OutcomeInput::default()
+    };
+    let (mut outcome, next) = build_outcome(outcome_input, &record(&*store, "dec_p1"), "out_p1".into(), at(3)).unwrap();
+    let decision_urn = MemoryUrn::new(domain(), Namespace::parse("decisions").unwrap(), decision.id.memory_id());
+    let lesson_input = lesson_memory_input(&decision, &decision_urn, kenning_core::decision::OutcomeStatus::Failure, &outcome.lessons[0]);
+    let lesson = build_memory(lesson_input, domain(), id("lesson-p"), at(3)).unwrap();
+    outcome.lesson_ids = vec![lesson.id.clone()];
+    let current = store.get(&decision.id.memory_id()).unwrap().unwrap();
+    let (next_memory, previous) =
+        kenning_core::decision::input::refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(3)).unwrap().unwrap();
+    let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
+    let edges = vec![
+        Edge { from: Node::decision(&decision.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_p1"), created_at: at(3) },
+        Edge { from: Node::signal("sig_p"), relation: relation::PRECEDED.into(), to: Node::outcome("out_p1"), created_at: at(3) },
+    ];
+    store.record_outcome(&change, &outcome, &[(lesson.clone(), None)], &edges).unwrap();
+    // decision -> signal, decision -> outcome, signal -> outcome, outcome -> lesson.
+    let chain = store.causal_chain(&Node::decision(&decision.id), 1).unwrap();
+    assert!(chain.len() >= 2, "{chain:?}");
+
+    let dry = store.purge_author("ada", false).unwrap();
+    assert_eq!((dry.memories, dry.versions, dry.decisions, dry.signals, dry.outcomes), (1, 1, 1, 1, 1), "{dry:?}");
+    assert!(dry.edges >= 4, "observed, resulted-in, preceded and taught at least: {dry:?}");
+    assert!(store.get_decision(&decision.id).unwrap().is_some(), "a dry run removes nothing");
+
+    let purged = store.purge_author("ada", true).unwrap();
+    assert_eq!(purged, dry, "the purge removes what the dry run counted");
+    assert_eq!(store.get_decision(&decision.id).unwrap(), None);
+    assert_eq!(store.get(&decision.id.memory_id()).unwrap(), None);
+    assert!(store.causal_chain(&Node::decision(&decision.id), 5).unwrap().is_empty());
+    assert!(store.edges_to(&Node::outcome("out_p1")).unwrap().is_empty());
+    assert!(store.edges_to(&Node::memory(&lesson.id)).unwrap().is_empty(), "the outcome's edge to its lesson is gone");
+    assert!(store.outcomes(None).unwrap().is_empty());
+    assert_eq!(ids(&store.list_decisions(&DecisionFilter::default(), 0, 10).unwrap()), [kept.id.to_string()]);
+    assert_eq!(store.count_decisions(&DecisionFilter { file: Some("src/billing".into()), ..DecisionFilter::default() }).unwrap(), 0);
+    // The lesson has no author of its own here, so it stays, as do other authors' decisions.
+    assert!(store.get(&lesson.id).unwrap().is_some());
+    assert!(store.get_decision(&kept.id).unwrap().is_some());
 }

@@ -58,6 +58,7 @@ macro_rules! decision_conformance_tests {
             the_causal_chain_survives_cycles,
             memory_links_are_mirrored_as_edges,
             skills_sync_inserts_replaces_and_rewires,
+            purge_removes_decisions_with_their_signals_and_outcomes,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {
@@ -105,6 +106,7 @@ macro_rules! conformance_tests {
             rebuild_index_restores_text_search,
             record_access_bumps_counts,
             replace_keeps_reads_recorded_since_the_caller_read,
+            purge_removes_everything_an_author_wrote,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

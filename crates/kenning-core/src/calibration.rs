@@ -19,8 +19,22 @@
 //!   posterior mean success. Positive means overconfident. Reported whenever there is at least one
 //!   outcome, since both are plain facts.
 //! - **Status.** [`CalibrationStatus::InsufficientData`] below [`MIN_OUTCOMES`] outcomes. Otherwise
-//!   well calibrated when the mean stated confidence lies inside the 95% credible interval
-//!   (inclusive), overconfident above it, underconfident below it.
+//!   two rules, each with the practical margin [`PRACTICAL_MARGIN`] (5 points), so that a gap
+//!   too small to change any decision is not reported however many outcomes make it certain:
+//!   1. On average: overconfident when the mean stated confidence lies above the 95% credible
+//!      interval and above the mean success by more than the margin; underconfident when it lies
+//!      below the interval and below the mean success by more than the margin.
+//!   2. Decision by decision: the average can hide confidence that is wrong both ways (0.95 on
+//!      every failure, 0.05 on every success, at 50% success, averages out). Each reliability bin
+//!      holding at least [`MIN_OUTCOMES`] outcomes gets its own Beta(1, 1) posterior; its
+//!      distance is how far the bin's mean stated confidence lies outside that bin's 95% credible
+//!      interval (0 inside). The [`Calibration::excess_calibration_error`] is the mean of those
+//!      distances weighted by the share of outcomes in each bin: an expected calibration error
+//!      that does not count the noise a well-calibrated record shows. Miscalibrated when it
+//!      exceeds the margin and rule 1 found nothing.
+//!
+//!   Otherwise well calibrated. [`Calibration::expected_calibration_error`] (the plain weighted
+//!   mean of `|mean stated confidence - observed success|` over the bins) is reported beside it.
 //! - **Trend.** The outcomes are ordered by time (ties keep their given order) and split into an
 //!   earlier half (the first `n / 2`, rounded down) and a recent half (the rest). Each half gets its
 //!   own Beta(1, 1) posterior, and [`TrendDetail::probability_recent_better`] is the posterior
@@ -36,7 +50,9 @@
 //!   `[0.9, 1.0]` (the last closed), each with its count, mean stated confidence and observed mean
 //!   score. Every bin is listed, empty ones with `None`, so tables and charts line up across sets.
 //! - **Guidance.** For a proposed confidence `c` the data support the adjustment
-//!   `mean_success - c`. It is shrunk toward zero by the weight `n / (n + k)` with
+//!   `observed_success - c`, where `observed_success` is the plain mean score (not the posterior
+//!   mean, which the prior has already pulled toward 0.5: using it here would shrink twice). It is
+//!   shrunk toward zero, once, by the weight `n / (n + k)` with
 //!   [`SHRINKAGE_OUTCOMES`] `k = 10`: the module's record is one input among others about a
 //!   particular decision, and with `n` outcomes its noise (a standard deviation of up to
 //!   `0.5 / sqrt(n)`) is comparable to the spread of real differences between decisions, so it earns
@@ -72,6 +88,9 @@ pub const TREND_PROBABILITY: f64 = 0.95;
 /// `k` in the guidance weight `n / (n + k)`: the number of outcomes at which the record gets half
 /// the weight.
 pub const SHRINKAGE_OUTCOMES: f64 = 10.0;
+/// How far stated confidence may stray from the record, in probability, before the status calls
+/// it: smaller gaps would not change a decision.
+pub const PRACTICAL_MARGIN: f64 = 0.05;
 /// The number of equal-width stated-confidence bins in the reliability table.
 pub const RELIABILITY_BINS: usize = 10;
 
@@ -103,12 +122,15 @@ impl Evidence {
 pub enum CalibrationStatus {
     /// Fewer than [`MIN_OUTCOMES`] outcomes: no judgement is made.
     InsufficientData,
-    /// The mean stated confidence lies inside the 95% credible interval of the success rate.
+    /// Neither rule of the module documentation finds a gap beyond the practical margin.
     WellCalibrated,
-    /// The mean stated confidence lies above the interval.
+    /// The mean stated confidence lies above the interval, by more than the margin.
     Overconfident,
-    /// The mean stated confidence lies below the interval.
+    /// The mean stated confidence lies below the interval, by more than the margin.
     Underconfident,
+    /// The average is right but decisions' confidence is not: the excess calibration error of
+    /// the reliability bins exceeds the margin.
+    Miscalibrated,
 }
 
 impl CalibrationStatus {
@@ -119,6 +141,7 @@ impl CalibrationStatus {
             CalibrationStatus::WellCalibrated => "well_calibrated",
             CalibrationStatus::Overconfident => "overconfident",
             CalibrationStatus::Underconfident => "underconfident",
+            CalibrationStatus::Miscalibrated => "miscalibrated",
         }
     }
 }
@@ -218,6 +241,13 @@ pub struct Calibration {
     pub trend_detail: Option<TrendDetail>,
     /// The mean squared difference between stated confidence and score; `None` with no outcomes.
     pub brier_score: Option<f64>,
+    /// The bins' `|mean stated confidence - observed success|`, weighted by their share of the
+    /// outcomes; `None` with no outcomes.
+    pub expected_calibration_error: Option<f64>,
+    /// How far the bins' mean stated confidence lies outside their own 95% credible intervals,
+    /// weighted by their share of the outcomes (bins of fewer than [`MIN_OUTCOMES`] count as
+    /// inside); `None` below [`MIN_OUTCOMES`] outcomes.
+    pub excess_calibration_error: Option<f64>,
     /// Always [`RELIABILITY_BINS`] bins, in order of confidence.
     pub reliability: Vec<ReliabilityBin>,
 }
@@ -236,12 +266,25 @@ pub fn calibrate(evidence: &[Evidence]) -> Calibration {
     let mean_confidence =
         (sample_size > 0).then(|| evidence.iter().map(Evidence::confidence).sum::<f64>() / sample_size as f64);
     let confidence_gap = mean_confidence.map(|confidence| confidence - mean_success);
-    let status = match mean_confidence {
-        Some(confidence) if sample_size >= MIN_OUTCOMES => {
-            if confidence > credible_interval_95.1 {
+    let pairs: Vec<(f64, f64)> = evidence.iter().map(|e| (e.confidence(), e.success())).collect();
+    let reliability = reliability(&pairs);
+    let expected_calibration_error = (sample_size > 0).then(|| {
+        reliability
+            .iter()
+            .filter_map(|bin| Some(bin.count as f64 * (bin.mean_confidence? - bin.observed_success?).abs()))
+            .sum::<f64>()
+            / sample_size as f64
+    });
+    let excess_calibration_error = (sample_size >= MIN_OUTCOMES).then(|| excess_error(&reliability, sample_size));
+    let status = match (mean_confidence, excess_calibration_error) {
+        (Some(confidence), Some(excess)) => {
+            let gap = confidence - mean_success;
+            if confidence > credible_interval_95.1 && gap > PRACTICAL_MARGIN {
                 CalibrationStatus::Overconfident
-            } else if confidence < credible_interval_95.0 {
+            } else if confidence < credible_interval_95.0 && -gap > PRACTICAL_MARGIN {
                 CalibrationStatus::Underconfident
+            } else if excess > PRACTICAL_MARGIN {
+                CalibrationStatus::Miscalibrated
             } else {
                 CalibrationStatus::WellCalibrated
             }
@@ -255,7 +298,6 @@ pub fn calibrate(evidence: &[Evidence]) -> Calibration {
         Some(detail) if detail.probability_recent_better <= 1.0 - TREND_PROBABILITY => Trend::Declining,
         Some(_) => Trend::Stable,
     };
-    let pairs: Vec<(f64, f64)> = evidence.iter().map(|e| (e.confidence(), e.success())).collect();
 
     Calibration {
         sample_size,
@@ -270,8 +312,28 @@ pub fn calibrate(evidence: &[Evidence]) -> Calibration {
         trend,
         trend_detail,
         brier_score: brier_score(&pairs),
-        reliability: reliability(&pairs),
+        expected_calibration_error,
+        excess_calibration_error,
+        reliability,
     }
+}
+
+/// The share-weighted distance of each bin's mean stated confidence from its own 95% credible
+/// interval (see the module documentation); bins too small to judge count as inside.
+fn excess_error(reliability: &[ReliabilityBin], sample_size: usize) -> f64 {
+    let distance: f64 = reliability
+        .iter()
+        .filter(|bin| bin.count >= MIN_OUTCOMES)
+        .filter_map(|bin| {
+            let (confidence, observed) = (bin.mean_confidence?, bin.observed_success?);
+            let successes = observed * bin.count as f64;
+            let (alpha, beta) = posterior(successes, bin.count as f64);
+            let (low, high) = (beta_quantile(0.025, alpha, beta), beta_quantile(0.975, alpha, beta));
+            let outside = (low - confidence).max(confidence - high).max(0.0);
+            Some(bin.count as f64 * outside)
+        })
+        .sum();
+    distance / sample_size as f64
 }
 
 /// The Beta(1, 1) posterior after `total` outcomes whose scores sum to `successes`.
@@ -370,7 +432,7 @@ pub struct Guidance {
     pub proposed_confidence: f64,
     /// `proposed_confidence + adjustment`, within `0..=1`; `None` with insufficient data.
     pub suggested_confidence: Option<f64>,
-    /// The shrunk adjustment `shrinkage * (mean_success - proposed_confidence)` (after clamping the
+    /// The shrunk adjustment `shrinkage * (observed_success - proposed_confidence)` (after clamping the
     /// suggestion); `None` with insufficient data.
     pub adjustment: Option<f64>,
     /// The weight `n / (n + k)` given to the record; 0 with insufficient data.
@@ -378,6 +440,14 @@ pub struct Guidance {
     pub status: CalibrationStatus,
     /// One or two plain sentences naming the numbers.
     pub recommendation: String,
+}
+
+/// The plain mean score of the outcomes behind a calibration, recovered from its posterior.
+fn observed_success(calibration: &Calibration) -> f64 {
+    if calibration.sample_size == 0 {
+        return calibration.mean_success;
+    }
+    (calibration.alpha - 1.0) / calibration.sample_size as f64
 }
 
 /// Advice on `proposed_confidence` given the record in `calibration`.
@@ -404,22 +474,34 @@ pub fn guidance(calibration: &Calibration, proposed_confidence: f64) -> Guidance
     }
 
     let shrinkage = n as f64 / (n as f64 + SHRINKAGE_OUTCOMES);
-    let suggested = (proposed + shrinkage * (calibration.mean_success - proposed)).clamp(0.0, 1.0);
+    let observed = observed_success(calibration);
+    let suggested = (proposed + shrinkage * (observed - proposed)).clamp(0.0, 1.0);
     let adjustment = suggested - proposed;
     let (low, high) = calibration.credible_interval_95;
     let mean_confidence = calibration.mean_confidence.unwrap_or(proposed);
     let gap = calibration.confidence_gap.unwrap_or(0.0);
+    let margin = PRACTICAL_MARGIN * 100.0;
     let verdict = match calibration.status {
-        CalibrationStatus::Overconfident => format!("overconfident by {:.0} points", gap * 100.0),
-        CalibrationStatus::Underconfident => format!("underconfident by {:.0} points", -gap * 100.0),
-        _ => "well calibrated (inside the interval)".to_owned(),
+        CalibrationStatus::Overconfident => {
+            format!("overconfident by {:.0} points (above the interval and beyond the {margin:.0}-point margin)", gap * 100.0)
+        }
+        CalibrationStatus::Underconfident => {
+            format!("underconfident by {:.0} points (below the interval and beyond the {margin:.0}-point margin)", -gap * 100.0)
+        }
+        CalibrationStatus::Miscalibrated => format!(
+            "right on average but miscalibrated decision by decision: confidence lies outside the record of its own \
+             confidence band by {:.0} points on average (more than the {margin:.0}-point margin), so high confidence \
+             and low confidence do not predict success",
+            calibration.excess_calibration_error.unwrap_or(0.0) * 100.0
+        ),
+        _ => format!("well calibrated (within the interval or the {margin:.0}-point margin)"),
     };
     let advice = if adjustment.abs() < 0.005 {
         format!("{proposed:.2} fits the record; keep it.")
     } else {
         format!(
-            "For this decision consider {suggested:.2} instead of {proposed:.2} ({adjustment:+.2}: the record's {:+.2} weighted {shrinkage:.2} for {n} outcomes).",
-            calibration.mean_success - proposed
+            "For this decision consider {suggested:.2} instead of {proposed:.2} ({adjustment:+.2}: the observed success of {:.0}% minus {proposed:.2}, weighted {shrinkage:.2} for {n} outcomes).",
+            observed * 100.0
         )
     };
     Guidance {

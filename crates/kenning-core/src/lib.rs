@@ -8,6 +8,8 @@
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
 //! - [`secrets`] finds API keys, tokens, passwords, private keys and credentials in text and
 //!   replaces them with `[REDACTED:kind]` before anything is stored ([`secrets::redact_capture`]).
+//! - [`interrupt`] lets a front end call off a request's work (cancelled, or past its deadline)
+//!   and lets long loops below notice.
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
@@ -28,6 +30,7 @@ pub mod calibration;
 pub mod decision;
 pub mod error;
 pub mod input;
+pub mod interrupt;
 pub mod memory;
 pub mod provenance;
 pub mod search;
@@ -46,5 +49,5 @@ pub use memory::{
     BUILT_IN_NAMESPACES, Link, MAX_AUTHOR_CHARS, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
 };
 pub use search::{Cursor, Detail, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, StoreStats, SyncReport};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, StoreStats, SyncReport};
 pub use urn::{Domain, MemoryUrn, Urn};

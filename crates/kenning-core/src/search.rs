@@ -134,6 +134,32 @@ pub fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
+/// The longest search query accepted, in bytes: some 4,000 tokens, more than any question and
+/// room for a pasted error message. Only its first 32 distinct words are searched for (the
+/// search index's analyzer sets that number), so the work stays bounded.
+pub const MAX_QUERY_BYTES: usize = 16 * 1024;
+
+/// Refuses a search query longer than [`MAX_QUERY_BYTES`], naming `field`.
+pub fn check_query_length(field: &str, query: &str) -> Result<(), FieldError> {
+    if query.len() <= MAX_QUERY_BYTES {
+        return Ok(());
+    }
+    let mut end = 80;
+    while !query.is_char_boundary(end) {
+        end -= 1;
+    }
+    Err(FieldError::new(
+        field,
+        format!("is {} bytes, more than the {MAX_QUERY_BYTES}-byte limit of a search query", query.len()),
+        format!("{}…", &query[..end]),
+        "search with the few words that matter (an error message's first line, a function name); only the first 32 distinct words of a query are used anyway",
+    ))
+}
+
+/// The largest offset a cursor carries: far past any listing, small enough that no page
+/// arithmetic on it can overflow.
+pub const MAX_CURSOR_OFFSET: usize = u32::MAX as usize;
+
 /// An opaque position in a paginated listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
@@ -145,28 +171,43 @@ impl Cursor {
         format!("o{:x}", self.offset)
     }
 
+    /// Reads a cursor this server issued. Anything else is refused, including a cursor in a form
+    /// the server never writes (`o+1f`, `o01f`) or past [`MAX_CURSOR_OFFSET`], so that no listing
+    /// does arithmetic on an offset a caller crafted.
     pub fn decode(text: &str) -> Result<Cursor, FieldError> {
         text.strip_prefix('o')
+            .filter(|hex| !hex.is_empty() && hex.len() <= 8 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
             .and_then(|hex| usize::from_str_radix(hex, 16).ok())
             .map(|offset| Cursor { offset })
+            .filter(|cursor| cursor.offset <= MAX_CURSOR_OFFSET && cursor.encode() == text)
             .ok_or_else(|| FieldError::new("cursor", "is not a cursor this server issued", text, "pass the `next_cursor` of the previous page unchanged, or omit it for the first page"))
     }
 }
 
-/// Up to `max_chars` of `content` around the first occurrence of any query term, on word
-/// boundaries, with ellipses where it was cut.
+/// How many distinct query terms [`snippet`] looks for.
+const MAX_SNIPPET_TERMS: usize = 16;
+
+/// Up to `max_chars` of `content` around the first occurrence of any of the query's first
+/// distinct terms, on word boundaries, with ellipses where it was cut.
 pub fn snippet(content: &str, query: &str, max_chars: usize) -> String {
     let flat: String = content.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max_chars {
         return flat;
     }
     let lower = flat.to_lowercase();
-    let hit = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|term| term.chars().count() >= 3)
-        .filter_map(|term| lower.find(&term.to_lowercase()))
-        .min()
-        .unwrap_or(0);
+    // Each term is one scan of the content, so only the first few distinct ones are looked for:
+    // the work stays linear in the content whatever the query's length.
+    let mut terms: Vec<String> = Vec::new();
+    for term in query.split(|c: char| !c.is_alphanumeric()).filter(|term| term.chars().count() >= 3) {
+        let term = term.to_lowercase();
+        if !terms.contains(&term) {
+            terms.push(term);
+            if terms.len() == MAX_SNIPPET_TERMS {
+                break;
+            }
+        }
+    }
+    let hit = terms.iter().filter_map(|term| lower.find(term.as_str())).min().unwrap_or(0);
     // `lower` can differ in byte length from `flat` for some scripts; map the hit by character index.
     let hit_chars = lower[..hit].chars().count();
     let start_chars = hit_chars.saturating_sub(max_chars / 4);
@@ -201,6 +242,22 @@ mod tests {
         assert_eq!(Cursor::decode(&Cursor { offset: 300 }.encode()).unwrap().offset, 300);
         let error = Cursor::decode("page-2").unwrap_err();
         assert_eq!(error.field, "cursor");
+    }
+
+    /// Regression: `offffffffffffffff` decoded to usize::MAX and overflowed page arithmetic.
+    #[test]
+    fn crafted_cursors_are_refused() {
+        for crafted in ["offffffffffffffff", "o100000000", "o+1", "o01", "oA", "o", "o-1", "o1 "] {
+            assert_eq!(Cursor::decode(crafted).unwrap_err().field, "cursor", "{crafted}");
+        }
+        assert_eq!(Cursor::decode("offffffff").unwrap().offset, MAX_CURSOR_OFFSET);
+    }
+
+    #[test]
+    fn oversized_queries_are_refused_naming_the_field() {
+        assert!(check_query_length("query", &"a".repeat(MAX_QUERY_BYTES)).is_ok());
+        let error = check_query_length("text", &"é".repeat(MAX_QUERY_BYTES)).unwrap_err();
+        assert_eq!(error.field, "text");
     }
 
     #[test]

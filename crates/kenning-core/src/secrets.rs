@@ -3,7 +3,10 @@
 //!
 //! [`redact`] scans one text; [`redact_capture`] and [`redact_update`] scan every free-text field
 //! of a capture or an update (title, content, metadata values) and report what they replaced as
-//! [`Redaction`]s, so that the response can say so.
+//! [`Redaction`]s, so that the response can say so. [`redact_decision`],
+//! [`redact_decision_update`], [`redact_signal`] and [`redact_outcome`] do the same for the free
+//! text of decisions: statement, rationale, assumptions, alternatives, notes, signal
+//! descriptions and metrics, outcome lessons and observed signals.
 //!
 //! Detection runs from the most specific rule to the most general: first the formats that name
 //! themselves (PEM blocks, JWTs, `sk-ant-`, `ghp_`, `xoxb-`, `AKIA…`), then credentials inside
@@ -23,6 +26,7 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 use serde::{Deserialize, Serialize};
 
+use crate::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
 use crate::input::{CaptureInput, UpdateInput};
 
 /// What kind of secret a redaction replaced; the name appears in the marker `[REDACTED:name]`.
@@ -96,7 +100,9 @@ const MARKER_PREFIX: &str = "[REDACTED:";
 /// Secrets of one kind replaced in one field of a capture or update.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Redaction {
-    /// `title`, `content` or `metadata.{key}`.
+    /// `title`, `content` or `metadata.{key}`; for a decision `statement`, `rationale`,
+    /// `assumptions[n]`, `alternatives[n]`, `notes`, `description`, `metrics.{key}`,
+    /// `lessons_learned[n]` or `signals.{key}`.
     pub field: String,
     pub kind: SecretKind,
     pub count: usize,
@@ -360,6 +366,69 @@ pub fn redact_update(input: &mut UpdateInput) -> Vec<Redaction> {
         redact_metadata(metadata, &mut found);
     }
     found
+}
+
+/// Redacts the statement, rationale, assumptions and alternatives of a decision in place.
+pub fn redact_decision(input: &mut CaptureDecision) -> Vec<Redaction> {
+    let mut found = Vec::new();
+    redact_field(&mut input.statement, "statement", &mut found);
+    if let Some(rationale) = input.rationale.as_mut() {
+        redact_field(rationale, "rationale", &mut found);
+    }
+    redact_list(&mut input.assumptions, "assumptions", &mut found);
+    if let Some(alternatives) = input.alternatives.as_mut() {
+        redact_list(alternatives, "alternatives", &mut found);
+    }
+    found
+}
+
+/// Redacts the notes of a decision update in place.
+pub fn redact_decision_update(input: &mut UpdateDecision) -> Vec<Redaction> {
+    let mut found = Vec::new();
+    if let Some(notes) = input.notes.as_mut() {
+        redact_field(notes, "notes", &mut found);
+    }
+    found
+}
+
+/// Redacts a signal's description and the text inside its metrics in place.
+pub fn redact_signal(input: &mut SignalInput) -> Vec<Redaction> {
+    let mut found = Vec::new();
+    if let Some(description) = input.description.as_mut() {
+        redact_field(description, "description", &mut found);
+    }
+    redact_values(&mut input.metrics, "metrics", &mut found);
+    found
+}
+
+/// Redacts an outcome's lessons and the text inside its observed signals in place.
+pub fn redact_outcome(input: &mut OutcomeInput) -> Vec<Redaction> {
+    let mut found = Vec::new();
+    redact_list(&mut input.lessons_learned, "lessons_learned", &mut found);
+    redact_values(&mut input.signals, "signals", &mut found);
+    found
+}
+
+fn redact_list(items: &mut [String], field: &str, found: &mut Vec<Redaction>) {
+    for (n, item) in items.iter_mut().enumerate() {
+        redact_field(item, &format!("{field}[{n}]"), found);
+    }
+}
+
+/// Every string inside a map of JSON values (nested arrays and objects included), each
+/// reported under `{field}.{key}`.
+fn redact_values(values: &mut BTreeMap<String, serde_json::Value>, field: &str, found: &mut Vec<Redaction>) {
+    fn walk(value: &mut serde_json::Value, field: &str, found: &mut Vec<Redaction>) {
+        match value {
+            serde_json::Value::String(text) => redact_field(text, field, found),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|item| walk(item, field, found)),
+            serde_json::Value::Object(map) => map.values_mut().for_each(|item| walk(item, field, found)),
+            _ => {}
+        }
+    }
+    for (key, value) in values.iter_mut() {
+        walk(value, &format!("{field}.{key}"), found);
+    }
 }
 
 fn redact_metadata(metadata: &mut BTreeMap<String, String>, found: &mut Vec<Redaction>) {

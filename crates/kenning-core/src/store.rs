@@ -91,6 +91,37 @@ pub struct SyncReport {
     pub attempts: u32,
 }
 
+/// What a purge of one author's records removed from one store, or would remove in a dry run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PurgeCounts {
+    pub memories: u64,
+    /// Superseded versions of those memories.
+    pub versions: u64,
+    /// Decisions among those memories (a decision is a memory with the same id).
+    pub decisions: u64,
+    /// Signals recorded on those decisions.
+    pub signals: u64,
+    /// Outcomes recorded on those decisions.
+    pub outcomes: u64,
+    /// Graph edges and copies of links from or to any of the above.
+    pub edges: u64,
+    /// Stored vectors of those memories, every model counted.
+    pub vectors: u64,
+}
+
+impl PurgeCounts {
+    /// Adds another store's counts to these.
+    pub fn add(&mut self, other: &PurgeCounts) {
+        self.memories += other.memories;
+        self.versions += other.versions;
+        self.decisions += other.decisions;
+        self.signals += other.signals;
+        self.outcomes += other.outcomes;
+        self.edges += other.edges;
+        self.vectors += other.vectors;
+    }
+}
+
 /// How many memories captured before, and after, a memory [`MemoryStore::neighbours`] looks
 /// through for its neighbours: enough to step over a few memories of other namespaces, few
 /// enough that looking costs next to nothing.
@@ -159,6 +190,13 @@ pub trait MemoryStore: Send + Sync {
     fn import(&self, records: &[MemoryRecord]) -> Result<usize>;
 
     fn stats(&self) -> Result<StoreStats>;
+
+    /// The hard delete of the data-rights rules: removes for good every memory `author` wrote
+    /// (one whose current record or any earlier version names the author, the same selection
+    /// as the author's export), with its whole history, its vectors, its links and every graph
+    /// edge from or to it, and for a decision its signals and outcome; the search index forgets
+    /// them too. With `apply` false nothing changes and the counts say what would go.
+    fn purge_author(&self, author: &str, apply: bool) -> Result<PurgeCounts>;
 
     /// Rebuilds the search index from the source of truth; returns the number of memories indexed.
     fn rebuild_index(&self) -> Result<u64>;

@@ -22,6 +22,9 @@ pub enum Error {
     /// A domain's store cannot be reached now (its database is down); nothing was written.
     #[error("{0}")]
     Unavailable(String),
+    /// The request was cancelled by its client or ran past its deadline; its work stopped early.
+    #[error("the request was cancelled or ran past its deadline")]
+    Interrupted,
 }
 
 impl From<FieldError> for Error {
@@ -41,6 +44,12 @@ impl From<kenning_core::Error> for Error {
             kenning_core::Error::Unavailable(message) => Error::Unavailable(message),
         }
     }
+}
+
+/// Stops the current request's work when it has been called off (see
+/// [`kenning_core::interrupt`]).
+pub fn check_interrupt() -> Result<()> {
+    if kenning_core::interrupt::interrupted() { Err(Error::Interrupted) } else { Ok(()) }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

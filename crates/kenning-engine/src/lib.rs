@@ -29,4 +29,4 @@ pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};
-pub use transfer::{ExportLine, ImportReport};
+pub use transfer::{DomainPurge, ExportLine, ImportReport};

@@ -9,11 +9,11 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use kenning_core::input::parse_time;
 use kenning_core::provenance::repository_path;
-use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, estimate_tokens, score_fusion, snippet};
+use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::find_time_expression;
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
-use crate::error::Result;
+use crate::error::{Result, check_interrupt};
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
 use crate::views::{LinkView, RecallHit, RecallPage, UnavailableDomain, timestamp};
 
@@ -101,15 +101,18 @@ impl MemoryService {
         let plan = self.plan(request)?;
         // Every leg reaches at least as deep as fusion scales, so the fused order does not
         // depend on the page asked for.
-        let depth = ((plan.offset + plan.limit) * 3 + 30).clamp(FUSION_SCALE_DEPTH, MAX_CANDIDATES);
+        let depth = (plan.offset.saturating_add(plan.limit).saturating_mul(3).saturating_add(30)).clamp(FUSION_SCALE_DEPTH, MAX_CANDIDATES);
 
         // A query with no word the model knows embeds to the zero vector, which is equally far
         // from everything: the vector leg would only add noise, so the recall is text-only.
         let query_vector =
             self.embed_one(&plan.query)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
         let fused = score_fusion(&self.legs(&plan, &plan.filter, query_vector.as_deref(), depth)?);
+        check_interrupt()?;
         let fused = self.prefer_time_span(&plan, fused, query_vector.as_deref(), depth)?;
+        check_interrupt()?;
         let fused = spread_to_neighbours(&plan, fused)?;
+        check_interrupt()?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
         let memories = fetch(&plan, page.iter().map(|(key, _)| key))?;
@@ -168,6 +171,7 @@ impl MemoryService {
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         for (index, entry) in plan.stores.iter().enumerate() {
+            check_interrupt()?;
             if !plan.is_available(index) {
                 continue;
             }
@@ -233,6 +237,7 @@ impl MemoryService {
     }
 
     fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
+        check_query_length("query", &request.query)?;
         let query = request.query.trim().to_owned();
         if query.is_empty() {
             return Err(FieldError::new(
@@ -252,6 +257,14 @@ impl MemoryService {
         }
         let detail = request.detail.as_deref().map(Detail::parse).transpose()?.unwrap_or_default();
         let offset = request.cursor.as_deref().map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+        if offset >= MAX_CANDIDATES {
+            return Err(FieldError::new(
+                "cursor",
+                format!("points past the deepest page recall reaches ({MAX_CANDIDATES} results)"),
+                request.cursor.unwrap_or_default(),
+                "pass the `next_cursor` of the previous page unchanged, or narrow the query with filters",
+            ));
+        }
         let min_confidence = match request.min_confidence {
             Some(value) if !(0.0..=1.0).contains(&value) => {
                 return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));

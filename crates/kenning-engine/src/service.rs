@@ -442,6 +442,14 @@ impl MemoryService {
         })
     }
 
+    /// The newest `limit` memories of `domain` passing `filter`, without the page's total:
+    /// counting them scans every row that passes, which a caller that shows only the newest
+    /// few (a hook's session-start context) should not pay for.
+    pub fn newest(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<MemoryRef>> {
+        let entry = self.store_for(domain)?;
+        Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
+    }
+
     /// Prepares every store's search index for recall with the current model, so that the
     /// first recall does not wait for it to be built.
     pub fn warm_up(&self) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Export and import as JSON lines: one memory a line with its full history and its vector,
 //! so a round trip loses nothing.
 
-use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion};
+use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion, PurgeCounts, validate_author};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -52,6 +52,14 @@ pub struct ImportReport {
     pub skipped: usize,
 }
 
+/// What a purge removed from one domain, or would remove in a dry run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainPurge {
+    pub domain: String,
+    #[serde(flatten)]
+    pub counts: PurgeCounts,
+}
+
 const PAGE: usize = 500;
 
 impl MemoryService {
@@ -95,6 +103,26 @@ impl MemoryService {
             Ok(())
         })?;
         Ok(count)
+    }
+
+    /// The author's data-rights hard delete: in every domain (or only `domain`), removes for
+    /// good the memories [`Self::export_authored`] would export, with their history, vectors,
+    /// links, graph edges and, for decisions, signals and outcomes (see
+    /// [`kenning_core::MemoryStore::purge_author`]). With `apply` false it only counts. A domain
+    /// that cannot be reached fails the purge rather than being skipped, so a purge that
+    /// returns has reached every domain it names.
+    pub fn purge_authored(&self, author: &str, domain: Option<&str>, apply: bool) -> Result<Vec<DomainPurge>> {
+        let author = validate_author(author.trim())?;
+        let entries = match domain {
+            Some(text) => vec![self.resolve_domain("domain", text)?],
+            None => self.domains.iter().collect(),
+        };
+        let mut purged = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let counts = entry.store.purge_author(&author, apply)?;
+            purged.push(DomainPurge { domain: entry.domain.to_string(), counts });
+        }
+        Ok(purged)
     }
 
     /// Imports records into the store of each record's domain, or into `into` when given

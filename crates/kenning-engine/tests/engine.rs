@@ -442,3 +442,62 @@ fn captures_record_the_default_author_unless_the_front_end_names_one() {
     };
     assert_eq!(error.field, "author");
 }
+
+/// Regression: recall time grew faster than linearly with the number of distinct query words
+/// and a query had no size limit (a 5 MB query did not answer within a minute).
+#[test]
+fn recall_refuses_an_oversized_query_and_answers_a_long_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    memory.capture(note("The connection pool ran dry under load", "learnings"), None).unwrap();
+
+    let huge = "word ".repeat(1 << 18);
+    let error = match memory.recall(recall(&huge)) {
+        Err(kenning_engine::Error::Invalid(error)) => error,
+        other => panic!("expected a field error, got {other:?}"),
+    };
+    assert_eq!(error.field, "query");
+    assert!(error.problem.contains("1310720 bytes"), "{}", error.problem);
+
+    // Just under the cap, with thousands of distinct words and the relevant ones first.
+    let mut long = String::from("connection pool ");
+    let mut n = 0;
+    while long.len() < kenning_core::search::MAX_QUERY_BYTES - 16 {
+        long.push_str(&format!("w{n} "));
+        n += 1;
+    }
+    let page = memory.recall(recall(&long)).unwrap();
+    assert_eq!(page.results.len(), 1, "the first distinct words find the memory");
+}
+
+/// Regression: a crafted cursor (`offffffffffffffff`) overflowed the page arithmetic of recall
+/// (a panic in debug builds, an empty page in release).
+#[test]
+fn recall_refuses_a_crafted_cursor_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    memory.capture(note("Pool size is 20 per service", "config"), None).unwrap();
+    for cursor in ["offffffffffffffff", "o3e8", "o+1", "o01", "oA", "o", "page-2"] {
+        let request = RecallRequest { cursor: Some(cursor.into()), ..recall("pool") };
+        match memory.recall(request) {
+            Err(kenning_engine::Error::Invalid(error)) => assert_eq!(error.field, "cursor", "{cursor}"),
+            other => panic!("{cursor}: expected a field error, got {other:?}"),
+        }
+    }
+    let page = memory.recall(RecallRequest { cursor: Some("o0".into()), ..recall("pool") }).unwrap();
+    assert_eq!(page.results.len(), 1);
+}
+
+/// Regression: a cancelled request kept a core busy until it ended. A recall whose interrupt
+/// has fired stops and says so.
+#[test]
+fn an_interrupted_recall_stops_with_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, None);
+    memory.capture(note("Pool size is 20 per service", "config"), None).unwrap();
+    let interrupt = kenning_core::interrupt::Interrupt::new();
+    assert!(interrupt.run(|| memory.recall(recall("pool"))).is_ok());
+    interrupt.trigger();
+    assert!(matches!(interrupt.run(|| memory.recall(recall("pool"))), Err(kenning_engine::Error::Interrupted)));
+    assert!(memory.recall(recall("pool")).is_ok(), "the interrupt belongs to its own work only");
+}

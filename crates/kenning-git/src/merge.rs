@@ -16,6 +16,7 @@
 //!   of both sides' signals and edges, and one outcome: the earlier (then the smaller text);
 //!   a second, different outcome is kept under `conflicting_outcomes`.
 //! - Other top-level fields: the union; on a clash, the greater canonical JSON.
+//! - A tombstone (the memory's author's records were purged) wins over any note of the memory.
 //!
 //! Two different memories, captured on two clones with the same content in one namespace
 //! (each with its own id, so their notes never clash), meet when a sync brings one to the
@@ -34,7 +35,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::{Link, Memory, MemoryVersion, Status};
-
 use serde_json::{Map, Value};
 
 use crate::note::{DecisionDoc, EdgeDoc, Note};
@@ -42,6 +42,13 @@ use crate::note::{DecisionDoc, EdgeDoc, Note};
 /// Merges `ours` and `theirs`, two notes of one memory that differ.
 pub fn merge_notes(ours: &Note, theirs: &Note) -> Result<Note, String> {
     let (a, b) = if canonical_note(ours) <= canonical_note(theirs) { (ours, theirs) } else { (theirs, ours) };
+    // A purge is final: its tombstone beats every version of the memory, so a clone that still
+    // holds the memory cannot bring it back by a sync. Of two tombstones, the smaller text.
+    match (a.purged().is_some(), b.purged().is_some()) {
+        (true, _) => return Ok(a.clone()),
+        (false, true) => return Ok(b.clone()),
+        (false, false) => {}
+    }
     if a.memory.is_null() && b.memory.is_null() {
         // Two edges notes: the union of their edges.
         let edges = union_edges(a.edges_to.as_deref().unwrap_or_default(), b.edges_to.as_deref().unwrap_or_default());

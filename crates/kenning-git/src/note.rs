@@ -11,7 +11,9 @@
 //! ```
 //!
 //! An edges note (`{"format": …, "edges_for": "{id}", "edges_to": […]}`, attached to
-//! [`edges_key`]) keeps graph edges pointing at a memory that has no note.
+//! [`edges_key`]) keeps graph edges pointing at a memory that has no note. A tombstone
+//! (`{"format": …, "purged": {"id": "{id}", "at": "…"}}`) replaces the note of a memory whose
+//! author's records were purged (see [`Note::tombstone`]).
 //!
 //! `history` lists superseded versions oldest first. `decision` is present on a decision's
 //! memory; `edges_to` on a mined skill's (the complete set of graph edges pointing at it).
@@ -33,6 +35,9 @@ use serde_json::{Map, Value};
 
 /// The format this build writes and reads.
 pub const FORMAT: &str = "kenning-note/1";
+
+/// The field of a tombstone (see [`Note::tombstone`]).
+const PURGED: &str = "purged";
 
 /// The object a memory's note is attached to: the id of the blob `kenning-memory {id}\n`. Every
 /// clone derives the same key from the same id, so one memory is one note everywhere, and two
@@ -137,6 +142,26 @@ impl Note {
             edges_for: Some(id.to_string()),
             extra: Map::new(),
         }
+    }
+
+    /// The tombstone left where the note of memory `id` was when its author's records were
+    /// purged (`{"format": …, "purged": {"id": …, "at": …}}`): it holds no content, and the
+    /// merge keeps it over any version of the memory, so a sync with a clone that still holds
+    /// the memory does not bring it back. It is kept under `extra`, so a build that does not
+    /// know it carries it over unchanged.
+    pub fn tombstone(id: &MemoryId, at: DateTime<Utc>) -> Note {
+        let mut extra = Map::new();
+        extra.insert(PURGED.to_owned(), serde_json::json!({ "id": id.to_string(), "at": at }));
+        Note { format: FORMAT.to_owned(), memory: Value::Null, history: Vec::new(), decision: None, edges_to: None, edges_for: None, extra }
+    }
+
+    /// The memory a tombstone stands for, if this note is one.
+    pub fn purged(&self) -> Option<MemoryId> {
+        if !self.memory.is_null() {
+            return None;
+        }
+        let id = self.extra.get(PURGED)?.get("id")?.as_str()?;
+        MemoryId::parse(id).ok()
     }
 
     /// Reads a note's bytes; the error says what is wrong, for status reports.

@@ -20,8 +20,8 @@ use kenning_core::decision::{
     Outcome, Signal, SkillSync, relation,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
-    SyncReport,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    StoreStats, SyncReport,
 };
 use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, VersionedEmbedding};
 
@@ -150,9 +150,9 @@ impl GitNotesStore {
             let base = self.catch_up(&repo, &[])?;
             let tree = base.map(|base| notes::tree_of(&repo, base)).transpose()?;
             let mut draft =
-                Draft { repo: &repo, tree, index: &self.index, staged: Vec::new(), staged_edges: Vec::new(), embeddings: Vec::new() };
+                Draft { repo: &repo, tree, index: &self.index, staged: Vec::new(), staged_edges: Vec::new(), staged_purges: Vec::new(), embeddings: Vec::new() };
             let value = build(&mut draft)?;
-            if draft.staged.is_empty() && draft.staged_edges.is_empty() {
+            if draft.staged.is_empty() && draft.staged_edges.is_empty() && draft.staged_purges.is_empty() {
                 self.catch_up(&repo, &draft.embeddings)?;
                 return Ok(value);
             }
@@ -165,6 +165,7 @@ impl GitNotesStore {
                 .iter()
                 .map(|(id, note, _)| encode(note_key(id), id, note))
                 .chain(draft.staged_edges.iter().map(|(id, note)| encode(edges_key(id), id, note)))
+                .chain(draft.staged_purges.iter().map(|(id, note)| encode(note_key(id), id, note)))
                 .collect::<Result<Vec<_>>>()?;
             let order: Vec<MemoryId> = draft.staged.iter().map(|(id, _, _)| id.clone()).collect();
             let commit = notes::commit(&repo, base, &encoded, message)?;
@@ -212,6 +213,32 @@ impl GitNotesStore {
         }
         self.index.set_mirror_state(MIGRATED, "1")?;
         Ok(())
+    }
+
+    /// The purge of everything `author` wrote: the note of each such memory is replaced by a
+    /// tombstone in one new notes commit, and the index drops the memory with its history,
+    /// vectors, decision, signals, outcome and edges. The counts are the index's, taken just
+    /// before. What this does not erase: earlier notes commits still hold the notes as they
+    /// were (git keeps history; `git gc` cannot collect objects that commits reachable from the
+    /// ref point at), in this repository and in every clone that fetched them. Edges that other
+    /// memories' notes hold to a purged decision's outcome hold only ids, and are kept.
+    fn purge(&self, author: &str, apply: bool) -> Result<PurgeCounts> {
+        self.refresh()?;
+        let counts = self.index.purge_author(author, false)?;
+        if !apply || counts.memories == 0 {
+            return Ok(counts);
+        }
+        let ids = self.index.authored(author)?;
+        let now = Utc::now();
+        self.write("kenning: purge the memories of one author", |draft| {
+            for id in &ids {
+                if draft.note(id)?.is_some_and(|note| note.purged().is_none()) {
+                    draft.staged_purges.push((id.clone(), Note::tombstone(id, now)));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(counts)
     }
 
     /// Entries of the notes that could not be indexed, with why, as status warnings.
@@ -330,6 +357,9 @@ fn read_note(repo: &Repository, blob: Oid) -> std::result::Result<Note, String> 
 /// The note at `key` as a put, or why it cannot be indexed.
 fn indexable(repo: &Repository, key: &str, blob: Oid) -> std::result::Result<MirrorChange, String> {
     let note = read_note(repo, blob)?;
+    if let Some(id) = note.purged() {
+        return Ok(MirrorChange::Remove { entry: key.to_owned(), id: Some(id) });
+    }
     if note.memory.is_null()
         && let Some(target) = &note.edges_for
     {
@@ -393,6 +423,8 @@ struct Draft<'r> {
     staged: Vec<(MemoryId, Note, Memory)>,
     /// Edges notes to write, by the memory their edges point at.
     staged_edges: Vec<(MemoryId, Note)>,
+    /// Tombstones to write over the notes of purged memories.
+    staged_purges: Vec<(MemoryId, Note)>,
     embeddings: Vec<VersionedEmbedding>,
 }
 
@@ -641,6 +673,10 @@ impl MemoryStore for GitNotesStore {
         stats.location = self.location.clone();
         stats.warnings.extend(self.skipped_warnings()?);
         Ok(stats)
+    }
+
+    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+        Ok(self.purge(author, apply)?)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {

@@ -238,7 +238,7 @@ fn populate(store: &GitNotesStore) {
     .unwrap();
     outcome.lesson_ids = vec![lesson.id.clone()];
     let current = store.get(&decision.id.memory_id()).unwrap().unwrap();
-    let (next_memory, previous) = refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(50)).unwrap();
+    let (next_memory, previous) = refresh_decision_memory(&current, &next, Some(&outcome), "outcome", at(50)).unwrap().unwrap();
     let change = DecisionChange { next, expected_revision: 1, memory: Some(MemoryChange { next: next_memory, previous, embedding: None }) };
     let edges = [
         Edge { from: Node::decision(&decision.id), relation: relation::RESULTED_IN.into(), to: Node::outcome("out_cache"), created_at: at(50) },
@@ -721,4 +721,70 @@ fn a_shallow_clone_syncs_notes_like_a_full_one() {
     clones[0].1.sync_with("origin").unwrap();
     assert!(clones[0].1.get(&id("from-shallow")).unwrap().is_some());
     assert_eq!(notes_tree(&clones[0].0), notes_tree(&shallow));
+}
+
+/// A purge replaces the author's notes with tombstones in a new notes commit. A clone that still
+/// holds the memory, even one that edited it meanwhile, cannot bring it back by a sync, and a
+/// clone that never saw it gets the tombstone. What is not erased, and the README says so: the
+/// notes commits before the purge still hold the note.
+#[test]
+fn a_purge_survives_syncs_with_clones_that_still_hold_the_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_remote, clones) = remote_and_clones(dir.path(), 3);
+    let (left, right, late) = (&clones[0].1, &clones[1].1, &clones[2].1);
+    let mut private = memory("ada-private", "context", "Ada's home address is 12 Quokka Lane.");
+    private.author = Some("ada".into());
+    let edited = memory("ada-edited", "context", "Ada's first draft of the release notes.");
+    let mut edited_by_ada = edited.clone();
+    edited_by_ada.author = Some("ada".into());
+    let mut kept = memory("bob-kept", "context", "Bob keeps the release checklist.");
+    kept.author = Some("bob".into());
+    left.insert(&[(private.clone(), None), (edited_by_ada.clone(), None), (kept.clone(), None)]).unwrap();
+    left.sync_with("origin").unwrap();
+    right.sync_with("origin").unwrap();
+    let before_purge = git(&clones[0].0, &["rev-parse", NOTES_REF]).trim().to_owned();
+
+    // Right edits one of ada's memories while left purges ada.
+    let (mut next, mut previous) = kenning_conformance::fixtures::supersede(&edited_by_ada, "edited", |m| {
+        m.content = "Ada's release notes, edited on the right.".into();
+    });
+    next.updated_at = at(50);
+    previous.superseded_at = at(50);
+    right.replace(&next, &previous, None).unwrap();
+    let dry = left.purge_author("ada", false).unwrap();
+    assert_eq!(dry.memories, 2);
+    assert!(left.get(&private.id).unwrap().is_some(), "a dry run removes nothing");
+    let purged = left.purge_author("ada", true).unwrap();
+    assert_eq!(purged, dry);
+    assert_eq!(left.get(&private.id).unwrap(), None);
+    let tombstone = git(&clones[0].0, &["cat-file", "-p", &note_at(NOTES_REF, &private.id)]);
+    assert!(tombstone.contains("\"purged\"") && !tombstone.contains("Quokka"), "{tombstone}");
+
+    left.sync_with("origin").unwrap();
+    right.sync_with("origin").unwrap();
+    left.sync_with("origin").unwrap();
+    late.sync_with("origin").unwrap();
+    for store in [left, right, late] {
+        assert_eq!(store.get(&private.id).unwrap(), None);
+        assert_eq!(store.get(&edited.id).unwrap(), None, "the edit on the right did not bring the memory back");
+        assert!(store.history(&edited.id).unwrap().is_empty());
+        assert_eq!(store.get(&kept.id).unwrap().map(|m| m.content), Some(kept.content.clone()));
+        assert!(everything(store).values().all(|record| record.memory.author.as_deref() != Some("ada")));
+    }
+    assert_eq!(notes_tree(&clones[0].0), notes_tree(&clones[1].0));
+    assert_eq!(notes_tree(&clones[0].0), notes_tree(&clones[2].0));
+    // A rebuild from the notes alone does not resurrect it either.
+    right.rebuild_index().unwrap();
+    assert_eq!(right.get(&edited.id).unwrap(), None);
+    assert_eq!(right.count(&SearchFilter::default()).unwrap(), 1);
+
+    // What a purge cannot erase: the notes commit from before it still holds the note.
+    let old = git(&clones[0].0, &["cat-file", "-p", &note_at(&before_purge, &private.id)]);
+    assert!(old.contains("Quokka"), "{old}");
+}
+
+/// The note of memory `id` in the notes commit `commit`, as git names it (two-digit fan-out).
+fn note_at(commit: &str, id: &kenning_core::MemoryId) -> String {
+    let key = kenning_git::note::note_key(id).to_string();
+    format!("{commit}:{}/{}", &key[..2], &key[2..])
 }

@@ -159,8 +159,7 @@ fn listing(hooks: &Hooks, namespace: &str) -> Result<Vec<Resource>, Error> {
     let mut found = Vec::new();
     let domains: Vec<_> = hooks.memory.domains().cloned().collect();
     for domain in &domains {
-        let page = hooks.memory.list(domain, &filter, None, PER_SECTION)?;
-        found.extend(page.memories.into_iter().map(|memory| Resource {
+        found.extend(hooks.memory.newest(domain, &filter, PER_SECTION)?.into_iter().map(|memory| Resource {
             uri: memory.urn,
             namespace: memory.namespace,
             summary: memory.title,

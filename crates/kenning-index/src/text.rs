@@ -181,6 +181,10 @@ impl TextIndex {
         let mut scores = vec![0f32; lengths.len()];
         let mut touched: Vec<Slot> = Vec::new();
         for parts in terms {
+            // A called-off search returns what it has; the caller sees the interrupt and drops it.
+            if kenning_core::interrupt::interrupted() {
+                break;
+            }
             let frequency = if has_dead {
                 parts.iter().flat_map(|(slots, _)| slots.iter()).filter(|slot| lengths[**slot as usize] > 0).count()
             } else {

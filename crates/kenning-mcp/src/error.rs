@@ -10,7 +10,10 @@ use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use serde_json::{Value, json};
 
+use std::time::Duration;
+
 use kenning_core::FieldError;
+use kenning_core::interrupt::Interrupt;
 use kenning_engine::Error as EngineError;
 
 /// The error type of every tool function.
@@ -90,6 +93,11 @@ impl From<EngineError> for ToolError {
                 "message": message,
                 "suggestion": "check the configured embedding model; `kenning status` shows it",
             })),
+            EngineError::Interrupted => ToolError::Failed(json!({
+                "error": "interrupted",
+                "message": format!("the call was cancelled or ran past its {} s deadline, and its work stopped", REQUEST_DEADLINE.as_secs()),
+                "suggestion": "narrow the request (a shorter query, filters, a smaller limit) and call again",
+            })),
             EngineError::Unavailable(message) => ToolError::Failed(json!({
                 "error": "domain_unavailable",
                 "message": message,
@@ -99,11 +107,48 @@ impl From<EngineError> for ToolError {
     }
 }
 
+/// How long a tool call may work before it is called off.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+
+tokio::task_local! {
+    /// The interrupt of the tool call being served (see [`interruptible`]).
+    static CALL_INTERRUPT: Interrupt;
+}
+
+/// Serves `call` under an [`Interrupt`] that fires when `cancelled` completes (the client sent
+/// `notifications/cancelled`), when [`REQUEST_DEADLINE`] passes, or when the call is dropped
+/// unanswered (the connection went away): engine work started by [`blocking`] inside it then
+/// stops early instead of keeping a core busy for nobody.
+pub async fn interruptible<T>(call: impl Future<Output = T>, cancelled: impl Future<Output = ()> + Send + 'static) -> T {
+    let interrupt = Interrupt::new();
+    let watcher = {
+        let interrupt = interrupt.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = cancelled => {}
+                () = tokio::time::sleep(REQUEST_DEADLINE) => {}
+            }
+            interrupt.trigger();
+        })
+    };
+    struct CallOff(Interrupt, tokio::task::JoinHandle<()>);
+    impl Drop for CallOff {
+        fn drop(&mut self) {
+            self.0.trigger();
+            self.1.abort();
+        }
+    }
+    let _call_off = CallOff(interrupt.clone(), watcher);
+    CALL_INTERRUPT.scope(interrupt, call).await
+}
+
 /// Runs engine work on the blocking pool: stores and embedders block, tool futures must not.
+/// The work runs under the interrupt of the call it serves, if any.
 pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
 ) -> Result<T, ToolError> {
-    tokio::task::spawn_blocking(work)
+    let interrupt = CALL_INTERRUPT.try_with(Interrupt::clone).unwrap_or_default();
+    tokio::task::spawn_blocking(move || interrupt.run(work))
         .await
         .map_err(|error| ToolError::Rpc(McpError::internal_error(format!("tool task failed: {error}"), None)))?
         .map_err(ToolError::from)

@@ -45,7 +45,17 @@ pub enum ServeError {
 
 /// Serves one client on stdin/stdout until it closes its end.
 pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
-    let transport = stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
+    serve_lines(server, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves one client speaking newline-delimited JSON-RPC on `read` and `write` (stdin and
+/// stdout, or any pair of byte streams) until it closes its end.
+pub async fn serve_lines<R, W>(server: KenningServer, read: R, write: W) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let transport = stdio::LineTransport::new(read, write);
     let running = server.serve(transport).await.map_err(|error| ServeError::Start(error.to_string()))?;
     running.waiting().await.map_err(|error| ServeError::Session(error.to_string()))?;
     Ok(())

@@ -10,6 +10,9 @@ use kenning_mcp::resources;
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
 
+#[path = "mcp/fuzz.rs"]
+mod fuzz;
+
 fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
     services(dir).0
 }
@@ -226,4 +229,40 @@ fn resource_listing_pages_cover_every_memory_once() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), seen.len(), "a resource was listed twice");
+}
+
+/// Regression: a cancelled request kept a core busy until its work ended (75 s after
+/// `notifications/cancelled`). Work started by `blocking` inside `interruptible` sees the
+/// interrupt when the client cancels, and stops.
+#[test]
+fn a_cancelled_call_stops_its_blocking_work() {
+    use kenning_mcp::error::{ToolError, blocking, interruptible};
+    use std::time::{Duration, Instant};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+        let started = Instant::now();
+        let work = blocking(move || {
+            // A loop that would run for a minute unless called off.
+            while started.elapsed() < Duration::from_secs(60) {
+                if kenning_core::interrupt::interrupted() {
+                    return Err(kenning_engine::Error::Interrupted);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(())
+        });
+        let call = tokio::spawn(interruptible(work, async move {
+            let _ = cancelled.await;
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.send(()).unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the work stopped").unwrap();
+        match outcome {
+            Err(ToolError::Failed(body)) => assert_eq!(body["error"], "interrupted", "{body}"),
+            other => panic!("expected an interrupted result, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+    });
 }

@@ -11,6 +11,7 @@
 //! private runtime never waits on the caller's, so no caller can deadlock it.
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,9 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts};
 use tokio::runtime::{Handle, RuntimeFlavor};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio_postgres::config::{Host, SslMode};
 
 use crate::error::{Error, Result};
@@ -27,8 +31,11 @@ use crate::schema;
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// A PostgreSQL URL (`postgresql://user:password@host:port/database?sslmode=require`) or
-    /// key-value connection string. `sslmode=require` (or `prefer`, the default) uses TLS via
-    /// rustls with the system's root certificates; `disable` never does.
+    /// key-value connection string. TLS (through rustls) follows libpq's `sslmode`: `disable`
+    /// never uses it; `prefer` (the default) and `require` encrypt without checking the server's
+    /// certificate, unless `sslrootcert` names a CA file, which the certificate must then chain
+    /// to; `verify-ca` checks the chain and `verify-full` also the host name, against
+    /// `sslrootcert` or else the system's root certificates (and `SSL_CERT_FILE` when set).
     pub url: String,
     /// The PostgreSQL schema that holds kenning's tables, so that one database can hold several
     /// organisations' stores (or test stores) side by side. Created if missing.
@@ -87,6 +94,8 @@ pub(crate) struct Db {
     schema_ready: AtomicBool,
     /// Serialises the schema check of this process's first connections.
     schema_lock: tokio::sync::Mutex<()>,
+    /// What the URL asked of TLS, to explain a refused connection.
+    tls_mode: TlsMode,
 }
 
 impl Db {
@@ -103,7 +112,13 @@ impl Db {
 
     fn open_with(settings: &Settings, migrate: bool) -> Result<Arc<Db>> {
         let schema = validate_schema_name(&settings.schema)?;
-        let mut config = tokio_postgres::Config::from_str(&settings.url).map_err(|error| Error::Url(error.to_string()))?;
+        let (url, tls) = split_tls(&settings.url)?;
+        let mut config = tokio_postgres::Config::from_str(&url).map_err(|error| Error::Url(error.to_string()))?;
+        config.ssl_mode(match tls.mode {
+            TlsMode::Disable => SslMode::Disable,
+            TlsMode::Prefer => SslMode::Prefer,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+        });
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(settings.connect_timeout);
         }
@@ -121,10 +136,10 @@ impl Db {
             .build()
             .map_err(|error| Error::Unreachable { location: location.clone(), reason: format!("cannot start the I/O runtime: {error}") })?;
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = if config.get_ssl_mode() == SslMode::Disable {
+        let manager = if tls.mode == TlsMode::Disable {
             Manager::from_config(config, tokio_postgres::NoTls, manager_config)
         } else {
-            Manager::from_config(config, tls_connector()?, manager_config)
+            Manager::from_config(config, tls_connector(&tls)?, manager_config)
         };
         let timeouts = Timeouts {
             wait: Some(settings.connect_timeout),
@@ -144,6 +159,7 @@ impl Db {
             location,
             schema_ready: AtomicBool::new(!migrate),
             schema_lock: tokio::sync::Mutex::new(()),
+            tls_mode: tls.mode,
         }))
     }
 
@@ -217,7 +233,20 @@ impl Db {
 
     fn pool_error(&self, error: deadpool_postgres::PoolError) -> Error {
         match error {
-            deadpool_postgres::PoolError::Backend(error) => Error::from(error),
+            deadpool_postgres::PoolError::Backend(error) => match Error::from(error) {
+                // The driver's own words ("server does not support TLS") do not say that the
+                // URL is what asked for TLS, nor how to connect.
+                Error::Unreachable { location, reason } if reason.contains("does not support TLS") => Error::Unreachable {
+                    location,
+                    reason: format!(
+                        "{reason}: the URL asks for TLS (sslmode={}), and this server does not offer it; \
+                         enable ssl on the server, or connect with sslmode=disable or prefer where plain \
+                         connections are acceptable",
+                        self.tls_mode.name()
+                    ),
+                },
+                other => other,
+            },
             other => Error::Unreachable { location: self.location.clone(), reason: other.to_string() },
         }
     }
@@ -264,22 +293,265 @@ fn location(config: &tokio_postgres::Config, schema: &str) -> String {
     format!("postgresql://{host}:{port}/{database} (schema {schema})")
 }
 
-/// TLS through rustls, trusting the system's root certificates (and `SSL_CERT_FILE` when set).
-fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    for error in &found.errors {
-        tracing::warn!(%error, "a system root certificate could not be read");
+/// What a connection URL asks of TLS, in libpq's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TlsMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl TlsMode {
+    fn parse(text: &str) -> Option<TlsMode> {
+        match text {
+            "disable" => Some(TlsMode::Disable),
+            "prefer" => Some(TlsMode::Prefer),
+            "require" => Some(TlsMode::Require),
+            "verify-ca" => Some(TlsMode::VerifyCa),
+            "verify-full" => Some(TlsMode::VerifyFull),
+            _ => None,
+        }
     }
-    let (added, ignored) = roots.add_parsable_certificates(found.certs);
-    tracing::debug!(added, ignored, "root certificates for PostgreSQL TLS");
+
+    fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disable => "disable",
+            TlsMode::Prefer => "prefer",
+            TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
+            TlsMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// The URL's TLS settings: its `sslmode` and the CA file of `sslrootcert`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TlsRequest {
+    pub mode: TlsMode,
+    pub root_cert: Option<PathBuf>,
+}
+
+/// Takes `sslmode` and `sslrootcert` out of a connection URL or key-value string, and returns
+/// the rest with what they asked. The driver knows neither `verify-ca`/`verify-full` nor
+/// `sslrootcert`, so kenning reads them itself and sets up the verification they ask for.
+pub(crate) fn split_tls(url: &str) -> Result<(String, TlsRequest)> {
+    let mut mode = None;
+    let mut root_cert = None;
+    let mut take = |key: &str, value: String| -> Result<bool> {
+        match key {
+            "sslmode" => {
+                mode = Some(TlsMode::parse(&value).ok_or_else(|| {
+                    Error::Url(format!(
+                        "sslmode `{value}` is not one of disable, prefer, require, verify-ca, verify-full"
+                    ))
+                })?);
+                Ok(true)
+            }
+            "sslrootcert" => {
+                root_cert = Some(PathBuf::from(value));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    };
+    let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        match url.split_once('?') {
+            None => url.to_owned(),
+            Some((base, query)) => {
+                let mut kept = Vec::new();
+                for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    if !take(key, percent_decode(value))? {
+                        kept.push(pair);
+                    }
+                }
+                if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) }
+            }
+        }
+    } else {
+        let mut kept = Vec::new();
+        for (key, value, text) in key_value_pairs(url)? {
+            if !take(&key, value)? {
+                kept.push(text);
+            }
+        }
+        kept.join(" ")
+    };
+    let request = TlsRequest { mode: mode.unwrap_or(TlsMode::Prefer), root_cert };
+    if request.mode == TlsMode::Disable && request.root_cert.is_some() {
+        return Err(Error::Url("sslrootcert is given but sslmode=disable turns TLS off; drop one of them".to_owned()));
+    }
+    Ok((rest, request))
+}
+
+/// `%XX` escapes of a URL's query value.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|byte| (*byte as char).to_digit(16));
+        match (bytes[index], hex(index + 1), hex(index + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                index += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The `key=value` pairs of a key-value connection string, each with its value unquoted and the
+/// text it was written as. Values may be single-quoted, with `\'` and `\\` escapes.
+fn key_value_pairs(text: &str) -> Result<Vec<(String, String, &str)>> {
+    let mut pairs = Vec::new();
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let start = rest;
+        let equals = rest.find('=').ok_or_else(|| Error::Url(format!("`{rest}` is not a key=value pair")))?;
+        let key = rest[..equals].trim().to_owned();
+        rest = rest[equals + 1..].trim_start();
+        let mut value = String::new();
+        if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((at, c)) = chars.next() {
+                match c {
+                    '\\' => value.extend(chars.next().map(|(_, escaped)| escaped)),
+                    '\'' => {
+                        end = Some(at);
+                        break;
+                    }
+                    other => value.push(other),
+                }
+            }
+            let end = end.ok_or_else(|| Error::Url(format!("the value of `{key}` has no closing quote")))?;
+            rest = &quoted[end + 1..];
+        } else {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            value.push_str(&rest[..end]);
+            rest = &rest[end..];
+        }
+        let written = start[..start.len() - rest.len()].trim_end();
+        pairs.push((key, value, written));
+        rest = rest.trim_start();
+    }
+    Ok(pairs)
+}
+
+/// TLS through rustls, verifying the server as the URL's `sslmode` and `sslrootcert` ask.
+fn tls_connector(request: &TlsRequest) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|error| Error::Tls(error.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .map_err(|error| Error::Tls(error.to_string()))?;
+    let check_chain = request.root_cert.is_some() || matches!(request.mode, TlsMode::VerifyCa | TlsMode::VerifyFull);
+    let chain = if check_chain {
+        let roots = Arc::new(root_certificates(request.root_cert.as_deref())?);
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+            .build()
+            .map_err(|error| Error::Tls(error.to_string()))?;
+        Some(verifier)
+    } else {
+        None
+    };
+    let config = match chain {
+        Some(verifier) if request.mode == TlsMode::VerifyFull => builder.with_webpki_verifier(verifier).with_no_client_auth(),
+        chain => builder.dangerous().with_custom_certificate_verifier(Arc::new(LibpqVerifier { chain, provider })).with_no_client_auth(),
+    };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The CA certificates of `sslrootcert`, or else the system's root certificates.
+fn root_certificates(file: Option<&Path>) -> Result<rustls::RootCertStore> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let mut roots = rustls::RootCertStore::empty();
+    match file {
+        Some(path) => {
+            let unreadable = |reason: String| Error::Tls(format!("sslrootcert {}: {reason}", path.display()));
+            let certificates = CertificateDer::pem_file_iter(path)
+                .map_err(|error| unreadable(error.to_string()))?
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|error| unreadable(error.to_string()))?;
+            if certificates.is_empty() {
+                return Err(unreadable("holds no PEM certificate".to_owned()));
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|error| unreadable(error.to_string()))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for error in &found.errors {
+                tracing::warn!(%error, "a system root certificate could not be read");
+            }
+            let (added, ignored) = roots.add_parsable_certificates(found.certs);
+            tracing::debug!(added, ignored, "root certificates for PostgreSQL TLS");
+        }
+    }
+    Ok(roots)
+}
+
+/// The certificate check of `sslmode` short of `verify-full` (which is rustls's own check).
+/// With `chain`, the certificate must chain to one of its CAs, whatever host name it names
+/// (`verify-ca`, or `require` with a CA file). Without, any certificate is taken (`prefer` or
+/// `require` without a CA file): libpq encrypts such connections without asking whose
+/// certificate the server shows, and so does kenning. The handshake's signatures are checked
+/// either way, so the session is bound to the certificate the server presented.
+#[derive(Debug)]
+struct LibpqVerifier {
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for LibpqVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
+        // webpki checks the chain before the name, so a name error means the chain was good.
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +565,40 @@ mod tests {
         for bad in ["", "Kenning", "a-b", "a;drop", "1abc", &"x".repeat(64)] {
             assert!(validate_schema_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn tls_settings_are_taken_out_of_urls() {
+        let (rest, request) =
+            split_tls("postgresql://u@db:5432/org?application_name=x&sslmode=verify-full&sslrootcert=%2Fetc%2Fca%20file.pem").unwrap();
+        assert_eq!(rest, "postgresql://u@db:5432/org?application_name=x");
+        assert_eq!(request, TlsRequest { mode: TlsMode::VerifyFull, root_cert: Some(PathBuf::from("/etc/ca file.pem")) });
+
+        let (rest, request) = split_tls("postgres://u@db/org?sslmode=require").unwrap();
+        assert_eq!(rest, "postgres://u@db/org");
+        assert_eq!(request, TlsRequest { mode: TlsMode::Require, root_cert: None });
+
+        let (rest, request) = split_tls("postgres://u@db/org").unwrap();
+        assert_eq!(rest, "postgres://u@db/org");
+        assert_eq!(request.mode, TlsMode::Prefer);
+    }
+
+    #[test]
+    fn tls_settings_are_taken_out_of_key_value_strings() {
+        let (rest, request) =
+            split_tls("host=db  sslmode=verify-ca sslrootcert='/tmp/my ca\\'s.pem' password='a b' user=u").unwrap();
+        assert_eq!(rest, "host=db password='a b' user=u");
+        assert_eq!(request, TlsRequest { mode: TlsMode::VerifyCa, root_cert: Some(PathBuf::from("/tmp/my ca's.pem")) });
+        assert!(tokio_postgres::Config::from_str(&rest).is_ok());
+    }
+
+    #[test]
+    fn unknown_or_contradictory_tls_settings_are_refused() {
+        let error = split_tls("postgresql://db/org?sslmode=verify").unwrap_err().to_string();
+        assert!(error.contains("sslmode `verify`") && error.contains("verify-full"), "{error}");
+        let error = split_tls("host=db sslmode=disable sslrootcert=/ca.pem").unwrap_err().to_string();
+        assert!(error.contains("sslrootcert"), "{error}");
+        assert!(split_tls("host=db sslrootcert='/unterminated").is_err());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 
 use deadpool_postgres::GenericClient;
 use kenning_core::decision::{
-    Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, relation,
+    Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
+    relation, taught_edges,
 };
 use kenning_core::{Embedding, Inserted, Memory};
 
@@ -195,30 +196,13 @@ pub(crate) async fn record_outcome(
     }
     update_decision(tx, change).await?;
     let inserted = write::insert(tx, lessons).await?;
-    let mut stored = outcome.clone();
-    stored.lesson_ids = lessons
-        .iter()
-        .zip(&inserted)
-        .map(|((memory, _), inserted)| match inserted {
-            Inserted::Created => memory.id.clone(),
-            Inserted::Duplicate(existing) => existing.clone(),
-        })
-        .collect();
+    let stored = outcome_with_lessons(outcome, lessons, &inserted);
     tx.execute(
         "INSERT INTO decision_outcomes (decision_id, id, module, completed_at, body) VALUES ($1, $2, $3, $4, $5)",
         &[&id, &stored.id, &change.next.module, &time_key(stored.completed_at), &serde_json::to_string(&stored)?],
     )
     .await?;
-    let taught: Vec<Edge> = stored
-        .lesson_ids
-        .iter()
-        .map(|lesson| Edge {
-            from: Node::outcome(&stored.id),
-            relation: relation::TAUGHT.to_owned(),
-            to: Node::memory(lesson),
-            created_at: stored.completed_at,
-        })
-        .collect();
+    let taught = taught_edges(&stored);
     relations::insert_edges(tx, edges).await?;
     relations::insert_edges(tx, &taught).await?;
     Ok(inserted)

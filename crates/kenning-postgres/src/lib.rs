@@ -28,6 +28,7 @@ mod db;
 mod decisions;
 mod error;
 mod filter;
+mod purge;
 mod read;
 mod relations;
 mod schema;
@@ -36,4 +37,4 @@ mod write;
 
 pub use db::{Settings, VectorIndex};
 pub use error::Error;
-pub use store::{PostgresStore, migrate_to};
+pub use store::{PostgresStore, ServerInfo, migrate_to, probe};

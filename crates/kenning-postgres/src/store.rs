@@ -10,12 +10,13 @@ use kenning_core::decision::{
     SkillSync,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    StoreStats,
 };
 
 use crate::db::{Db, Settings, VectorIndex};
 use crate::error::Error;
-use crate::{decisions, read, relations, schema, write};
+use crate::{decisions, purge, read, relations, schema, write};
 
 /// A memory store, and the decision store beside it, in one PostgreSQL schema.
 ///
@@ -137,6 +138,30 @@ pub fn migrate_to(settings: &Settings, version: usize) -> Result<(), Error> {
     db.run(|client| async move { schema::migrate(&client, &schema, Some(version)).await })
 }
 
+/// What a connection to the server shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The server's version, as `SHOW server_version` gives it.
+    pub version: String,
+    /// The TLS protocol of the connection (`TLSv1.3`), or `None` when it is not encrypted.
+    pub tls: Option<String>,
+}
+
+/// Connects as `settings` say, without touching kenning's schema, and reports the server's
+/// version and whether the connection is encrypted: to check a URL's TLS settings against a
+/// server before a store uses it.
+pub fn probe(settings: &Settings) -> Result<ServerInfo, Error> {
+    let db = Db::open_unmigrated(settings)?;
+    db.run(|client| async move {
+        let version: String = client.query_one("SHOW server_version", &[]).await?.get(0);
+        let tls: Option<String> = client
+            .query_opt("SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl", &[])
+            .await?
+            .map(|row| row.get(0));
+        Ok(ServerInfo { version, tls })
+    })
+}
+
 type CoreResult<T> = kenning_core::Result<T>;
 
 impl MemoryStore for PostgresStore {
@@ -192,6 +217,19 @@ impl MemoryStore for PostgresStore {
 
     fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
         Ok(on_connection!(self, |client| read::missing_embeddings(client, model, limit).await?)?)
+    }
+
+    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+        Ok(self.db.run_retrying(|mut client| async move {
+            let tx = client.transaction().await?;
+            let counts = purge::purge_author(&tx, author).await?;
+            if apply {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            Ok(counts)
+        })?)
     }
 
     fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {

@@ -7,7 +7,7 @@ use deadpool_postgres::GenericClient;
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
 use pgvector::Vector;
 
-use crate::codec::{MEMORY_COLUMNS, decode_row, encode_memory, nanos, searchable, time_key};
+use crate::codec::{MEMORY_COLUMNS, Params, decode_row, encode_memory, nanos, searchable, time_key};
 use crate::error::{Error, Result};
 use crate::relations;
 
@@ -209,36 +209,44 @@ async fn active_duplicate(tx: &impl GenericClient, memory: &Memory, hash: &str, 
     row.map(|row| MemoryId::parse(row.get::<_, &str>(0)).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
 }
 
+/// The columns a memory's row is written with, each with the SQL of its value (the value's
+/// placeholder in `params`): the one list that both an insert and an update write.
+fn row_values(memory: &Memory, hash: &str, params: &mut Params) -> Result<Vec<(&'static str, String)>> {
+    let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
+    let access_count = memory.access_count.min(i64::MAX as u64) as i64;
+    Ok(vec![
+        ("id", params.push(memory.id.as_str().to_owned())),
+        ("namespace", params.push(memory.namespace.as_str().to_owned())),
+        ("kind", params.push(memory.kind.as_str().to_owned())),
+        ("status", params.push(memory.status.as_str().to_owned())),
+        ("confidence", params.push(memory.confidence)),
+        ("created_at", params.push(nanos(memory.created_at))),
+        ("occurred_at", params.push(nanos(memory.occurred_at()))),
+        ("content_hash", params.push(hash.to_owned())),
+        ("version", params.push(version)),
+        ("tags", params.push(memory.tags.clone())),
+        ("access_count", params.push(access_count)),
+        ("last_accessed_at", params.push(memory.last_accessed_at.map(time_key))),
+        ("search", format!("to_tsvector('english', {})", params.push(searchable(&memory.search_text())))),
+        ("body", params.push(encode_memory(memory)?)),
+        ("facets", params.push(facets(memory))),
+    ])
+}
+
 /// Inserts the row of a new memory. Returns false, writing nothing, when the active-content
 /// index already holds its content (a concurrent writer got there first).
 async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Result<bool> {
-    let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
-    let access_count = memory.access_count.min(i64::MAX as u64) as i64;
-    let inserted = tx
-        .query_opt(
-            "INSERT INTO memories (id, namespace, kind, status, confidence, created_at, occurred_at, content_hash, \
-             version, tags, access_count, last_accessed_at, search, body, facets) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_tsvector('english', $13), $14, $15) \
-             ON CONFLICT (namespace, content_hash) WHERE status = 'active' DO NOTHING RETURNING seq",
-            &[
-                &memory.id.as_str(),
-                &memory.namespace.as_str(),
-                &memory.kind.as_str(),
-                &memory.status.as_str(),
-                &memory.confidence,
-                &nanos(memory.created_at),
-                &nanos(memory.occurred_at()),
-                &hash,
-                &version,
-                &memory.tags,
-                &access_count,
-                &memory.last_accessed_at.map(time_key),
-                &searchable(&memory.search_text()),
-                &encode_memory(memory)?,
-                &facets(memory),
-            ],
-        )
-        .await?;
+    let mut params = Params::default();
+    let values = row_values(memory, hash, &mut params)?;
+    let columns: Vec<&str> = values.iter().map(|(column, _)| *column).collect();
+    let expressions: Vec<&str> = values.iter().map(|(_, value)| value.as_str()).collect();
+    let sql = format!(
+        "INSERT INTO memories ({}) VALUES ({}) \
+         ON CONFLICT (namespace, content_hash) WHERE status = 'active' DO NOTHING RETURNING seq",
+        columns.join(", "),
+        expressions.join(", ")
+    );
+    let inserted = tx.query_opt(&sql, &params.refs()).await?;
     if inserted.is_some() {
         relations::sync_links(tx, memory).await?;
     }
@@ -248,33 +256,17 @@ async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Res
 /// Rewrites the row under `seq` with `memory`. Read statistics stay as stored: they only grow,
 /// and the stored ones are at least as new as any copy a writer started from.
 async fn update_row(tx: &impl GenericClient, seq: i64, memory: &Memory, hash: &str) -> Result<()> {
-    let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
-    let access_count = memory.access_count.min(i64::MAX as u64) as i64;
-    tx.execute(
-        "UPDATE memories SET id = $2, namespace = $3, kind = $4, status = $5, confidence = $6, created_at = $7, \
-         occurred_at = $8, content_hash = $9, version = $10, tags = $11, \
-         access_count = greatest(access_count, $12), last_accessed_at = greatest(last_accessed_at, $13), \
-         search = to_tsvector('english', $14), body = $15, facets = $16 WHERE seq = $1",
-        &[
-            &seq,
-            &memory.id.as_str(),
-            &memory.namespace.as_str(),
-            &memory.kind.as_str(),
-            &memory.status.as_str(),
-            &memory.confidence,
-            &nanos(memory.created_at),
-            &nanos(memory.occurred_at()),
-            &hash,
-            &version,
-            &memory.tags,
-            &access_count,
-            &memory.last_accessed_at.map(time_key),
-            &searchable(&memory.search_text()),
-            &encode_memory(memory)?,
-            &facets(memory),
-        ],
-    )
-    .await?;
+    let mut params = Params::default();
+    let seq = params.push(seq);
+    let assignments: Vec<String> = row_values(memory, hash, &mut params)?
+        .into_iter()
+        .map(|(column, value)| match column {
+            "access_count" | "last_accessed_at" => format!("{column} = greatest({column}, {value})"),
+            _ => format!("{column} = {value}"),
+        })
+        .collect();
+    let sql = format!("UPDATE memories SET {} WHERE seq = {seq}", assignments.join(", "));
+    tx.execute(&sql, &params.refs()).await?;
     relations::sync_links(tx, memory).await
 }
 

@@ -20,10 +20,14 @@ use kenning_postgres::{PostgresStore, Settings, VectorIndex};
 mod concurrency;
 #[path = "postgres/domains.rs"]
 mod domains;
+#[path = "postgres/hnsw.rs"]
+mod hnsw;
 #[path = "postgres/migration.rs"]
 mod migration;
 #[path = "postgres/outage.rs"]
 mod outage;
+#[path = "postgres/tls.rs"]
+mod tls;
 
 const URL_VARIABLE: &str = "KENNING_TEST_PG_URL";
 
@@ -50,14 +54,9 @@ fn settings(schema: &str) -> Settings {
     settings_for(server_url(), schema)
 }
 
-/// `KENNING_TEST_PG_HNSW=0` (set by `scripts/pg-server` when a probe found that the server's
-/// pgvector crashes on HNSW inserts on this CPU) runs the tests with exact vector search.
+/// Settings with the default vector index, HNSW.
 fn settings_for(url: String, schema: &str) -> Settings {
-    let vector_index = match std::env::var("KENNING_TEST_PG_HNSW").as_deref() {
-        Ok("0") => VectorIndex::Exact,
-        _ => VectorIndex::Hnsw,
-    };
-    Settings { schema: schema.to_owned(), vector_index, ..Settings::new(url) }
+    Settings { schema: schema.to_owned(), ..Settings::new(url) }
 }
 
 fn fresh_store(label: &str) -> PostgresStore {
@@ -68,6 +67,16 @@ mod conformance {
     use super::*;
 
     kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(fresh_store("conformance")) });
+}
+
+/// The same suite with `vector_index = "exact"`, the configuration that compares every vector.
+mod conformance_exact {
+    use super::*;
+
+    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> {
+        let settings = Settings { vector_index: VectorIndex::Exact, ..settings(&fresh_schema("exact")) };
+        Box::new(PostgresStore::open(&settings).unwrap())
+    });
 }
 
 mod decision_conformance {

@@ -71,6 +71,18 @@ impl Db {
         })
     }
 
+    /// Runs `work` in a write transaction and rolls it back: what a write would do, without
+    /// doing it (a dry run).
+    pub(crate) fn rehearse<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = lock(&self.writer);
+        retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.rollback()?;
+            Ok(value)
+        })
+    }
+
     /// Runs `work` in a read transaction, so that everything it reads comes from one snapshot.
     pub(crate) fn read<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
         let pooled = lock(&self.readers).pop();

@@ -2,7 +2,8 @@
 //! caller, together with the memory rows it touches.
 
 use kenning_core::decision::{
-    Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, relation,
+    Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
+    relation, taught_edges,
 };
 use kenning_core::{Embedding, Inserted, Memory};
 use rusqlite::types::Value;
@@ -193,27 +194,10 @@ pub(crate) fn record_outcome(
     }
     update_decision(conn, change)?;
     let inserted = write::insert(conn, lessons)?;
-    let mut stored = outcome.clone();
-    stored.lesson_ids = lessons
-        .iter()
-        .zip(&inserted)
-        .map(|((memory, _), inserted)| match inserted {
-            Inserted::Created => memory.id.clone(),
-            Inserted::Duplicate(existing) => existing.clone(),
-        })
-        .collect();
+    let stored = outcome_with_lessons(outcome, lessons, &inserted);
     conn.prepare_cached("INSERT INTO decision_outcomes (decision_id, id, module, completed_at, body) VALUES (?, ?, ?, ?, ?)")?
         .execute(params![id, stored.id, change.next.module, time_key(stored.completed_at), serde_json::to_string(&stored)?])?;
-    let taught: Vec<Edge> = stored
-        .lesson_ids
-        .iter()
-        .map(|lesson| Edge {
-            from: Node::outcome(&stored.id),
-            relation: relation::TAUGHT.to_owned(),
-            to: Node::memory(lesson),
-            created_at: stored.completed_at,
-        })
-        .collect();
+    let taught = taught_edges(&stored);
     relations::insert_edges(conn, edges)?;
     relations::insert_edges(conn, &taught)?;
     Ok(inserted)

@@ -33,6 +33,7 @@ mod decisions;
 mod error;
 mod filter;
 mod mirror;
+mod purge;
 mod index_file;
 mod read;
 mod relations;

@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use kenning_core::decision::{Decision, Edge, Node, Outcome, Signal, relation};
+use kenning_core::decision::{Decision, Edge, Node, Outcome, Signal, relation, taught_edges};
 use kenning_core::{Embedding, Memory, MemoryId, MemoryVersion, Status};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -171,6 +171,11 @@ pub(crate) fn apply(conn: &Connection, update: &MirrorUpdate, embeddings: &[Vers
     for (target, edges) in edges_to {
         relations::replace_edges_to(conn, &Node::memory(target), edges)?;
     }
+    if applied.removed > 0 {
+        // Other processes' indexes learn of changed rows by their change numbers, which a
+        // deleted row no longer has; a new identity makes them rebuild (see `purge`).
+        crate::purge::renew_identity(conn)?;
+    }
     set_state(conn, SOURCE, &update.source)?;
     apply_embeddings(conn, embeddings)?;
     Ok(applied)
@@ -252,16 +257,7 @@ fn put_decision(conn: &Connection, record: &MirrorDecision) -> Result<()> {
             "INSERT OR REPLACE INTO decision_outcomes (decision_id, id, module, completed_at, body) VALUES (?, ?, ?, ?, ?)",
         )?
         .execute(params![id, outcome.id, decision.module, time_key(outcome.completed_at), serde_json::to_string(outcome)?])?;
-        let taught: Vec<Edge> = outcome
-            .lesson_ids
-            .iter()
-            .map(|lesson| Edge {
-                from: Node::outcome(&outcome.id),
-                relation: relation::TAUGHT.to_owned(),
-                to: Node::memory(lesson),
-                created_at: outcome.completed_at,
-            })
-            .collect();
+        let taught = taught_edges(outcome);
         relations::insert_edges(conn, &record.edges)?;
         relations::insert_edges(conn, &taught)?;
     }

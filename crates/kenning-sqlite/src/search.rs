@@ -117,20 +117,25 @@ impl SearchCache {
 
     /// The state, once it reflects every change committed so far and holds `model`'s vectors.
     fn current(&self, db: &Db, model: Option<&str>) -> Result<RwLockReadGuard<'_, State>> {
-        let head = db.read(|conn| head_change(conn))?;
+        let (head, identity) = db.read(|conn| head_and_identity(conn))?;
         {
             let state = read(&self.state);
-            if state.is_current(head, model) {
+            if state.is_current(head, &identity, model) {
                 return Ok(state);
             }
         }
         {
             let mut state = write(&self.state);
             // Another thread may have caught up while this one waited for the lock.
-            if !state.is_current(head, model) {
+            if !state.is_current(head, &identity, model) {
+                let before = state.identity.clone();
                 let loaded = db.read(|conn| state.catch_up(conn, db.path(), model))?;
                 if let Some(change) = loaded {
                     self.persisted.store(change, Ordering::SeqCst);
+                } else if before.is_some() && before != state.identity {
+                    // A purge renewed the store's identity: the file is of the old one, so the
+                    // index just rebuilt is written out at once.
+                    self.persisted.store(NOT_PERSISTED, Ordering::SeqCst);
                 }
             }
             let persisted = self.persisted.load(Ordering::SeqCst);
@@ -197,8 +202,9 @@ impl Drop for SearchCache {
 }
 
 impl State {
-    fn is_current(&self, head: i64, model: Option<&str>) -> bool {
-        self.index.as_ref().is_some_and(|index| self.applied >= head && model.is_none_or(|model| index.has_model(model)))
+    fn is_current(&self, head: i64, identity: &str, model: Option<&str>) -> bool {
+        self.identity.as_deref() == Some(identity)
+            && self.index.as_ref().is_some_and(|index| self.applied >= head && model.is_none_or(|model| index.has_model(model)))
     }
 
     /// Loads what changed since `applied`, and `model`'s vectors if they are not loaded yet.
@@ -207,11 +213,13 @@ impl State {
     /// usable, and says which change that file reflects.
     fn catch_up(&mut self, conn: &Connection, path: &Path, model: Option<&str>) -> Result<Option<i64>> {
         let head = head_change(conn)?;
-        let identity = match self.identity.take() {
-            Some(identity) => identity,
-            None => index_file::store_identity(conn)?,
-        };
-        let identity = self.identity.insert(identity).clone();
+        let identity = index_file::store_identity(conn)?;
+        if self.identity.as_ref().is_some_and(|known| *known != identity) {
+            // A purge deleted rows, which change numbers cannot tell: start from scratch.
+            tracing::info!(path = %path.display(), "the store was purged; building the index");
+            self.index = None;
+        }
+        self.identity = Some(identity.clone());
         let stale = self.index.as_ref().is_some_and(|index| index.dead_slots() >= MIN_DEAD_SLOTS_FOR_REBUILD.max(index.len() / 4));
         let mut loaded = None;
         if self.index.is_none() {
@@ -232,8 +240,9 @@ impl State {
         }
         self.load(conn, model, head)?;
         if loaded.is_some() {
-            // Every row has a change number, and no row is ever deleted, so an index that
-            // caught up from a sound file holds every row. One that does not is rebuilt.
+            // Every row has a change number, and rows are deleted only by a purge, which gives
+            // the store a new identity that no older file carries, so an index that caught up
+            // from a sound file holds every row. One that does not is rebuilt.
             let rows: i64 = conn.prepare_cached("SELECT count(*) FROM memories")?.query_row([], |row| row.get(0))?;
             if self.index.as_ref().is_some_and(|index| index.len() as i64 != rows) {
                 tracing::warn!(path = %path.display(), rows, "search index file disagrees with the store; building the index");
@@ -266,6 +275,14 @@ impl State {
         self.applied = head;
         Ok(())
     }
+}
+
+/// The highest change number and the store's identity, read together in one statement: a
+/// search checks both before it runs.
+fn head_and_identity(conn: &Connection) -> Result<(i64, String)> {
+    Ok(conn
+        .prepare_cached("SELECT coalesce(max(change_seq), 0), (SELECT id FROM store_identity) FROM memories")?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?)
 }
 
 pub(crate) fn head_change(conn: &Connection) -> Result<i64> {

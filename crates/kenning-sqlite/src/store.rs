@@ -9,14 +9,15 @@ use kenning_core::decision::{
     SkillSync,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, ScoredId, SearchFilter, StoreStats,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    StoreStats,
 };
 
 use crate::db::{Db, Durability};
 use crate::error::Error;
 use crate::search::SearchCache;
 use crate::mirror::{MirrorUpdate, VersionedEmbedding};
-use crate::{decisions, mirror, read, relations, write};
+use crate::{decisions, mirror, purge, read, relations, write};
 
 /// A memory store, and the decision store beside it, in one SQLite database file.
 ///
@@ -107,6 +108,13 @@ impl SqliteStore {
     /// The id of an active memory other than `except` that holds the content of `memory`.
     pub fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>, Error> {
         self.db.read(|tx| mirror::active_duplicate(tx, memory, except))
+    }
+
+    /// The memories whose current record or any superseded version names `author`, the
+    /// selection [`MemoryStore::purge_author`] removes.
+    pub fn authored(&self, author: &str) -> Result<Vec<MemoryId>, Error> {
+        let ids = self.db.read(|tx| purge::authored(tx, author))?;
+        ids.iter().map(|id| MemoryId::parse(id).map_err(|error| Error::Corrupt(error.to_string()))).collect()
     }
 
     /// Where the search index is kept between processes: beside the database, a cache that
@@ -200,6 +208,18 @@ impl MemoryStore for SqliteStore {
 
     fn stats(&self) -> CoreResult<StoreStats> {
         Ok(self.db.read(|tx| read::stats(tx, self.db.path()))?)
+    }
+
+    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+        let counts = if apply {
+            self.db.write(|tx| purge::purge_author(tx, author))?
+        } else {
+            self.db.rehearse(|tx| purge::purge_author(tx, author))?
+        };
+        if apply && counts.memories > 0 {
+            self.search.reset(&self.db);
+        }
+        Ok(counts)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {

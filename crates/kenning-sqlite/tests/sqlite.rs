@@ -384,6 +384,39 @@ fn searches_see_writes_made_through_another_handle() {
     assert_eq!(hit_ids(&reader.search_text("sockets", &forgotten, 10).unwrap()), ["pool"]);
 }
 
+/// A purge deletes rows, which change numbers cannot announce: another handle's index, built
+/// before, and the index file written before, must both stop finding what was purged.
+#[test]
+fn a_purge_reaches_other_handles_and_the_index_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("purged.db");
+    let model = "purge-model";
+    let reader = SqliteStore::open(&path).unwrap();
+    let writer = SqliteStore::open(&path).unwrap();
+    let mut secret = memory("ada-note", "context", "Ada's quokka phone number is in the wiki.");
+    secret.author = Some("ada".into());
+    let kept = memory("bob-note", "context", "Bob's quokka notes on the build.");
+    writer.insert(&[(secret.clone(), Some(embedding(model, &[1.0, 0.0]))), (kept.clone(), Some(embedding(model, &[0.8, 0.6])))]).unwrap();
+    let search = |store: &SqliteStore| sorted(hit_ids(&store.search_text("quokka", &SearchFilter::active(), 10).unwrap()));
+    let nearest = |store: &SqliteStore| hit_ids(&store.search_vector(&unit(&[1.0, 0.0]), model, &SearchFilter::active(), 10).unwrap());
+    reader.warm_up(Some(model)).unwrap();
+    assert_eq!(search(&reader), ["ada-note", "bob-note"]);
+    reader.persist_index().unwrap();
+
+    let counts = writer.purge_author("ada", true).unwrap();
+    assert_eq!((counts.memories, counts.vectors), (1, 1));
+    assert_eq!(search(&reader), ["bob-note"], "the other handle's index still finds the purged memory");
+    assert_eq!(nearest(&reader), ["bob-note"]);
+    // A new process finds the file of the old identity, refuses it and builds afresh.
+    let fresh = SqliteStore::open(&path).unwrap();
+    assert_eq!(search(&fresh), ["bob-note"]);
+    fresh.persist_index().unwrap();
+    drop(fresh);
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(search(&reopened), ["bob-note"]);
+    assert_eq!(reopened.purge_author("ada", true).unwrap(), kenning_core::PurgeCounts::default());
+}
+
 /// A store written by the first schema, whose text index was an FTS5 table, keeps its search
 /// text through the migrations, and its memories' links become edges of the graph.
 #[test]

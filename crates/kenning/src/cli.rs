@@ -67,6 +67,23 @@ pub enum Command {
         #[arg(long)]
         author: Option<String>,
     },
+    /// Delete for good everything one author wrote (their data-rights erasure): memories with
+    /// their whole history, vectors, links and graph edges, and decisions with their signals
+    /// and outcomes, in every domain. Prints what was removed. Without --yes nothing is removed.
+    Purge {
+        /// The author whose memories go, as recorded on them (see `kenning export --author`).
+        #[arg(long)]
+        author: String,
+        /// Only this domain (`project`, `user`, `org`, ...).
+        #[arg(long)]
+        domain: Option<String>,
+        /// Only count what would be removed.
+        #[arg(long, conflicts_with = "yes")]
+        dry_run: bool,
+        /// Confirm the deletion; it cannot be undone.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Decisions: capture, follow through signals to an outcome, and learn from them.
     Decisions {
         #[command(subcommand)]

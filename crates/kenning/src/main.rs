@@ -43,6 +43,19 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("KENNING_LOG").unwrap_or_else(|_| "warn,rmcp=error".into()),
         )
         .init();
+    // A panic is a bug: the user gets one line on stderr saying so and where, not a backtrace;
+    // stdout stays clean for the stdio transport. A panic inside a tool call is also answered
+    // to the client as an internal error (-32603).
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let place = info.location().map(|location| format!(" at {}:{}", location.file(), location.line())).unwrap_or_default();
+        eprintln!("kenning: internal error{place}: {message} (this is a bug; please report it)");
+    }));
     let outcome = if matches!(cli.command, Command::Doctor) {
         doctor::run(cli.json)
     } else {
@@ -201,6 +214,20 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             eprintln!("exported {count} memories");
             Ok(())
         }
+        Command::Purge { author, domain, dry_run, yes } => {
+            if !dry_run && !yes {
+                return Err(kenning_engine::Error::Invalid(kenning_core::FieldError::new(
+                    "yes",
+                    "is required: a purge deletes for good and cannot be undone",
+                    "absent",
+                    "run with --dry-run to see what would be removed, then with --yes to remove it",
+                ))
+                .into());
+            }
+            let purged = memory.purge_authored(&author, domain.as_deref(), yes)?;
+            let report = PurgeSummary { author, dry_run, domains: purged };
+            print(json, &report, render::purge)
+        }
         Command::Import { file, into } => {
             let text = if file.as_os_str() == "-" {
                 read_stdin()?
@@ -219,6 +246,14 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             })
         }
     }
+}
+
+/// What `kenning purge` removed, or would remove.
+#[derive(Serialize)]
+pub(crate) struct PurgeSummary {
+    pub(crate) author: String,
+    pub(crate) dry_run: bool,
+    pub(crate) domains: Vec<kenning_engine::DomainPurge>,
 }
 
 /// What `kenning sync --setup` changed.

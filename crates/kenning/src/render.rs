@@ -136,3 +136,19 @@ pub fn sync(view: &SyncView) -> String {
         view.embedded
     )
 }
+
+pub(crate) fn purge(summary: &crate::PurgeSummary) -> String {
+    let mut out = String::new();
+    let verb = if summary.dry_run { "would remove" } else { "removed" };
+    for domain in &summary.domains {
+        let counts = &domain.counts;
+        out.push_str(&format!(
+            "{}: {verb} {} memories, {} versions, {} decisions, {} signals, {} outcomes, {} edges, {} vectors\n",
+            domain.domain, counts.memories, counts.versions, counts.decisions, counts.signals, counts.outcomes, counts.edges, counts.vectors
+        ));
+    }
+    if summary.dry_run {
+        out.push_str(&format!("nothing was removed; run `kenning purge --author {} --yes` to remove it\n", summary.author));
+    }
+    out
+}

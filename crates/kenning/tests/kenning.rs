@@ -540,3 +540,37 @@ fn export_by_author_holds_only_what_that_author_wrote() {
     assert_eq!(lines[0]["memory"]["author"], "ada");
     assert!(text(&lines[0], "/memory/content").starts_with("Ada's note"));
 }
+
+#[test]
+fn purge_by_author_counts_first_then_removes_everything_that_author_wrote() {
+    let sandbox = Sandbox::new();
+    let captures = [
+        ("ada", "project", "Ada's note on the cache eviction policy"),
+        ("ada", "user", "Ada prefers squash merges for the eviction work"),
+        ("bob", "project", "Bob's note on the deploy freeze"),
+    ];
+    for (author, domain, content) in captures {
+        let output = sandbox.command(&sandbox.repo(), &["capture", content, "--domain", domain]).env("KENNING_USER_ID", author).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let refused = sandbox.failure(&["purge", "--author", "ada"]);
+    assert!(refused.contains("--dry-run") && refused.contains("--yes"), "{refused}");
+
+    let memories = |report: &Value| -> Vec<(String, u64)> {
+        report["domains"].as_array().unwrap().iter().map(|d| (text(d, "/domain").to_owned(), d["memories"].as_u64().unwrap())).collect()
+    };
+    let dry = sandbox.json(&["purge", "--author", "ada", "--dry-run"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(memories(&dry), [(PROJECT.to_owned(), 1), ("user".to_owned(), 1)], "{dry:#}");
+    let exported = |author: &str| String::from_utf8_lossy(&sandbox.run(&sandbox.repo(), &["export", "--author", author]).stdout).lines().count();
+    assert_eq!(exported("ada"), 2, "a dry run removes nothing");
+
+    let purged = sandbox.json(&["purge", "--author", "ada", "--yes"]);
+    assert_eq!(memories(&purged), memories(&dry));
+    assert_eq!(exported("ada"), 0, "nothing ada wrote is left to export");
+    assert_eq!(exported("bob"), 1);
+    let page = sandbox.json(&["recall", "Ada cache eviction squash merges"]);
+    assert!(page["results"].as_array().unwrap().iter().all(|hit| !hit.to_string().contains("Ada")), "{page:#}");
+    let again = sandbox.json(&["purge", "--author", "ada", "--yes"]);
+    assert!(memories(&again).iter().all(|(_, count)| *count == 0), "{again:#}");
+}

@@ -14,7 +14,7 @@ use crate::decision::model::{
     Signal, SignalType, Valence,
 };
 use crate::error::{FieldError, closest};
-use crate::input::{CaptureInput, LinkInput, build_memory, truncate_chars, unit_interval};
+use crate::input::{CaptureInput, LinkInput, MAX_CONTENT_BYTES, build_memory, truncate_chars, unit_interval};
 use crate::memory::{Memory, MemoryVersion, Status};
 use crate::urn::MemoryUrn;
 
@@ -27,6 +27,11 @@ pub const MAX_FILES: usize = 50;
 /// Alternatives, assumptions and lessons are short phrases or sentences.
 pub const MAX_ITEM_CHARS: usize = 500;
 pub const MAX_TEXT_CHARS: usize = 4000;
+/// A note is counted in bytes, as the decision's memory that shows it is.
+pub const MAX_NOTE_BYTES: usize = 4000;
+/// Notes a decision keeps. Past this, what happened belongs in an outcome, a signal or a memory
+/// of its own linked to the decision.
+pub const MAX_NOTES: usize = 100;
 pub const MAX_METRICS: usize = 32;
 /// The namespace of decision memories.
 pub const DECISIONS_NAMESPACE: &str = "decisions";
@@ -245,7 +250,7 @@ pub fn apply_decision_update(current: &Decision, input: UpdateDecision, now: Dat
     if let Some(confidence) = input.confidence {
         next.current_confidence = unit_interval("confidence", confidence)?;
     }
-    if let Some(text) = optional_text("notes", input.notes.as_deref(), MAX_TEXT_CHARS)? {
+    if let Some(text) = validate_note(input.notes.as_deref(), current.notes.len())? {
         next.notes.push(Note { at: now, text });
     }
     if let Some(pr) = optional_text("linked_pr", input.linked_pr.as_deref(), MAX_ITEM_CHARS)? {
@@ -418,6 +423,29 @@ fn optional_text(field: &str, text: Option<&str>, max_chars: usize) -> Result<Op
     }
 }
 
+/// A note to append, refused when it is longer than [`MAX_NOTE_BYTES`] or the decision already
+/// has [`MAX_NOTES`].
+fn validate_note(text: Option<&str>, existing: usize) -> Result<Option<String>, FieldError> {
+    let Some(text) = text.map(str::trim).filter(|text| !text.is_empty()) else { return Ok(None) };
+    if text.len() > MAX_NOTE_BYTES {
+        return Err(FieldError::new(
+            "notes",
+            format!("is {} bytes, more than the {MAX_NOTE_BYTES}-byte limit of a note", text.len()),
+            format!("{}…", truncate_chars(text, 80)),
+            "keep a note to a few sentences; capture longer findings with memory_capture and link them to the decision",
+        ));
+    }
+    if existing >= MAX_NOTES {
+        return Err(FieldError::new(
+            "notes",
+            format!("cannot be added: the decision already has {existing} notes, the most it keeps"),
+            format!("{}…", truncate_chars(text, 80)),
+            "record what happened as a signal (decision_record_signal) or the outcome (decision_record_outcome), or capture it with memory_capture",
+        ));
+    }
+    Ok(Some(text.to_owned()))
+}
+
 fn validate_metrics(
     field: &str,
     metrics: BTreeMap<String, serde_json::Value>,
@@ -461,12 +489,8 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
         line("outcome", format!("{} (score {})", outcome.status, outcome.score));
         line("lessons", outcome.lessons.join("; "));
     }
-    if !decision.notes.is_empty() {
-        content.push_str("\n## Notes\n\n");
-        for note in &decision.notes {
-            content.push_str(&format!("- {}: {}\n", note.at.to_rfc3339_opts(SecondsFormat::Secs, true), note.text));
-        }
-    }
+    append_notes(&mut content, &decision.notes);
+    fit_content(&mut content);
     let mut metadata = BTreeMap::from([
         ("decision_id".to_owned(), decision.id.to_string()),
         ("module".to_owned(), decision.module.clone()),
@@ -497,6 +521,53 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
     }
 }
 
+/// Appends the notes section: the latest notes that fit in a memory beside what is already
+/// written, newest last, with a line saying how many earlier ones only the decision record keeps.
+fn append_notes(content: &mut String, notes: &[Note]) {
+    if notes.is_empty() {
+        return;
+    }
+    let lines: Vec<String> =
+        notes.iter().map(|note| format!("- {}: {}\n", note.at.to_rfc3339_opts(SecondsFormat::Secs, true), note.text)).collect();
+    const HEADING: &str = "\n## Notes\n\n";
+    // Room for the heading and the line about earlier notes, whose count has at most three digits.
+    let elision_room = "- (999 earlier notes are kept in the decision record)\n".len();
+    let room = MAX_CONTENT_BYTES.saturating_sub(content.len() + HEADING.len() + elision_room);
+    let mut kept = 0;
+    let mut used = 0;
+    for line in lines.iter().rev() {
+        if used + line.len() > room {
+            break;
+        }
+        used += line.len();
+        kept += 1;
+    }
+    content.push_str(HEADING);
+    let earlier = lines.len() - kept;
+    if earlier > 0 {
+        content.push_str(&format!("- ({earlier} earlier notes are kept in the decision record)\n"));
+    }
+    for line in &lines[earlier..] {
+        content.push_str(line);
+    }
+}
+
+/// Cuts a decision's rendered content to what a memory holds, at a character boundary, marking
+/// the cut. Only the longest decisions (many long alternatives, assumptions and files) reach it;
+/// the decision record keeps every field whole.
+fn fit_content(content: &mut String) {
+    const MARK: &str = "\n…\n";
+    if content.len() <= MAX_CONTENT_BYTES {
+        return;
+    }
+    let mut end = MAX_CONTENT_BYTES - MARK.len();
+    while !content.is_char_boundary(end) {
+        end -= 1;
+    }
+    content.truncate(end);
+    content.push_str(MARK);
+}
+
 fn truncated_title(statement: &str) -> String {
     if statement.chars().count() <= crate::input::MAX_TITLE_CHARS {
         statement.to_owned()
@@ -507,16 +578,16 @@ fn truncated_title(statement: &str) -> String {
 
 /// The next version of a decision's memory after the decision changed, or `None` when what the
 /// memory says is already current (say, after someone edited it by hand to the same text). A
-/// forgotten decision memory stays forgotten.
+/// forgotten decision memory stays forgotten. [`decision_memory_input`] always renders a valid
+/// memory (its content is cut to fit), so an error here is a bug, reported rather than a panic.
 pub fn refresh_decision_memory(
     current: &Memory,
     decision: &Decision,
     outcome: Option<&Outcome>,
     reason: &str,
     now: DateTime<Utc>,
-) -> Option<(Memory, MemoryVersion)> {
+) -> Result<Option<(Memory, MemoryVersion)>, FieldError> {
     refresh_memory(current, decision_memory_input(decision, outcome), current.status, reason, now)
-        .expect("a decision's memory is built from valid fields")
 }
 
 /// The next version of a memory kept in step with a record it is derived from: `face` (what the

@@ -26,5 +26,6 @@ pub use model::{
     Signal, SignalType, Valence,
 };
 pub use store::{
-    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, relation,
+    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, outcome_with_lessons,
+    relation, taught_edges,
 };

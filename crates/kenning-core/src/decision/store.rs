@@ -89,6 +89,36 @@ pub struct Edge {
     pub created_at: DateTime<Utc>,
 }
 
+/// The outcome as a store records it: its `lesson_ids` name the memories its lessons became,
+/// in order. A lesson stored as a new memory is named by its own id; one that duplicated an
+/// active memory (`Inserted::Duplicate`) by that memory's.
+pub fn outcome_with_lessons(outcome: &Outcome, lessons: &[(Memory, Option<Embedding>)], inserted: &[Inserted]) -> Outcome {
+    let mut stored = outcome.clone();
+    stored.lesson_ids = lessons
+        .iter()
+        .zip(inserted)
+        .map(|((memory, _), inserted)| match inserted {
+            Inserted::Created => memory.id.clone(),
+            Inserted::Duplicate(existing) => existing.clone(),
+        })
+        .collect();
+    stored
+}
+
+/// The `taught` edges from a recorded outcome to each of its lessons, dated when the outcome was.
+pub fn taught_edges(outcome: &Outcome) -> Vec<Edge> {
+    outcome
+        .lesson_ids
+        .iter()
+        .map(|lesson| Edge {
+            from: Node::outcome(&outcome.id),
+            relation: relation::TAUGHT.to_owned(),
+            to: Node::memory(lesson),
+            created_at: outcome.completed_at,
+        })
+        .collect()
+}
+
 /// One edge reached while walking the graph, with its distance from the start (1 for the
 /// start's own edges).
 #[derive(Debug, Clone, PartialEq)]

@@ -51,6 +51,10 @@ pub(crate) fn recommendation(calibration: &Calibration) -> String {
             "Underconfident by {:.0} points: {record} but stated confidence averaged {stated:.0}%. You can trust your decisions here more.",
             -gap * 100.0
         ),
+        CalibrationStatus::Miscalibrated => format!(
+            "Miscalibrated: {record} against a stated {stated:.0}% on average, but decision by decision the stated confidence lies {:.0} points outside what its own confidence band achieved, so high and low confidence do not tell success from failure here. Compare the reliability table's bins and state confidence from what each kind of decision achieved.",
+            calibration.excess_calibration_error.unwrap_or_default() * 100.0
+        ),
     }
 }
 
@@ -77,6 +81,8 @@ pub(crate) fn calibration_view(module: &str, domain: &str, outcomes: &[(Decision
             probability_recent_better: detail.probability_recent_better,
         }),
         brier_score: calibration.brier_score,
+        expected_calibration_error: calibration.expected_calibration_error,
+        excess_calibration_error: calibration.excess_calibration_error,
         reliability: calibration
             .reliability
             .iter()
@@ -312,8 +318,8 @@ impl DecisionService {
                     ),
                 });
             }
-            if calibration.status == CalibrationStatus::Overconfident {
-                anomalies.push(Anomaly { module: module.clone(), kind: "overconfident".to_owned(), message: recommendation(&calibration) });
+            if matches!(calibration.status, CalibrationStatus::Overconfident | CalibrationStatus::Miscalibrated) {
+                anomalies.push(Anomaly { module: module.clone(), kind: calibration.status.to_string(), message: recommendation(&calibration) });
             }
         }
         Ok(AnomaliesView { domain: entry.domain.to_string(), anomalies })

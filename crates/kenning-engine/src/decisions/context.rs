@@ -181,6 +181,7 @@ fn status_words(status: &str) -> &'static str {
         "well_calibrated" => "Well calibrated",
         "overconfident" => "Overconfident",
         "underconfident" => "Underconfident",
+        "miscalibrated" => "Miscalibrated",
         _ => "Insufficient data",
     }
 }

@@ -34,7 +34,8 @@ use kenning_core::{CaptureInput, Cursor, Domain, FieldError, Inserted, Memory, M
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::service::{backoff, MemoryService, CAS_ATTEMPTS};
-use crate::views::timestamp;
+use crate::views::{RedactionView, redaction_warning, timestamp};
+use kenning_core::secrets::{redact_decision, redact_decision_update, redact_outcome, redact_signal};
 use calibration::{evidence, recommendation};
 use views::{
     decision_urn, round, Analysis, AntipatternMatch, CalibrationImpact, CaptureDecisionResult, CausalChain, ChainMemory,
@@ -151,7 +152,8 @@ impl DecisionService {
     }
 
     /// Validates and stores a new decision with its memory.
-    pub fn capture(&self, input: CaptureDecision, domain: Option<&str>) -> Result<CaptureDecisionResult> {
+    pub fn capture(&self, mut input: CaptureDecision, domain: Option<&str>) -> Result<CaptureDecisionResult> {
+        let redacted: Vec<RedactionView> = redact_decision(&mut input).iter().map(RedactionView::from).collect();
         let entry = self.entry(domain)?;
         let now = self.memory.now();
         let id = DecisionId::parse(&format!("{}{}", DecisionId::PREFIX, new_memory_id(now))).expect("generated ids are valid");
@@ -173,11 +175,14 @@ impl DecisionService {
                 "Decision captured with confidence {} in {}. Record signals as they come and the outcome when it is known.",
                 decision.confidence, decision.module
             ),
+            warnings: redaction_warning(&redacted).into_iter().collect(),
+            redacted,
         })
     }
 
     /// Changes status, confidence, notes or links, with compare-and-swap retries.
-    pub fn update(&self, id: &str, input: UpdateDecision) -> Result<UpdateDecisionResult> {
+    pub fn update(&self, id: &str, mut input: UpdateDecision) -> Result<UpdateDecisionResult> {
+        let redacted: Vec<RedactionView> = redact_decision_update(&mut input).iter().map(RedactionView::from).collect();
         for attempt in 0..CAS_ATTEMPTS {
             let (entry, record) = self.find(id)?;
             let current = &record.decision;
@@ -202,6 +207,8 @@ impl DecisionService {
                         confidence: next.current_confidence,
                         updated_at: timestamp(next.updated_at),
                         revision: next.revision,
+                        warnings: redaction_warning(&redacted).into_iter().collect(),
+                        redacted,
                     });
                 }
                 Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),
@@ -215,7 +222,7 @@ impl DecisionService {
     /// The next version of a decision's memory after `next`, embedded if its text changed.
     fn memory_change(&self, entry: &DecisionDomain, next: &Decision, outcome: Option<&Outcome>, reason: &str) -> Result<Option<MemoryChange>> {
         let Some(current) = entry.store.get(&next.id.memory_id())? else { return Ok(None) };
-        let Some((memory, previous)) = refresh_decision_memory(&current, next, outcome, reason, self.memory.now()) else {
+        let Some((memory, previous)) = refresh_decision_memory(&current, next, outcome, reason, self.memory.now())? else {
             return Ok(None);
         };
         let embedding = if memory.search_text() == current.search_text() { None } else { self.memory.embed_one(&memory.search_text())? };
@@ -387,6 +394,9 @@ impl DecisionService {
             file: query.file.as_deref().map(str::trim).filter(|file| !file.is_empty()).map(str::to_owned),
             ..DecisionFilter::default()
         };
+        if let Some(text) = query.text.as_deref() {
+            kenning_core::search::check_query_length("text", text)?;
+        }
         let text = query.text.as_deref().map(str::trim).filter(|text| !text.is_empty());
         let (records, total) = match text {
             None => {
@@ -419,7 +429,8 @@ impl DecisionService {
     }
 
     /// Appends a signal and returns the estimated chance of success given all signals so far.
-    pub fn record_signal(&self, id: &str, input: SignalInput) -> Result<SignalResult> {
+    pub fn record_signal(&self, id: &str, mut input: SignalInput) -> Result<SignalResult> {
+        let redacted: Vec<RedactionView> = redact_signal(&mut input).iter().map(RedactionView::from).collect();
         let (entry, mut record) = self.find(id)?;
         let now = self.memory.now();
         let signal = build_signal(input, &record.decision.id, format!("sig_{}", new_memory_id(now)), now)?;
@@ -443,11 +454,14 @@ impl DecisionService {
             prior: round(prior),
             prior_source: prior_source.to_owned(),
             signals_counted: record.signals.len(),
+            warnings: redaction_warning(&redacted).into_iter().collect(),
+            redacted,
         })
     }
 
     /// Records how a decision turned out, with its lessons as `learnings` memories.
-    pub fn record_outcome(&self, id: &str, input: OutcomeInput) -> Result<OutcomeResult> {
+    pub fn record_outcome(&self, id: &str, mut input: OutcomeInput) -> Result<OutcomeResult> {
+        let redacted: Vec<RedactionView> = redact_outcome(&mut input).iter().map(RedactionView::from).collect();
         for attempt in 0..CAS_ATTEMPTS {
             let (entry, record) = self.find(id)?;
             let now = self.memory.now();
@@ -526,6 +540,8 @@ impl DecisionService {
                         },
                         skills,
                         recommendation: recommendation(&current),
+                        warnings: redaction_warning(&redacted).into_iter().collect(),
+                        redacted,
                     });
                 }
                 Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),

@@ -8,7 +8,7 @@ use kenning_core::{Domain, MemoryUrn, Namespace};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::views::timestamp;
+use crate::views::{RedactionView, timestamp};
 
 /// The URN of a decision's memory.
 pub(crate) fn decision_urn(domain: &Domain, decision: &Decision) -> String {
@@ -33,6 +33,11 @@ pub struct CaptureDecisionResult {
     pub confidence: f64,
     pub module: String,
     pub message: String,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The result of `decision_update`.
@@ -48,6 +53,11 @@ pub struct UpdateDecisionResult {
     pub updated_at: String,
     /// Grows by one with every change.
     pub revision: u32,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A signal as recorded.
@@ -92,6 +102,11 @@ pub struct SignalResult {
     /// `module_calibration` or `stated_confidence`.
     pub prior_source: String,
     pub signals_counted: usize,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An outcome as recorded.
@@ -363,6 +378,11 @@ pub struct OutcomeResult {
     /// Skills and antipatterns the outcome created, updated, revived or retired.
     pub skills: Vec<SkillChange>,
     pub recommendation: String,
+    /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<RedactionView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The calibration of one module, or of all of them (`module: "all"`).
@@ -381,7 +401,7 @@ pub struct CalibrationView {
     /// mean_confidence - success_rate: positive means overconfident.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence_gap: Option<f64>,
-    /// insufficient_data (under 3 outcomes), well_calibrated, overconfident or underconfident.
+    /// insufficient_data (under 3 outcomes), well_calibrated, overconfident, underconfident (the average beyond its interval and a 5-point margin) or miscalibrated (the reliability bins beyond theirs).
     pub status: String,
     pub alpha: f64,
     pub beta: f64,
@@ -395,6 +415,12 @@ pub struct CalibrationView {
     /// Mean of (stated confidence - score)^2; 0 is perfect.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brier_score: Option<f64>,
+    /// Mean |stated confidence - observed success| over the reliability bins, weighted by their outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_calibration_error: Option<f64>,
+    /// The same distance counted only outside each bin's own 95% credible interval; above 0.05 is miscalibrated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excess_calibration_error: Option<f64>,
     /// Stated-confidence bins against observed success.
     pub reliability: Vec<ReliabilityRow>,
     pub recommendation: String,

