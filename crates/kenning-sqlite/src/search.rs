@@ -129,8 +129,13 @@ impl SearchCache {
             // Another thread may have caught up while this one waited for the lock.
             if !state.is_current(head, &identity, model) {
                 let before = state.identity.clone();
-                let loaded = db.read(|conn| state.catch_up(conn, db.path(), model))?;
-                if let Some(change) = loaded {
+                let caught_up = db.read(|conn| state.catch_up(conn, db.path(), model))?;
+                if caught_up.added_model {
+                    // The file lacks the vectors just loaded from the database, whatever change
+                    // it reflects: written out, they spare every later process that load (a hook
+                    // process recalls once and exits, so it would otherwise pay it every time).
+                    self.persisted.store(NOT_PERSISTED, Ordering::SeqCst);
+                } else if let Some(change) = caught_up.file_change {
                     self.persisted.store(change, Ordering::SeqCst);
                 } else if before.is_some() && before != state.identity {
                     // A purge renewed the store's identity: the file is of the old one, so the
@@ -211,7 +216,7 @@ impl State {
     /// Runs in one read transaction, so everything loaded comes from one snapshot. Without an
     /// index in memory, it starts from the index file of the database at `path` if that is
     /// usable, and says which change that file reflects.
-    fn catch_up(&mut self, conn: &Connection, path: &Path, model: Option<&str>) -> Result<Option<i64>> {
+    fn catch_up(&mut self, conn: &Connection, path: &Path, model: Option<&str>) -> Result<CaughtUp> {
         let head = head_change(conn)?;
         let identity = index_file::store_identity(conn)?;
         if self.identity.as_ref().is_some_and(|known| *known != identity) {
@@ -238,7 +243,7 @@ impl State {
         if self.index.is_none() || stale {
             self.start_afresh();
         }
-        self.load(conn, model, head)?;
+        let mut added_model = self.load(conn, model, head)?;
         if loaded.is_some() {
             // Every row has a change number, and rows are deleted only by a purge, which gives
             // the store a new identity that no older file carries, so an index that caught up
@@ -247,11 +252,11 @@ impl State {
             if self.index.as_ref().is_some_and(|index| index.len() as i64 != rows) {
                 tracing::warn!(path = %path.display(), rows, "search index file disagrees with the store; building the index");
                 self.start_afresh();
-                self.load(conn, model, head)?;
+                added_model |= self.load(conn, model, head)?;
                 loaded = None;
             }
         }
-        Ok(loaded)
+        Ok(CaughtUp { file_change: loaded, added_model })
     }
 
     /// An empty index, keeping the models of the one it replaces.
@@ -265,16 +270,28 @@ impl State {
         self.applied = 0;
     }
 
-    fn load(&mut self, conn: &Connection, model: Option<&str>, head: i64) -> Result<()> {
-        let Some(index) = self.index.as_mut() else { return Ok(()) };
+    /// Loads the rows changed since `applied`, and first `model`'s vectors if the index lacks
+    /// them; says whether it added that model.
+    fn load(&mut self, conn: &Connection, model: Option<&str>, head: i64) -> Result<bool> {
+        let Some(index) = self.index.as_mut() else { return Ok(false) };
+        let mut added_model = false;
         if let Some(model) = model.filter(|model| !index.has_model(model)) {
             index.add_model(model);
             load_vectors(conn, index, model, self.applied)?;
+            added_model = true;
         }
         load_rows(conn, index, self.applied, head)?;
         self.applied = head;
-        Ok(())
+        Ok(added_model)
     }
+}
+
+/// What a catch-up did, as far as the index file is concerned.
+struct CaughtUp {
+    /// The change the index file reflects, when the index was read from it.
+    file_change: Option<i64>,
+    /// Whether a model's vectors were loaded from the database, which the file then lacks.
+    added_model: bool,
 }
 
 /// The highest change number and the store's identity, read together in one statement: a

@@ -638,6 +638,36 @@ mod persisted_index {
         assert_eq!(store.search_text("note", &SearchFilter::active(), 5).unwrap().len(), 5);
     }
 
+    /// Regression: a process that opened a file written without a model's vectors loaded them
+    /// from the database and never wrote them back, so every hook process (which recalls once
+    /// and exits) loaded all of them again. The file now gains them, and a later process
+    /// searches by vector without reading the embeddings table.
+    #[test]
+    fn vectors_loaded_after_opening_the_file_are_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.db");
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..60);
+        store.persist_index().unwrap();
+        drop(store);
+        let text_only = std::fs::read(kenning_index_path(&path)).unwrap();
+        let (index, _) = SearchIndex::read_image(std::sync::Arc::new(text_only)).unwrap();
+        assert!(!index.has_model(MODEL), "the first file holds no vectors");
+
+        let query = unit(&[1.0, 0.0, 0.0, 0.0]);
+        let store = SqliteStore::open(&path).unwrap();
+        let expected = hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 10).unwrap());
+        assert_eq!(expected.len(), 10);
+        drop(store);
+
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("DELETE FROM embeddings", []).unwrap();
+        drop(conn);
+        let store = SqliteStore::open(&path).unwrap();
+        let found = hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 10).unwrap());
+        assert_eq!(found, expected, "the vectors did not come from the index file");
+    }
+
     /// A file that claims changes the store does not have (the database was restored from an
     /// older copy, say) is not trusted.
     #[test]
