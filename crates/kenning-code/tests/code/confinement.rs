@@ -1,0 +1,81 @@
+//! Paths from callers: traversal, absolute paths and symbolic-link escapes are refused.
+
+use kenning_code::Confinement;
+
+use super::common::repository;
+
+#[test]
+fn hostile_paths_are_refused_with_a_field_error() {
+    let repo = repository("rust");
+    let root = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("src/outside")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("secret-link.txt")).unwrap();
+    std::os::unix::fs::symlink(root.join("missing-target"), root.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(root.join("loop-b"), root.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink(root.join("loop-a"), root.join("loop-b")).unwrap();
+    let confinement = Confinement::new(root).unwrap();
+    let outside_absolute = outside.path().join("secret.txt").display().to_string();
+    let root_parent = root.parent().unwrap().join("x").display().to_string();
+    let hostile: Vec<String> = [
+        "../secret.txt",
+        "../../etc/passwd",
+        "src/../../secret.txt",
+        "src/../..",
+        "./../x",
+        "..",
+        "/etc/passwd",
+        "/",
+        "etc-link/passwd",
+        "etc-link",
+        "src/outside/secret.txt",
+        "src/outside",
+        "secret-link.txt",
+        "dangling",
+        "loop-a",
+        "loop-a/deeper",
+        ".git/config",
+        "src/.git/hooks/pre-commit",
+        "..\\..\\windows\\system32",
+        "src\\lib.rs",
+        "C:\\Windows",
+        "~/.ssh/id_rsa",
+        "~root",
+        "file:///etc/passwd",
+        "src/lib.rs\0.txt",
+        "src/\nlib.rs",
+        "",
+    ]
+    .iter()
+    .map(|path| (*path).to_owned())
+    .chain([outside_absolute, root_parent, "a/".repeat(3000)])
+    .collect();
+    assert!(hostile.len() >= 20);
+    for path in &hostile {
+        let error = confinement.resolve("path", path, false).expect_err(path);
+        assert_eq!(error.field, "path", "{path}");
+        assert!(!error.problem.is_empty() && !error.suggestion.is_empty(), "{path}: {error:?}");
+        assert!(error.received.is_string(), "{path}");
+    }
+}
+
+#[test]
+fn paths_inside_are_accepted_in_normal_form() {
+    let repo = repository("rust");
+    let root = repo.path();
+    std::os::unix::fs::symlink(root.join("src"), root.join("sources")).unwrap();
+    let confinement = Confinement::new(root).unwrap();
+    assert_eq!(confinement.resolve("path", "src/lib.rs", false).unwrap(), "src/lib.rs");
+    assert_eq!(confinement.resolve("path", "./src//cart.rs", false).unwrap(), "src/cart.rs");
+    assert_eq!(confinement.resolve("path", &root.join("src/price.rs").display().to_string(), false).unwrap(), "src/price.rs");
+    // A link that stays inside the repository is followed.
+    assert_eq!(confinement.resolve("path", "sources/lib.rs", false).unwrap(), "sources/lib.rs");
+    // A file that does not exist yet is fine, as long as where it would be is inside.
+    assert_eq!(confinement.resolve("path", "src/new.rs", false).unwrap(), "src/new.rs");
+    assert_eq!(confinement.resolve("path", ".", true).unwrap(), "");
+    assert!(confinement.resolve("path", ".", false).is_err());
+    let missing = confinement.existing("path", "src/nowhere.rs", false).unwrap_err();
+    assert_eq!(missing.problem, "does not exist in the repository");
+}

@@ -1,0 +1,145 @@
+//! Runner detection, the commands of each scope, and real runs of cargo and pytest on the
+//! fixtures: passing, failing, not building, and running past the timeout.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kenning_code::runner::{RunnerKind, Scope, Toolchain, detect, run_tests};
+
+use super::common::{index, repository};
+
+/// The Python with pytest that `scripts/test` provides, else the machine's `python3`.
+fn toolchain() -> Toolchain {
+    Toolchain { python: Some(std::env::var_os("KENNING_TEST_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)) }
+}
+
+fn has_pytest(toolchain: &Toolchain) -> bool {
+    let python = toolchain.python.clone().unwrap();
+    std::process::Command::new(python).args(["-c", "import pytest"]).output().is_ok_and(|output| output.status.success())
+}
+
+const LONG: Duration = Duration::from_secs(300);
+
+#[test]
+fn each_fixture_has_its_runner_detected() {
+    let found = |name: &str| {
+        let repo = repository(name);
+        detect(repo.path(), &toolchain()).into_iter().map(|runner| (runner.kind, runner.linter, runner.typechecker)).collect::<Vec<_>>()
+    };
+    assert_eq!(found("rust"), vec![(RunnerKind::Cargo, Some("clippy".into()), Some("cargo check".into()))]);
+    assert_eq!(found("python"), vec![(RunnerKind::Pytest, None, None)]);
+    assert_eq!(found("typescript"), vec![(RunnerKind::Vitest, None, Some("tsc".into()))]);
+    assert_eq!(found("javascript"), vec![(RunnerKind::Jest, None, None)]);
+    assert_eq!(found("go"), vec![(RunnerKind::Go, Some("go vet".into()), Some("go build".into()))]);
+    let empty = tempfile::tempdir().unwrap();
+    assert!(detect(empty.path(), &toolchain()).is_empty());
+}
+
+#[test]
+fn a_runner_named_in_package_json_but_not_installed_is_reported() {
+    let repo = repository("typescript");
+    let index = index(repo.path());
+    let error = run_tests(&index, &toolchain(), None, &Scope::All, LONG).unwrap_err();
+    assert_eq!(error.code(), "not_available");
+    assert!(error.to_string().contains("vitest"), "{error}");
+}
+
+#[test]
+fn cargo_results_are_parsed_pass_fail_compile_error_and_timeout() {
+    let repo = repository("rust");
+    let root = repo.path();
+    let index = index(root);
+    let tools = toolchain();
+
+    let passed = run_tests(&index, &tools, None, &Scope::File("tests/checkout.rs".into()), LONG).unwrap();
+    assert_eq!(passed.commands, vec!["cargo test --no-fail-fast -p shop --test checkout"]);
+    assert_eq!((passed.status.as_str(), passed.passed, passed.failed, passed.skipped), ("passed", 3, 0, 1), "{}", passed.output_tail);
+
+    let unit = run_tests(&index, &tools, None, &Scope::File("src/price.rs".into()), LONG).unwrap();
+    assert_eq!(unit.commands, vec!["cargo test --no-fail-fast -p shop --lib -- price::"]);
+    assert_eq!((unit.passed, unit.failed), (1, 0));
+
+    // Affected by a change to prices: their own unit tests and the checkout tests, through cart.rs.
+    let affected = run_tests(&index, &tools, None, &Scope::Affected(vec!["src/price.rs".into()]), LONG).unwrap();
+    let selected: Vec<(&str, &str)> = affected.selected.iter().map(|link| (link.test_file.as_str(), link.reason.as_str())).collect();
+    assert_eq!(selected, vec![("src/price.rs", "same_file"), ("tests/checkout.rs", "imports")]);
+    assert_eq!(affected.commands, vec!["cargo test --no-fail-fast -p shop --test checkout", "cargo test --no-fail-fast -p shop --lib -- price::"]);
+    assert_eq!((affected.status.as_str(), affected.passed), ("passed", 4));
+
+    std::fs::write(
+        root.join("tests/checkout.rs"),
+        std::fs::read_to_string(root.join("tests/checkout.rs")).unwrap().replace("assert_eq!(cart.total(), 775);", "assert_eq!(cart.total(), 700, \"wrong total\");"),
+    )
+    .unwrap();
+    let failed = run_tests(&index, &tools, None, &Scope::Name("adds_items".into()), LONG).unwrap();
+    assert_eq!((failed.status.as_str(), failed.failed), ("failed", 1), "{}", failed.output_tail);
+    let failure = &failed.failures[0];
+    assert_eq!((failure.name.as_str(), failure.file.as_deref(), failure.line), ("adds_items", Some("tests/checkout.rs"), Some(8)));
+    assert!(failure.message.contains("wrong total"), "{}", failure.message);
+
+    std::fs::write(root.join("src/price.rs"), "pub fn format_price(cents: u64) -> String { cents }\n").unwrap();
+    let broken = run_tests(&index, &tools, None, &Scope::File("tests/checkout.rs".into()), LONG).unwrap();
+    assert_eq!(broken.status, "error", "{}", broken.output_tail);
+    let error = broken.failures.iter().find(|failure| failure.name == "error[E0308]").expect("the type error is reported");
+    assert_eq!((error.file.as_deref(), error.line), (Some("src/price.rs"), Some(1)));
+    assert_eq!(error.message, "mismatched types");
+}
+
+#[test]
+fn cargo_run_past_its_timeout_is_killed() {
+    let repo = repository("rust");
+    let index = index(repo.path());
+    let tools = toolchain();
+    // Build first, so that the timeout falls on the hanging test rather than on compilation.
+    let built = run_tests(&index, &tools, None, &Scope::File("tests/checkout.rs".into()), LONG).unwrap();
+    assert_eq!(built.status, "passed");
+    let started = std::time::Instant::now();
+    let slow = run_tests(&index, &tools, None, &Scope::Name("slow_checkout".into()), Duration::from_secs(20)).unwrap();
+    assert_eq!(slow.status, "timeout", "{}", slow.output_tail);
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
+    let tools = toolchain();
+    if !has_pytest(&tools) {
+        eprintln!("skipped: no pytest for {:?} (scripts/test sets KENNING_TEST_PYTHON)", tools.python);
+        return;
+    }
+    let repo = repository("python");
+    let root = repo.path();
+    let index = index(root);
+
+    let passed = run_tests(&index, &tools, None, &Scope::All, LONG).unwrap();
+    assert_eq!((passed.status.as_str(), passed.passed, passed.failed, passed.skipped), ("passed", 3, 0, 1), "{}", passed.output_tail);
+    assert!(!root.join(".pytest_cache").exists(), "a run leaves no cache in the repository");
+
+    let affected = run_tests(&index, &tools, None, &Scope::Affected(vec!["inventory/models.py".into()]), LONG).unwrap();
+    assert_eq!(affected.selected.iter().map(|link| link.test_file.as_str()).collect::<Vec<_>>(), vec!["tests/test_stock.py"]);
+    assert_eq!(affected.passed, 3);
+
+    std::fs::write(root.join("tests/test_prices.py"), "def test_price():\n    value = 2\n    assert value == 3, \"price is off\"\n").unwrap();
+    let failed = run_tests(&index, &tools, None, &Scope::File("tests/test_prices.py".into()), LONG).unwrap();
+    assert_eq!((failed.status.as_str(), failed.failed, failed.passed), ("failed", 1, 0), "{}", failed.output_tail);
+    let failure = &failed.failures[0];
+    assert_eq!(failure.name, "tests/test_prices.py::test_price");
+    assert_eq!((failure.file.as_deref(), failure.line), (Some("tests/test_prices.py"), Some(3)), "{}", failed.output_tail);
+    assert!(failure.message.contains("price is off"), "{}", failure.message);
+
+    std::fs::write(root.join("tests/test_broken.py"), "def test_broken(:\n    pass\n").unwrap();
+    let broken = run_tests(&index, &tools, None, &Scope::File("tests/test_broken.py".into()), LONG).unwrap();
+    assert_eq!(broken.status, "error", "{}", broken.output_tail);
+    assert_eq!(broken.failures[0].file.as_deref(), Some("tests/test_broken.py"), "{:?}", broken.failures);
+    std::fs::remove_file(root.join("tests/test_broken.py")).unwrap();
+
+    let slow = run_tests(&index, &tools, None, &Scope::Name("slow".into()), Duration::from_secs(5)).unwrap();
+    assert_eq!(slow.status, "timeout", "{}", slow.output_tail);
+}
+
+#[test]
+fn a_test_name_that_looks_like_an_option_is_refused() {
+    let repo = repository("rust");
+    let index = index(repo.path());
+    let error = run_tests(&index, &toolchain(), None, &Scope::Name("--nocapture".into()), LONG).unwrap_err();
+    assert_eq!(error.code(), "invalid");
+}
