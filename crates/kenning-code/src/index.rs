@@ -438,6 +438,23 @@ impl CodeIndex {
     }
 }
 
+impl CodeIndex {
+    /// The text of every chunk of a file.
+    pub fn chunk_texts(&self, path: &str) -> Vec<String> {
+        self.lock().chunks_of(path).into_iter().map(|chunk| chunk.text.clone()).collect()
+    }
+
+    /// The names of a file's functions, methods and types.
+    pub fn definitions(&self, path: &str) -> Vec<String> {
+        self.lock()
+            .chunks_of(path)
+            .into_iter()
+            .filter(|chunk| !matches!(chunk.kind.as_str(), "impl" | "module" | "constant"))
+            .map(|chunk| chunk.name.clone())
+            .collect()
+    }
+}
+
 impl State {
     fn manifests_differ(&self, other: &Manifests) -> bool {
         self.manifests.crates != other.crates || self.manifests.go_modules != other.go_modules

@@ -115,6 +115,12 @@ pub struct RunResult {
     pub selected: Vec<crate::TestLink>,
 }
 
+impl RunResult {
+    pub fn runner_name(&self) -> &'static str {
+        self.runner.name()
+    }
+}
+
 /// Every runner the repository at `root` uses.
 pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
     let exists = |name: &str| root.join(name).exists();

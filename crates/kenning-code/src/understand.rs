@@ -301,7 +301,7 @@ fn understand_directory(state: &State, root: &Path, path: &str) -> UnderstandVie
 }
 
 /// The start of a text file (64 KiB at most); empty when it cannot be read.
-pub(crate) fn read_text(path: &Path) -> String {
+pub fn read_text(path: &Path) -> String {
     use std::io::Read;
     let mut text = String::new();
     if let Ok(file) = std::fs::File::open(path) {

@@ -22,6 +22,10 @@ pub enum Error {
     /// A domain's store cannot be reached now (its database is down); nothing was written.
     #[error("{0}")]
     Unavailable(String),
+    /// A code tool could not do its work (no repository, no runner, a runner that failed to
+    /// start, an unreadable code index); `error` names the case for machines.
+    #[error("{message}")]
+    Code { error: &'static str, message: String, suggestion: String },
     /// The request was cancelled by its client or ran past its deadline; its work stopped early.
     #[error("the request was cancelled or ran past its deadline")]
     Interrupted,

@@ -10,6 +10,8 @@
 //! - [`DecisionService`] keeps decisions, signals and outcomes in each domain's
 //!   [`kenning_core::decision::DecisionStore`], beside (and as) memories, and answers
 //!   calibration, skills, warnings and context from them ([`decisions`]).
+//! - [`code::CodeService`] serves the `repo`, `test` and `docs` toolsets from kenning-code and
+//!   turns test runs into memories and decision signals.
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -17,6 +19,7 @@
 //! hands them in. It knows nothing of MCP.
 
 mod access;
+pub mod code;
 pub mod decisions;
 pub mod error;
 mod ids;
@@ -25,6 +28,7 @@ pub mod service;
 pub mod transfer;
 pub mod views;
 
+pub use code::CodeService;
 pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;

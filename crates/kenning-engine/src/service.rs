@@ -104,6 +104,11 @@ impl MemoryService {
         &self.domains[0].domain
     }
 
+    /// The embedder, shared with the code index so code and memories use one model.
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.embedder.clone()
+    }
+
     pub fn embedder_model(&self) -> Option<&str> {
         self.embedder.as_deref().map(|embedder| embedder.model_id())
     }

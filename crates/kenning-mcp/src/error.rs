@@ -103,6 +103,11 @@ impl From<EngineError> for ToolError {
                 "message": message,
                 "suggestion": "nothing was written; retry when the database is back (`kenning status` shows each domain), or choose another domain explicitly",
             })),
+            EngineError::Code { error, message, suggestion } => ToolError::Failed(json!({
+                "error": error,
+                "message": message,
+                "suggestion": suggestion,
+            })),
         }
     }
 }

@@ -12,6 +12,8 @@
 //! - [`schema`] keeps only the standard JSON Schema formats in tool schemas.
 //! - [`error`] maps engine errors onto the protocol: invalid input becomes JSON-RPC -32602 with
 //!   `{field, problem, received, suggestion}`, a failed tool becomes an `isError` result.
+//! - [`code_resources`] serves `repo://` and `test://` resources with the `repo` and `test`
+//!   toolsets (tools in [`tools::repo`] and [`tools::test`], served by the engine's `CodeService`).
 //! - [`decision_resources`] serves decisions, calibration, skills and anomalies as resources
 //!   (with the `decisions` toolset); clients may subscribe to them and are notified when a
 //!   decision tool changes them.
@@ -22,6 +24,7 @@
 
 pub mod access;
 mod client_log;
+pub mod code_resources;
 pub mod decision_resources;
 pub mod error;
 pub mod params;

@@ -14,7 +14,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
-use kenning_engine::{DecisionService, MemoryService};
+use kenning_engine::{CodeService, DecisionService, MemoryService};
 use kenning_service::Outcome;
 
 use crate::access::CallObserver;
@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "repo", "test"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -69,6 +69,10 @@ pub struct KenningServer {
     session: u64,
     /// Times, counts and audits tool calls; set by the HTTP transport.
     observer: Option<Arc<CallObserver>>,
+    /// The code toolsets' service, when kenning runs inside a repository.
+    code: Option<Arc<CodeService>>,
+    /// The code toolsets enabled (`repo`, `test`), whose resources are served.
+    code_toolsets: Vec<&'static str>,
 }
 
 impl KenningServer {
@@ -88,6 +92,25 @@ impl KenningServer {
             subscriptions,
             session,
             observer: None,
+            code: None,
+            code_toolsets: selected.iter().copied().filter(|name| matches!(*name, "repo" | "test")).collect(),
+        })
+    }
+
+    /// The same server with the code toolsets' service (`None` outside a repository, where
+    /// their tools answer `no_repository`).
+    pub fn with_code(self, code: Option<Arc<CodeService>>) -> KenningServer {
+        KenningServer { code, ..self }
+    }
+
+    /// The code service, or the error a code tool returns without a repository.
+    pub(crate) fn code(&self) -> Result<Arc<CodeService>, crate::error::ToolError> {
+        self.code.clone().ok_or_else(|| {
+            crate::error::ToolError::Failed(serde_json::json!({
+                "error": "no_repository",
+                "message": "kenning is not running inside a repository, so there is no code to inspect or test",
+                "suggestion": "start kenning from inside a git repository",
+            }))
         })
     }
 
@@ -133,6 +156,8 @@ impl KenningServer {
                 "decisions" => Self::decision_tools(),
                 "sync" => Self::sync_tools(),
                 "org" => Self::org_tools(),
+                "repo" => Self::repo_tools(),
+                "test" => Self::test_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }
@@ -252,7 +277,8 @@ impl ServerHandler for KenningServer {
     ) -> Result<ListResourcesResult, McpError> {
         let offset = cursor_offset(request.as_ref())?;
         let memory = self.memory.clone();
-        let extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
+        let mut extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
+        extra.extend(crate::code_resources::catalogue(&self.code_toolsets));
         let (page, next) = on_blocking_pool(move || {
             resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
         })
@@ -281,10 +307,14 @@ impl ServerHandler for KenningServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let memory = self.memory.clone();
         let decisions = self.decision_resources.then(|| self.decisions.clone());
+        let (code, code_toolsets) = (self.code.clone(), self.code_toolsets.clone());
         let uri = request.uri;
         let text = {
             let uri = uri.clone();
             on_blocking_pool(move || {
+                if crate::code_resources::owns(&uri) {
+                    return crate::code_resources::read(code.as_deref(), &code_toolsets, &uri);
+                }
                 match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
                     Some((decisions, parsed)) => {
                         let parsed = parsed.map_err(|error| invalid_params(&error))?;

@@ -82,6 +82,22 @@ fn decisions_tools_list_snapshot() {
     assert!(bytes < 40_000, "the decisions toolset grew to {bytes} bytes");
 }
 
+/// The code toolsets, each off by default: their tools/list as a snapshot, and their size
+/// bounded like the decisions toolset's.
+#[test]
+fn code_tools_list_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toolset, tools_expected) in [("repo", 4), ("test", 4)] {
+        let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
+        let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
+        assert_eq!(tools.as_array().unwrap().len(), tools_expected, "{toolset}");
+        let bytes = serde_json::to_string(&tools).unwrap().len();
+        insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
+        assert!(bytes < 24_000, "the {toolset} toolset grew to {bytes} bytes");
+    }
+    assert!(!kenning_mcp::DEFAULT_TOOLSETS.contains(&"repo") && !kenning_mcp::DEFAULT_TOOLSETS.contains(&"test"));
+}
+
 #[test]
 fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
     let dir = tempfile::tempdir().unwrap();

@@ -116,7 +116,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
     let services = compose::services(&config, project.as_ref())?;
     let memory = services.memory.clone();
     match command {
-        Command::Serve(args) => serve(services, &config, args),
+        Command::Serve(args) => serve(services, &config, project.as_ref(), args),
         Command::Capture(args) => {
             let content = if args.content == "-" { read_stdin()? } else { args.content };
             let input = CaptureInput {
@@ -263,12 +263,13 @@ struct SetupSummary {
     added: Vec<String>,
 }
 
-fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Result<()> {
+fn serve(services: compose::Services, config: &Config, project: Option<&Project>, args: ServeArgs) -> Result<()> {
     let options = ServerOptions {
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
-    let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?;
+    let code = compose::code_service(&services, project, &options)?;
+    let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?.with_code(code);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.http {

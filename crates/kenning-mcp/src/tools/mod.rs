@@ -3,4 +3,6 @@
 pub mod decisions;
 pub mod memory;
 pub mod org;
+pub mod repo;
 pub mod sync;
+pub mod test;

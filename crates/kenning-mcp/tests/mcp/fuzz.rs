@@ -88,7 +88,14 @@ fn schema_type(schema: &Value) -> String {
 fn start(runtime: &tokio::runtime::Runtime, dir: &tempfile::TempDir) -> (Session, Vocabulary) {
     let store = Arc::new(SqliteStore::open_with(&dir.path().join("user.db"), Durability::ProcessCrash).unwrap());
     let memory_store: Arc<dyn MemoryStore> = store.clone();
-    let memory = Arc::new(MemoryService::new(vec![DomainStore { domain: Domain::User, store: memory_store }], None));
+    // A small repository for the code toolsets, so that arbitrary paths meet the confinement.
+    let repository = dir.path().join("repository");
+    std::fs::create_dir_all(repository.join("src")).unwrap();
+    std::fs::write(repository.join("README.md"), "# Fixture\n").unwrap();
+    std::fs::write(repository.join("src/lib.rs"), "//! A library.\n\n/// Adds.\npub fn add(a: u8, b: u8) -> u8 { a + b }\n").unwrap();
+    let memory = Arc::new(
+        MemoryService::new(vec![DomainStore { domain: Domain::User, store: memory_store }], None).with_repository_root(Some(repository)),
+    );
     let decision_store: Arc<dyn DecisionStore> = store;
     let decisions = Arc::new(DecisionService::new(
         memory.clone(),
@@ -108,7 +115,8 @@ fn start(runtime: &tokio::runtime::Runtime, dir: &tempfile::TempDir) -> (Session
         }, None)
         .unwrap();
     let options = ServerOptions { toolsets: Some(kenning_mcp::TOOLSETS.iter().map(|name| (*name).to_owned()).collect()), read_only: false };
-    let server = KenningServer::new(memory, decisions, &options).unwrap();
+    let code = kenning_engine::CodeService::open(memory.clone(), decisions.clone(), &dir.path().join("code.db"), Default::default()).unwrap();
+    let server = KenningServer::new(memory, decisions, &options).unwrap().with_code(Some(Arc::new(code)));
     let tools = server
         .tools()
         .into_iter()
