@@ -439,9 +439,16 @@ impl CodeIndex {
 }
 
 impl CodeIndex {
-    /// The text of every chunk of a file.
-    pub fn chunk_texts(&self, path: &str) -> Vec<String> {
-        self.lock().chunks_of(path).into_iter().map(|chunk| chunk.text.clone()).collect()
+    /// The test code of a file: all of it for a test file, its test modules (`mod tests`)
+    /// for a source file with tests inside.
+    pub fn test_code(&self, path: &str) -> Vec<String> {
+        let whole = Language::of(path).is_some_and(|language| crate::understand::is_test_file(path, language));
+        self.lock()
+            .chunks_of(path)
+            .into_iter()
+            .filter(|chunk| whole || chunk.name == "tests" || chunk.name.starts_with("tests::") || chunk.name.contains("::tests"))
+            .map(|chunk| chunk.text.clone())
+            .collect()
     }
 
     /// The names of a file's functions, methods and types.

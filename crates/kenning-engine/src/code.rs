@@ -275,7 +275,7 @@ impl CodeService {
         for path in changed_files {
             let path = self.path("changed_files", path, false)?;
             let run = self.index.tests_for(std::slice::from_ref(&path))?;
-            let tested_text: String = run.iter().flat_map(|link| self.index.chunk_texts(&link.test_file)).collect::<Vec<_>>().join("\n");
+            let tested_text: String = run.iter().flat_map(|link| self.index.test_code(&link.test_file)).collect::<Vec<_>>().join("\n");
             let untested: Vec<String> = self
                 .index
                 .definitions(&path)

@@ -1,7 +1,9 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
 //! paging, token budgets, concurrent updates, export and import, and hybrid search. The
-//! decision service's tests are in `engine/decisions.rs`.
+//! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`.
 
+#[path = "engine/code.rs"]
+mod code;
 #[path = "engine/decisions.rs"]
 mod decisions;
 
