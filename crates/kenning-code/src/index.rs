@@ -41,6 +41,8 @@ pub struct CodeIndex {
     confinement: Confinement,
     embedder: Option<Arc<dyn Embedder>>,
     state: Mutex<State>,
+    /// The documentation index (see [`crate::docs`]), built on the first docs search.
+    pub(crate) docs: Mutex<crate::docs::DocsState>,
 }
 
 pub(crate) struct State {
@@ -102,7 +104,7 @@ impl CodeIndex {
         for ids in state.file_chunks.values_mut() {
             ids.sort_unstable();
         }
-        let index = CodeIndex { confinement, embedder, state: Mutex::new(state) };
+        let index = CodeIndex { confinement, embedder, state: Mutex::new(state), docs: Mutex::default() };
         {
             let mut state = index.lock();
             index.embed_missing(&mut state, &missing)?;
@@ -451,6 +453,12 @@ impl CodeIndex {
             .collect()
     }
 
+    /// Every source file with documentation of its own, and that documentation's first line.
+    pub fn module_docs(&self) -> Result<Vec<(String, String)>> {
+        let (state, _) = self.fresh()?;
+        Ok(state.files.values().filter(|file| !file.doc.is_empty()).map(|file| (file.path.clone(), file.doc.lines().next().unwrap_or_default().to_owned())).collect())
+    }
+
     /// The names of a file's functions, methods and types.
     pub fn definitions(&self, path: &str) -> Vec<String> {
         self.lock()
@@ -463,6 +471,14 @@ impl CodeIndex {
 }
 
 impl State {
+    pub(crate) fn store_conn(&self) -> &rusqlite::Connection {
+        &self.store.conn
+    }
+
+    pub(crate) fn store_conn_mut(&mut self) -> &mut rusqlite::Connection {
+        &mut self.store.conn
+    }
+
     fn manifests_differ(&self, other: &Manifests) -> bool {
         self.manifests.crates != other.crates || self.manifests.go_modules != other.go_modules
     }

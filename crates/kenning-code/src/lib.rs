@@ -11,10 +11,14 @@
 //!   with a timeout and an output cap, their output read into structured results. [`graph`] resolves imports into a file graph;
 //!   [`understand`] answers what a file or directory is; [`git`] reads history with git2.
 //!
+//! - [`docs`]: the project's documentation and the installed dependencies' (Cargo registry
+//!   sources at Cargo.lock's versions, `node_modules`, `site-packages`), searched and looked up.
+//!
 //! Invariant: no path from a caller is joined onto the root before [`confine::Confinement`]
 //! accepted it, and no caller text becomes a shell command.
 
 pub mod confine;
+pub mod docs;
 mod error;
 pub mod git;
 pub mod graph;

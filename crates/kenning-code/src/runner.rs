@@ -67,6 +67,8 @@ pub struct Toolchain {
     /// The Python interpreter for pytest, ruff, flake8 and mypy; default a virtual environment
     /// in the repository (`.venv`, `venv`), else `python3` on PATH.
     pub python: Option<PathBuf>,
+    /// Where installed dependencies' documentation is read from.
+    pub docs: crate::docs::DocSources,
 }
 
 /// Which tests to run.

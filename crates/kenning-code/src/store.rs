@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::parse::Chunk;
 
 /// Bumped when what is stored changes meaning; an index of another version is rebuilt.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 pub(crate) struct Store {
     pub(crate) conn: Connection,
@@ -63,12 +63,17 @@ impl Store {
             self.conn
                 .execute_batch(&format!(
                     "DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS chunks;
+                     DROP TABLE IF EXISTS dep_docs; DROP TABLE IF EXISTS dep_packages;
                      CREATE TABLE files (path TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
                          hash TEXT NOT NULL, doc TEXT NOT NULL, lines INTEGER NOT NULL, imports TEXT NOT NULL);
                      CREATE TABLE chunks (id INTEGER PRIMARY KEY, path TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
                          start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, signature TEXT NOT NULL, doc TEXT NOT NULL,
                          text TEXT NOT NULL, model TEXT, vector BLOB);
                      CREATE INDEX chunks_path ON chunks(path);
+                     CREATE TABLE dep_packages (key TEXT PRIMARY KEY);
+                     CREATE TABLE dep_docs (key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL, signature TEXT NOT NULL,
+                         doc TEXT NOT NULL, file TEXT NOT NULL, line INTEGER NOT NULL);
+                     CREATE INDEX dep_docs_key ON dep_docs(key);
                      PRAGMA user_version = {SCHEMA_VERSION};"
                 ))
                 .map_err(|error| self.error(error))?;

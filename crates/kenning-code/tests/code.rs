@@ -5,6 +5,7 @@
 mod code {
     pub mod common;
     mod confinement;
+    mod docs;
     mod repo;
     mod runners;
 }

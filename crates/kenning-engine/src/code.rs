@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kenning_code::docs::{ApiView, DocScope, DocSearchView};
 use kenning_code::runner::{self, Check, CheckResult, RunResult, RunnerKind, Scope, Toolchain};
 use kenning_code::understand::Direction;
 use kenning_code::views::{DependenciesView, SearchView, SimilarView, UnderstandView};
@@ -287,6 +288,55 @@ impl CodeService {
             files.push(FileSuggestion { path, run, untested, suggestion });
         }
         Ok(SuggestView { files })
+    }
+
+    /// Searches the project's documentation and its installed dependencies'.
+    pub fn docs_search(&self, query: &str, scope: Option<&str>, limit: Option<usize>) -> Result<DocSearchView> {
+        kenning_core::search::check_query_length("query", query)?;
+        if query.trim().is_empty() {
+            return Err(FieldError::new("query", "is empty", query, "say what you need, e.g. `parse JSON from a string`").into());
+        }
+        let scope = DocScope::parse(scope.unwrap_or("all"))?;
+        Ok(self.index.search_docs(query, scope, &self.toolchain.docs, limit.unwrap_or(10))?)
+    }
+
+    /// The signature, documentation, source location and version of a named item.
+    pub fn docs_get_api(&self, name: &str) -> Result<ApiView> {
+        let valid = !name.trim().is_empty() && name.len() <= 200 && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ':' | '.' | '$' | '@' | '/'));
+        if !valid {
+            return Err(FieldError::new("name", "is not an item path", name, "name an item like `serde_json::from_str`, `requests.get` or `lodash.debounce`").into());
+        }
+        Ok(self.index.api(name.trim(), &self.toolchain.docs)?)
+    }
+
+    /// The project's documentation files with their first heading.
+    pub fn project_docs(&self) -> Result<Vec<serde_json::Value>> {
+        let files = self.index.doc_files()?;
+        Ok(files
+            .into_iter()
+            .map(|file| {
+                let text = kenning_code::understand::read_text(&self.index.root().join(&file));
+                let title = text.lines().find(|line| line.starts_with('#')).map(|line| line.trim_start_matches('#').trim().to_owned());
+                serde_json::json!({"path": file, "title": title})
+            })
+            .collect())
+    }
+
+    /// The project's documented modules: each source file's own documentation, first line.
+    pub fn api_overview(&self) -> Result<Vec<serde_json::Value>> {
+        let structure = self.index.module_docs()?;
+        Ok(structure.into_iter().map(|(path, doc)| serde_json::json!({"path": path, "doc": doc})).collect())
+    }
+
+    /// The changelog: CHANGELOG.md (or HISTORY/NEWS) if there is one, else recent commits.
+    pub fn changelog(&self) -> Result<serde_json::Value> {
+        let root = self.index.root();
+        for name in ["CHANGELOG.md", "CHANGELOG", "HISTORY.md", "NEWS.md", "CHANGES.md"] {
+            if root.join(name).is_file() {
+                return Ok(serde_json::json!({"path": name, "content": kenning_code::understand::read_text(&root.join(name))}));
+            }
+        }
+        Ok(serde_json::json!({"path": null, "recent_commits": self.recent_changes(30)}))
     }
 
     pub fn status(&self) -> TestStatusView {

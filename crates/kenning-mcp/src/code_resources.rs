@@ -1,6 +1,7 @@
 //! Resources of the code toolsets: `repo://structure`, `repo://readme`, `repo://conventions`,
 //! `repo://recent-changes` (with `repo`); `test://status`, `test://recent-failures`,
-//! `test://coverage` (with `test`). Each is listed only with its toolset enabled and a repository.
+//! `test://coverage` (with `test`); `docs://project`, `docs://api`, `docs://changelog` (with
+//! `docs`). Each is listed only with its toolset enabled and a repository.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::Resource;
@@ -20,6 +21,9 @@ const RESOURCES: &[(&str, &str, &str, &str)] = &[
     ("test", "test://status", "Test status", "Detected runners and the test runs since the server started."),
     ("test", "test://recent-failures", "Recent test failures", "Failed, broken and timed-out test runs since the server started."),
     ("test", "test://coverage", "Test coverage", "Coverage, where a runner reports it."),
+    ("docs", "docs://project", "Project documentation", "The project's documentation files with their titles."),
+    ("docs", "docs://api", "Project API", "Each documented source file with the first line of its documentation."),
+    ("docs", "docs://changelog", "Changelog", "The project's changelog, or its recent commits when it keeps none."),
 ];
 
 /// The resources of the enabled code toolsets.
@@ -35,7 +39,7 @@ pub fn catalogue(toolsets: &[&str]) -> Vec<Resource> {
 
 /// Whether `uri` is one of these resources.
 pub fn owns(uri: &str) -> bool {
-    uri.starts_with("repo://") || uri.starts_with("test://")
+    uri.starts_with("repo://") || uri.starts_with("test://") || uri.starts_with("docs://")
 }
 
 /// Reads a code resource as JSON text.
@@ -44,7 +48,7 @@ pub fn read(code: Option<&CodeService>, toolsets: &[&str], uri: &str) -> Result<
     let Some((toolset, ..)) = known.filter(|(toolset, ..)| toolsets.contains(toolset)) else {
         return Err(McpError::resource_not_found(
             format!("no resource at {uri}"),
-            Some(json!({"uri": uri, "suggestion": "list resources; code resources need their toolset (repo, test) enabled"})),
+            Some(json!({"uri": uri, "suggestion": "list resources; code resources need their toolset (repo, test, docs) enabled"})),
         ));
     };
     let Some(code) = code else {
@@ -61,6 +65,9 @@ pub fn read(code: Option<&CodeService>, toolsets: &[&str], uri: &str) -> Result<
         "repo://recent-changes" => serde_json::to_value(code.recent_changes(RECENT_COMMITS)),
         "test://status" => serde_json::to_value(code.status()),
         "test://recent-failures" => serde_json::to_value(code.recent_failures()),
+        "docs://project" => Ok(json!({"files": code.project_docs().map_err(failed)?})),
+        "docs://api" => Ok(json!({"modules": code.api_overview().map_err(failed)?})),
+        "docs://changelog" => Ok(code.changelog().map_err(failed)?),
         _ => Ok(json!({"coverage": null, "reason": "none of the supported runners reports coverage in the output kenning reads"})),
     };
     value.map(|value| value.to_string()).map_err(|error| McpError::internal_error(error.to_string(), None))

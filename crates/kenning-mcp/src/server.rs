@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "repo", "test"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "repo", "test", "docs"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -71,7 +71,7 @@ pub struct KenningServer {
     observer: Option<Arc<CallObserver>>,
     /// The code toolsets' service, when kenning runs inside a repository.
     code: Option<Arc<CodeService>>,
-    /// The code toolsets enabled (`repo`, `test`), whose resources are served.
+    /// The code toolsets enabled (`repo`, `test`, `docs`), whose resources are served.
     code_toolsets: Vec<&'static str>,
 }
 
@@ -93,7 +93,7 @@ impl KenningServer {
             session,
             observer: None,
             code: None,
-            code_toolsets: selected.iter().copied().filter(|name| matches!(*name, "repo" | "test")).collect(),
+            code_toolsets: selected.iter().copied().filter(|name| matches!(*name, "repo" | "test" | "docs")).collect(),
         })
     }
 
@@ -158,6 +158,7 @@ impl KenningServer {
                 "org" => Self::org_tools(),
                 "repo" => Self::repo_tools(),
                 "test" => Self::test_tools(),
+                "docs" => Self::docs_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }

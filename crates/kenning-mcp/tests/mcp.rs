@@ -87,7 +87,7 @@ fn decisions_tools_list_snapshot() {
 #[test]
 fn code_tools_list_snapshots() {
     let dir = tempfile::tempdir().unwrap();
-    for (toolset, tools_expected) in [("repo", 4), ("test", 4)] {
+    for (toolset, tools_expected) in [("repo", 4), ("test", 4), ("docs", 2)] {
         let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
         let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
         assert_eq!(tools.as_array().unwrap().len(), tools_expected, "{toolset}");
@@ -95,7 +95,7 @@ fn code_tools_list_snapshots() {
         insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
         assert!(bytes < 24_000, "the {toolset} toolset grew to {bytes} bytes");
     }
-    assert!(!kenning_mcp::DEFAULT_TOOLSETS.contains(&"repo") && !kenning_mcp::DEFAULT_TOOLSETS.contains(&"test"));
+    assert!(["repo", "test", "docs"].iter().all(|toolset| !kenning_mcp::DEFAULT_TOOLSETS.contains(toolset)));
 }
 
 #[test]

@@ -101,14 +101,19 @@ fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>> {
     }
 }
 
-/// The code toolsets' service, when one of them (`repo`, `test`) is enabled inside a
+/// The code toolsets' service, when one of them (`repo`, `test`, `docs`) is enabled inside a
 /// repository; its index lives beside the project store (`.git/kenning/code.db`).
 pub fn code_service(services: &Services, project: Option<&Project>, options: &kenning_mcp::ServerOptions) -> Result<Option<Arc<kenning_engine::CodeService>>> {
-    let wanted = options.toolsets.iter().flatten().any(|name| matches!(name.trim(), "repo" | "test"));
+    let wanted = options.toolsets.iter().flatten().any(|name| matches!(name.trim(), "repo" | "test" | "docs"));
     let (Some(project), true) = (project, wanted) else { return Ok(None) };
     // The interpreter of an activated virtual environment runs the project's Python tools.
     let python = std::env::var_os("VIRTUAL_ENV").map(|venv| std::path::PathBuf::from(venv).join("bin/python")).filter(|python| python.exists());
-    let toolchain = kenning_code::runner::Toolchain { python };
+    let cargo_home = std::env::var_os("CARGO_HOME").map(std::path::PathBuf::from).or_else(|| dirs::home_dir().map(|home| home.join(".cargo")));
+    let site_packages = std::env::var_os("VIRTUAL_ENV")
+        .map(|venv| std::fs::read_dir(std::path::Path::new(&venv).join("lib")).into_iter().flatten().flatten().map(|lib| lib.path().join("site-packages")).collect())
+        .unwrap_or_default();
+    let docs = kenning_code::docs::DocSources { cargo_home, site_packages };
+    let toolchain = kenning_code::runner::Toolchain { python, docs };
     let index = project.git_dir.join("kenning").join("code.db");
     let code = kenning_engine::CodeService::open(services.memory.clone(), services.decisions.clone(), &index, toolchain)
         .with_context(|| format!("opening the code index at {}", index.display()))?;

@@ -10,7 +10,7 @@ use super::common::{index, repository};
 
 /// The Python with pytest that `scripts/test` provides, else the machine's `python3`.
 fn toolchain() -> Toolchain {
-    Toolchain { python: Some(std::env::var_os("KENNING_TEST_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)) }
+    Toolchain { python: Some(std::env::var_os("KENNING_TEST_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)), ..Toolchain::default() }
 }
 
 fn has_pytest(toolchain: &Toolchain) -> bool {

@@ -1,6 +1,7 @@
 //! Toolsets: each is one `#[tool_router]` block on [`crate::KenningServer`].
 
 pub mod decisions;
+pub mod docs;
 pub mod memory;
 pub mod org;
 pub mod repo;

@@ -1,0 +1,597 @@
+//! The `docs` toolset's machinery: the project's documentation (Markdown files and the doc
+//! comments in its code) and the documentation of the dependencies actually installed, in the
+//! versions the lock files name: Cargo's registry sources for Cargo.lock, `node_modules`, the
+//! Python environment's `site-packages`.
+//!
+//! A dependency's documented items (public Rust items with doc comments, Python definitions
+//! with docstrings, TypeScript declarations with JSDoc) are read with the same tree-sitter
+//! parser as the code index, once per package version, and kept in the code index file.
+//! Searches are full text (BM25) over project sections and dependency items together.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use kenning_core::interrupt::interrupted;
+use kenning_core::{MemoryKind, SearchFilter, Status};
+use kenning_index::{DocInput, SearchIndex};
+use rusqlite::params;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::index::{CodeIndex, with_identifier_words};
+use crate::lang::Language;
+use crate::parse;
+use crate::understand::read_text;
+
+/// Files of one package read for its documentation, and bytes: enough for any library's API,
+/// bounded so that a huge generated crate cannot stall a search.
+const MAX_PACKAGE_FILES: usize = 400;
+const MAX_PACKAGE_BYTES: u64 = 6 << 20;
+/// The longest doc text a hit quotes.
+const DOC_BYTES: usize = 1200;
+
+/// Where installed dependencies live; the binary fills it from the environment.
+#[derive(Debug, Clone, Default)]
+pub struct DocSources {
+    /// Cargo's home (`$CARGO_HOME`, else `~/.cargo`).
+    pub cargo_home: Option<PathBuf>,
+    /// Python `site-packages` directories beyond those of a virtual environment in the repository.
+    pub site_packages: Vec<PathBuf>,
+}
+
+/// An installed dependency.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+pub struct Package {
+    /// `cargo`, `npm` or `pypi`.
+    pub ecosystem: String,
+    pub name: String,
+    pub version: String,
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// One documented thing found by a search or an API lookup.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DocHit {
+    /// `project` or the package's name.
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The item's path (`serde_json::de::from_str`) or the section's title.
+    pub name: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+    pub doc: String,
+    /// Where it is: a path relative to the repository, or the file in the installed package.
+    pub file: String,
+    pub line: usize,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DocSearchView {
+    pub query: String,
+    pub scope: String,
+    pub hits: Vec<DocHit>,
+    /// Dependencies whose documentation was searched.
+    pub packages_searched: usize,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ApiView {
+    pub name: String,
+    /// The best match, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<DocHit>,
+    /// Other items of that name.
+    pub others: Vec<DocHit>,
+}
+
+/// Which documentation a search covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DocScope {
+    Project,
+    Dependencies,
+    All,
+}
+
+impl DocScope {
+    pub fn parse(text: &str) -> std::result::Result<DocScope, kenning_core::FieldError> {
+        match text {
+            "project" => Ok(DocScope::Project),
+            "dependencies" => Ok(DocScope::Dependencies),
+            "all" => Ok(DocScope::All),
+            _ => Err(kenning_core::FieldError::new("scope", "is not an allowed value", text, "use `project`, `dependencies` or `all`")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DocScope::Project => "project",
+            DocScope::Dependencies => "dependencies",
+            DocScope::All => "all",
+        }
+    }
+}
+
+/// A documented item as stored.
+#[derive(Debug, Clone)]
+struct Entry {
+    source: String,
+    version: Option<String>,
+    name: String,
+    kind: String,
+    signature: String,
+    doc: String,
+    file: String,
+    line: usize,
+}
+
+impl Entry {
+    fn hit(&self, score: f64) -> DocHit {
+        DocHit {
+            source: self.source.clone(),
+            version: self.version.clone(),
+            name: self.name.clone(),
+            kind: self.kind.clone(),
+            signature: self.signature.clone(),
+            doc: parse::truncate(&self.doc, DOC_BYTES).to_owned(),
+            file: self.file.clone(),
+            line: self.line,
+            score: (score * 1000.0).round() / 1000.0,
+        }
+    }
+}
+
+/// The direct dependencies the repository declares, as installed.
+pub fn installed_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
+    let mut packages = Vec::new();
+    packages.extend(cargo_packages(root, sources));
+    packages.extend(npm_packages(root));
+    packages.extend(python_packages(root, sources));
+    packages.sort();
+    packages.dedup_by(|a, b| a.ecosystem == b.ecosystem && a.name == b.name);
+    packages
+}
+
+/// Names under `[dependencies]`-like tables of every Cargo.toml in the repository, each at the
+/// version Cargo.lock resolved, found in the registry sources.
+fn cargo_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
+    let Some(cargo_home) = &sources.cargo_home else { return Vec::new() };
+    let lock = read_text_full(&root.join("Cargo.lock"));
+    if lock.is_empty() {
+        return Vec::new();
+    }
+    let mut declared = BTreeSet::new();
+    let walker = ignore::WalkBuilder::new(root).require_git(false).max_depth(Some(4)).build();
+    for entry in walker.flatten() {
+        if entry.file_name() != "Cargo.toml" {
+            continue;
+        }
+        let mut in_dependencies = false;
+        for line in read_text(entry.path()).lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                in_dependencies = line.ends_with("dependencies]");
+            } else if in_dependencies && let Some((name, _)) = line.split_once('=') {
+                let name = name.trim().trim_matches('"');
+                let name = name.split('.').next().unwrap_or(name);
+                if !name.is_empty() && !line.contains("path =") && !line.contains("workspace = true") {
+                    declared.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for block in lock.split("[[package]]").skip(1) {
+        let field = |key: &str| {
+            block.lines().find_map(|line| line.trim().strip_prefix(key).and_then(|rest| rest.trim().strip_prefix('=')).map(|value| value.trim().trim_matches('"').to_owned()))
+        };
+        if let (Some(name), Some(version), Some(_registry)) = (field("name"), field("version"), field("source")) {
+            versions.entry(name).or_default().push(version);
+        }
+    }
+    let registries: Vec<PathBuf> = std::fs::read_dir(cargo_home.join("registry/src")).into_iter().flatten().flatten().map(|entry| entry.path()).collect();
+    let mut packages = Vec::new();
+    for name in declared {
+        for version in versions.get(&name).into_iter().flatten() {
+            if let Some(dir) = registries.iter().map(|registry| registry.join(format!("{name}-{version}"))).find(|dir| dir.is_dir()) {
+                packages.push(Package { ecosystem: "cargo".into(), name: name.clone(), version: version.clone(), dir });
+            }
+        }
+    }
+    packages
+}
+
+fn npm_packages(root: &Path) -> Vec<Package> {
+    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&read_text(&root.join("package.json"))) else { return Vec::new() };
+    let mut packages = Vec::new();
+    for section in ["dependencies", "devDependencies"] {
+        for name in manifest.get(section).and_then(serde_json::Value::as_object).into_iter().flat_map(|deps| deps.keys()) {
+            let dir = root.join("node_modules").join(name);
+            let installed = serde_json::from_str::<serde_json::Value>(&read_text(&dir.join("package.json"))).ok();
+            if let Some(version) = installed.as_ref().and_then(|installed| installed.get("version")).and_then(serde_json::Value::as_str) {
+                packages.push(Package { ecosystem: "npm".into(), name: name.clone(), version: version.to_owned(), dir });
+            }
+        }
+    }
+    packages
+}
+
+/// Packages in the repository's virtual environment (`.venv`, `venv`) and the given
+/// site-packages that the project declares (requirements files, pyproject).
+fn python_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
+    let mut declared = BTreeSet::new();
+    let mut texts = vec![read_text(&root.join("pyproject.toml")), read_text(&root.join("setup.cfg"))];
+    for name in ["requirements.txt", "requirements-dev.txt", "dev-requirements.txt"] {
+        texts.push(read_text(&root.join(name)));
+    }
+    for text in texts {
+        for line in text.lines() {
+            let line = line.trim().trim_matches(|c| c == '"' || c == '\'' || c == ',');
+            let name: String = line.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_' || *c == '.').collect();
+            if !name.is_empty() && !line.starts_with('#') && !line.starts_with('[') && !line.contains(" = ") {
+                declared.insert(name.to_ascii_lowercase().replace('-', "_"));
+            }
+        }
+    }
+    let mut sites: Vec<PathBuf> = sources.site_packages.clone();
+    for venv in [".venv", "venv"] {
+        for lib in std::fs::read_dir(root.join(venv).join("lib")).into_iter().flatten().flatten() {
+            sites.push(lib.path().join("site-packages"));
+        }
+    }
+    let mut packages = Vec::new();
+    for site in sites {
+        for entry in std::fs::read_dir(&site).into_iter().flatten().flatten() {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let Some(stem) = file_name.strip_suffix(".dist-info") else { continue };
+            let Some((name, version)) = stem.rsplit_once('-') else { continue };
+            let module = name.to_ascii_lowercase().replace('-', "_");
+            if !declared.contains(&module) {
+                continue;
+            }
+            // The import name is usually the distribution's; `top_level.txt` says otherwise.
+            let top = read_text(&entry.path().join("top_level.txt"));
+            let import = top.lines().next().map(str::trim).filter(|line| !line.is_empty()).map_or(module.clone(), str::to_owned);
+            let dir = site.join(&import);
+            let dir = if dir.is_dir() { dir } else { site.join(format!("{import}.py")) };
+            if dir.exists() {
+                packages.push(Package { ecosystem: "pypi".into(), name: import, version: version.to_owned(), dir });
+            }
+        }
+    }
+    packages
+}
+
+fn read_text_full(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The documented items of an installed package.
+fn package_entries(package: &Package) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    let mut files = Vec::new();
+    let mut bytes = 0u64;
+    let walk_root = if package.ecosystem == "cargo" { package.dir.join("src") } else { package.dir.clone() };
+    if walk_root.is_file() {
+        files.push(walk_root.clone());
+    } else {
+        let walker = ignore::WalkBuilder::new(&walk_root).standard_filters(false).build();
+        for entry in walker.flatten() {
+            let path = entry.path();
+            let name = path.to_string_lossy();
+            let wanted = match package.ecosystem.as_str() {
+                "cargo" => name.ends_with(".rs"),
+                "npm" => name.ends_with(".d.ts") && !name.contains("/node_modules/"),
+                _ => name.ends_with(".py") && !name.contains("/tests/") && !name.contains("/test/"),
+            };
+            if !wanted {
+                continue;
+            }
+            bytes += entry.metadata().map_or(0, |metadata| metadata.len());
+            if files.len() >= MAX_PACKAGE_FILES || bytes > MAX_PACKAGE_BYTES {
+                break;
+            }
+            files.push(path.to_owned());
+        }
+    }
+    let readme = std::fs::read_dir(&package.dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|entry| entry.file_name().to_string_lossy().to_ascii_lowercase().starts_with("readme"));
+    if let Some(readme) = readme {
+        for (title, line, body) in markdown_sections(&read_text(&readme.path())) {
+            entries.push(Entry {
+                source: package.name.clone(),
+                version: Some(package.version.clone()),
+                name: title,
+                kind: "readme".into(),
+                signature: String::new(),
+                doc: body,
+                file: readme.path().display().to_string(),
+                line,
+            });
+        }
+    }
+    for file in files {
+        if interrupted() {
+            break;
+        }
+        let display = file.display().to_string();
+        let Some(language) = Language::of(&display) else { continue };
+        let Ok(source) = std::fs::read_to_string(&file) else { continue };
+        let parsed = parse::parse(&display, language, &source);
+        let relative = file.strip_prefix(&walk_root).map(Path::to_owned).unwrap_or_default();
+        let module = module_path(package, &relative);
+        if !parsed.doc.is_empty() {
+            entries.push(Entry {
+                source: package.name.clone(),
+                version: Some(package.version.clone()),
+                name: module.clone(),
+                kind: "module".into(),
+                signature: String::new(),
+                doc: parsed.doc.clone(),
+                file: display.clone(),
+                line: 1,
+            });
+        }
+        for chunk in parsed.chunks {
+            let public = match package.ecosystem.as_str() {
+                "cargo" => chunk.signature.starts_with("pub ") || chunk.signature.starts_with("pub(") && !chunk.signature.starts_with("pub(crate)"),
+                "pypi" => !chunk.name.rsplit('.').next().unwrap_or_default().starts_with('_'),
+                _ => true,
+            };
+            let documented = !chunk.doc.is_empty() || matches!(chunk.kind.as_str(), "impl" | "trait");
+            if !public || !documented || chunk.kind == "impl" {
+                continue;
+            }
+            let separator = if package.ecosystem == "cargo" { "::" } else { "." };
+            entries.push(Entry {
+                source: package.name.clone(),
+                version: Some(package.version.clone()),
+                name: format!("{module}{separator}{}", chunk.name),
+                kind: chunk.kind,
+                signature: chunk.signature,
+                doc: chunk.doc,
+                file: display.clone(),
+                line: chunk.start_line,
+            });
+        }
+    }
+    entries
+}
+
+/// `serde_json::de` for `src/de.rs` of serde_json; `requests.adapters` for `requests/adapters.py`.
+fn module_path(package: &Package, relative: &Path) -> String {
+    let crate_name = package.name.replace('-', "_");
+    let text = relative.to_string_lossy();
+    let text = text.trim_end_matches(".d.ts").trim_end_matches(".rs").trim_end_matches(".py").trim_end_matches(".ts");
+    let parts: Vec<&str> = text.split('/').filter(|part| !matches!(*part, "" | "lib" | "main" | "mod" | "__init__" | "index")).collect();
+    let separator = if package.ecosystem == "cargo" { "::" } else { "." };
+    std::iter::once(crate_name.as_str()).chain(parts).collect::<Vec<_>>().join(separator)
+}
+
+/// `(title, line, body)` per heading of a Markdown text.
+fn markdown_sections(text: &str) -> Vec<(String, usize, String)> {
+    let mut sections: Vec<(String, usize, String)> = Vec::new();
+    let mut in_code = false;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        }
+        if !in_code && line.starts_with('#') {
+            sections.push((line.trim_start_matches('#').trim().to_owned(), number + 1, String::new()));
+        } else {
+            if sections.is_empty() {
+                sections.push((String::new(), 1, String::new()));
+            }
+            let body = &mut sections.last_mut().expect("a section exists").2;
+            if body.len() < 16 * 1024 {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+    }
+    sections.retain(|(title, _, body)| !title.is_empty() || !body.trim().is_empty());
+    sections
+}
+
+/// The documentation index in memory: what it was built from, and the index.
+#[derive(Default)]
+pub(crate) struct DocsState {
+    fingerprint: String,
+    entries: Vec<Entry>,
+    search: SearchIndex,
+}
+
+impl CodeIndex {
+    /// The project's documentation files: READMEs, `docs/`, changelogs and other Markdown.
+    pub fn doc_files(&self) -> Result<Vec<String>> {
+        let (state, _) = self.fresh()?;
+        Ok(state.all_files.iter().filter(|file| file.ends_with(".md") || file.ends_with(".rst") || file.ends_with(".txt") && file.starts_with("docs/")).cloned().collect())
+    }
+
+    fn project_entries(&self) -> Result<Vec<Entry>> {
+        let files = self.doc_files()?;
+        let mut entries = Vec::new();
+        for file in files {
+            for (title, line, body) in markdown_sections(&read_text(&self.root().join(&file))) {
+                entries.push(Entry { source: "project".into(), version: None, name: title, kind: "doc".into(), signature: String::new(), doc: body, file: file.clone(), line });
+            }
+        }
+        let state = self.lock();
+        for (path, file) in &state.files {
+            if !file.doc.is_empty() {
+                entries.push(Entry { source: "project".into(), version: None, name: path.clone(), kind: "module".into(), signature: String::new(), doc: file.doc.clone(), file: path.clone(), line: 1 });
+            }
+        }
+        for (path, chunk) in state.chunks.values() {
+            if !chunk.doc.is_empty() {
+                entries.push(Entry {
+                    source: "project".into(),
+                    version: None,
+                    name: chunk.name.clone(),
+                    kind: chunk.kind.clone(),
+                    signature: chunk.signature.clone(),
+                    doc: chunk.doc.clone(),
+                    file: path.clone(),
+                    line: chunk.start_line,
+                });
+            }
+        }
+        Ok(entries)
+    }
+
+    /// The documented items of `package`, read once per version and kept in the index file.
+    fn dependency_entries(&self, package: &Package) -> Result<Vec<Entry>> {
+        let key = format!("{}:{}@{}", package.ecosystem, package.name, package.version);
+        let mut state = self.lock();
+        let conn = state.store_conn();
+        let error = |error: rusqlite::Error| Error::Index { path: "code index".into(), message: error.to_string() };
+        let known: bool = conn.query_row("SELECT EXISTS(SELECT 1 FROM dep_packages WHERE key = ?1)", [&key], |row| row.get(0)).map_err(error)?;
+        if !known {
+            drop(state);
+            let entries = package_entries(package);
+            if interrupted() {
+                return Err(Error::Interrupted);
+            }
+            state = self.lock();
+            let conn = state.store_conn_mut();
+            let tx = conn.transaction().map_err(error)?;
+            tx.execute("DELETE FROM dep_docs WHERE key = ?1", [&key]).map_err(error)?;
+            for entry in &entries {
+                tx.execute(
+                    "INSERT INTO dep_docs (key, name, kind, signature, doc, file, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![key, entry.name, entry.kind, entry.signature, entry.doc, entry.file, entry.line as i64],
+                )
+                .map_err(error)?;
+            }
+            tx.execute("INSERT OR REPLACE INTO dep_packages (key) VALUES (?1)", [&key]).map_err(error)?;
+            tx.commit().map_err(error)?;
+            return Ok(entries);
+        }
+        let mut statement = state.store_conn().prepare("SELECT name, kind, signature, doc, file, line FROM dep_docs WHERE key = ?1").map_err(error)?;
+        let rows = statement
+            .query_map([&key], |row| {
+                Ok(Entry {
+                    source: package.name.clone(),
+                    version: Some(package.version.clone()),
+                    name: row.get(0)?,
+                    kind: row.get(1)?,
+                    signature: row.get(2)?,
+                    doc: row.get(3)?,
+                    file: row.get(4)?,
+                    line: usize::try_from(row.get::<_, i64>(5)?).unwrap_or(0),
+                })
+            })
+            .map_err(error)?;
+        rows.collect::<std::result::Result<_, _>>().map_err(error)
+    }
+
+    /// Full-text search over the project's documentation and its dependencies'.
+    pub fn search_docs(&self, query: &str, scope: DocScope, sources: &DocSources, limit: usize) -> Result<DocSearchView> {
+        let packages = if scope == DocScope::Project { Vec::new() } else { installed_packages(self.root(), sources) };
+        let mut entries = if scope == DocScope::Dependencies { Vec::new() } else { self.project_entries()? };
+        for package in &packages {
+            entries.extend(self.dependency_entries(package)?);
+        }
+        let fingerprint = fingerprint(&entries);
+        let mut docs = self.docs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if docs.fingerprint != fingerprint {
+            let mut search = SearchIndex::new();
+            for (key, entry) in entries.iter().enumerate() {
+                let id = format!("d{key}");
+                let text = with_identifier_words(&format!("{}\n{}\n{}\n{}", entry.name, entry.signature, entry.doc, entry.source));
+                let doc = DocInput {
+                    id: &id,
+                    kind: MemoryKind::Semantic,
+                    status: Status::Active,
+                    namespace: "docs",
+                    tags: &[],
+                    confidence: 1.0,
+                    occurred_at: DateTime::<Utc>::UNIX_EPOCH,
+                    text: &text,
+                    facets: &[],
+                };
+                search.upsert(i64::try_from(key).unwrap_or(i64::MAX), &doc, &[]);
+            }
+            *docs = DocsState { fingerprint, entries, search };
+        }
+        let hits = docs
+            .search
+            .search_text(&with_identifier_words(query), &SearchFilter::active(), limit.clamp(1, crate::MAX_LIMIT))
+            .into_iter()
+            .filter_map(|hit| {
+                let key: usize = hit.id.as_str().strip_prefix('d')?.parse().ok()?;
+                Some(docs.entries.get(key)?.hit(hit.score))
+            })
+            .collect();
+        Ok(DocSearchView { query: query.to_owned(), scope: scope.name().to_owned(), hits, packages_searched: packages.len() })
+    }
+
+    /// The documentation of a named item: `serde_json::from_str`, `requests.get`,
+    /// `kenning_core::FieldError` (a crate of this workspace), or a bare name in this project.
+    pub fn api(&self, name: &str, sources: &DocSources) -> Result<ApiView> {
+        let separator = if name.contains("::") { "::" } else { "." };
+        let parts: Vec<&str> = name.split(separator).filter(|part| !part.is_empty()).collect();
+        let last = parts.last().copied().unwrap_or(name);
+        let package_name = parts.first().map(|first| first.replace('-', "_")).unwrap_or_default();
+        let mut candidates: Vec<Entry> = Vec::new();
+        let packages = installed_packages(self.root(), sources);
+        if parts.len() > 1
+            && let Some(package) = packages.iter().find(|package| package.name.replace('-', "_") == package_name)
+        {
+            candidates.extend(self.dependency_entries(package)?);
+        }
+        if candidates.is_empty() {
+            let (state, _) = self.fresh()?;
+            // A crate of this workspace, or any definition of the project.
+            let crate_dir = state.manifests.crates.get(&package_name).cloned();
+            for (path, chunk) in state.chunks.values() {
+                let inside = crate_dir.as_ref().is_none_or(|dir| dir.is_empty() || path.starts_with(&format!("{dir}/")));
+                if inside {
+                    candidates.push(Entry {
+                        source: "project".into(),
+                        version: None,
+                        name: chunk.name.clone(),
+                        kind: chunk.kind.clone(),
+                        signature: chunk.signature.clone(),
+                        doc: chunk.doc.clone(),
+                        file: path.clone(),
+                        line: chunk.start_line,
+                    });
+                }
+            }
+        }
+        let wanted = parts.join(separator);
+        let rank = |entry: &Entry| -> Option<u8> {
+            let entry_last = entry.name.rsplit([':', '.']).next().unwrap_or(&entry.name);
+            if entry.name == wanted {
+                Some(0)
+            } else if entry_last == last && entry.kind != "readme" {
+                Some(if entry.doc.is_empty() { 2 } else { 1 })
+            } else {
+                None
+            }
+        };
+        let mut matches: Vec<(u8, Entry)> = candidates.into_iter().filter_map(|entry| rank(&entry).map(|rank| (rank, entry))).collect();
+        matches.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.len().cmp(&b.1.name.len())).then_with(|| a.1.file.cmp(&b.1.file)));
+        let mut hits = matches.into_iter().map(|(_, entry)| entry.hit(1.0));
+        let item = hits.next();
+        Ok(ApiView { name: name.to_owned(), item, others: hits.take(9).collect() })
+    }
+}
+
+fn fingerprint(entries: &[Entry]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for entry in entries {
+        (&entry.source, &entry.name, &entry.file, entry.line, &entry.doc).hash(&mut hasher);
+    }
+    format!("{}:{:x}", entries.len(), hasher.finish())
+}

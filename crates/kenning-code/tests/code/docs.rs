@@ -1,0 +1,64 @@
+//! Documentation search over the project and the installed dependencies, and API lookups.
+
+use std::path::PathBuf;
+
+use kenning_code::docs::{DocScope, DocSources};
+
+use super::common::{index, repository};
+
+/// Cargo's home, where the registry sources of this workspace's own dependencies are.
+fn sources() -> DocSources {
+    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo"));
+    DocSources { cargo_home: Some(cargo_home), site_packages: Vec::new() }
+}
+
+/// The version of `name` in this workspace's Cargo.lock, whose sources cargo has downloaded.
+fn locked_version(name: &str) -> String {
+    let lock = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock")).unwrap();
+    let block = lock.split("[[package]]").find(|block| block.contains(&format!("name = \"{name}\"\n"))).unwrap();
+    block.lines().find_map(|line| line.strip_prefix("version = ")).unwrap().trim_matches('"').to_owned()
+}
+
+#[test]
+fn project_docs_and_doc_comments_are_searched() {
+    let repo = repository("rust");
+    let index = index(repo.path());
+    let found = index.search_docs("how are discounts rounded", DocScope::Project, &sources(), 5).unwrap();
+    assert_eq!((found.hits[0].name.as_str(), found.hits[0].file.as_str(), found.hits[0].line), ("Discounts", "README.md", 5), "{:?}", found.hits);
+    let comment = index.search_docs("refusing an empty cart", DocScope::Project, &sources(), 5).unwrap();
+    assert_eq!(comment.hits[0].name, "Cart::checkout", "{:?}", comment.hits);
+    assert_eq!(comment.packages_searched, 0);
+}
+
+#[test]
+fn an_installed_dependency_is_searched_at_its_locked_version() {
+    let repo = repository("rust");
+    let version = locked_version("fastrand");
+    std::fs::write(repo.path().join("Cargo.toml"), "[package]\nname = \"shop\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nfastrand = \"2\"\n\n[workspace]\n").unwrap();
+    std::fs::write(
+        repo.path().join("Cargo.lock"),
+        format!("version = 4\n\n[[package]]\nname = \"fastrand\"\nversion = \"{version}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n\n[[package]]\nname = \"shop\"\nversion = \"0.1.0\"\n"),
+    )
+    .unwrap();
+    let index = index(repo.path());
+    let packages = kenning_code::docs::installed_packages(index.root(), &sources());
+    assert_eq!(packages.iter().map(|package| (package.name.as_str(), package.version.as_str())).collect::<Vec<_>>(), [("fastrand", version.as_str())]);
+
+    let found = index.search_docs("shuffle a slice randomly", DocScope::Dependencies, &sources(), 5).unwrap();
+    let hit = &found.hits[0];
+    assert_eq!((hit.source.as_str(), hit.version.as_deref()), ("fastrand", Some(version.as_str())), "{:?}", found.hits);
+    assert!(hit.name.ends_with("shuffle"), "{:?}", found.hits);
+
+    let api = index.api("fastrand::shuffle", &sources()).unwrap();
+    let item = api.item.unwrap();
+    assert_eq!(item.doc, "Shuffles a slice randomly.");
+    assert!(item.signature.starts_with("pub fn shuffle"), "{}", item.signature);
+    assert!(item.file.contains(&format!("fastrand-{version}")), "{}", item.file);
+    assert!(!api.others.is_empty(), "the global function and the method are both found");
+
+    // A second search reads the package's items from the index file, not the sources.
+    assert_eq!(index.search_docs("shuffle a slice randomly", DocScope::All, &sources(), 5).unwrap().hits[0].source, "fastrand");
+    // A name in the project itself.
+    let local = index.api("Cart::checkout", &sources()).unwrap().item.unwrap();
+    assert_eq!((local.source.as_str(), local.file.as_str(), local.line), ("project", "src/cart.rs", 34));
+}
