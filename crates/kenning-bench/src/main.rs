@@ -24,6 +24,7 @@
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
+mod code;
 mod corpus;
 mod embed;
 mod embedder;
@@ -52,6 +53,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The code index of a repository: full index, incremental refresh after one edit, and
+    /// repo_search_patterns latency.
+    Code(code::CodeArgs),
     /// Retrieval quality on a LoCoMo-format conversation data set: recall@k and session recall.
     Retrieval(retrieval::RetrievalArgs),
     /// Capture throughput, recall latency, store size and peak memory on a synthetic corpus.
@@ -72,6 +76,10 @@ enum Command {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Command::Code(args) => {
+            let report = code::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &code::table(&report), args.json_out.as_deref())
+        }
         Command::Retrieval(args) => {
             let report = retrieval::run(&args)?;
             report::emit(&serde_json::to_string(&report)?, &retrieval::table(&report), args.json_out.as_deref())
