@@ -82,6 +82,21 @@ fn decisions_tools_list_snapshot() {
     assert!(bytes < 40_000, "the decisions toolset grew to {bytes} bytes");
 }
 
+/// The smaller toolsets enabled on request, each with its own snapshot; the bytes each adds to
+/// an agent's context are printed with `--nocapture`.
+#[test]
+fn toolset_tools_list_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    for toolset in ["sync", "org"] {
+        let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
+        let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
+        let bytes = serde_json::to_string(&tools).unwrap().len();
+        println!("{toolset}: {bytes} bytes");
+        insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
+        assert!(bytes < 8_000, "the {toolset} toolset grew to {bytes} bytes");
+    }
+}
+
 /// The code toolsets, each off by default: their tools/list as a snapshot, and their size
 /// bounded like the decisions toolset's.
 #[test]
@@ -92,6 +107,7 @@ fn code_tools_list_snapshots() {
         let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
         assert_eq!(tools.as_array().unwrap().len(), tools_expected, "{toolset}");
         let bytes = serde_json::to_string(&tools).unwrap().len();
+        println!("{toolset}: {bytes} bytes");
         insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
         assert!(bytes < 24_000, "the {toolset} toolset grew to {bytes} bytes");
     }
