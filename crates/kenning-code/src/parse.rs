@@ -491,7 +491,7 @@ mod tests {
         assert_eq!(names, vec!["add", "S", "S", "S::m"]);
         assert_eq!(parsed.chunks[0].doc, "Adds.");
         assert_eq!(parsed.chunks[0].signature, "pub fn add(x: i32) -> i32");
-        assert_eq!(parsed.chunks[0].start_line, 5);
+        assert_eq!(parsed.chunks[0].start_line, 7);
     }
 
     #[test]
