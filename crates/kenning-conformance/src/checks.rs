@@ -234,6 +234,13 @@ impl FilterCorpus {
             if let Some((key, value)) = file {
                 m.metadata.insert(key.to_owned(), value.to_owned());
             }
+            // Sessions: f1 and f3 share one (f3 names it as its conversation), f4 has another.
+            match name {
+                "f1" => m.metadata.insert(kenning_core::provenance::SESSION_KEY.to_owned(), "s-1".to_owned()),
+                "f3" => m.metadata.insert(kenning_core::provenance::CONVERSATION_KEY.to_owned(), "s-1".to_owned()),
+                "f4" => m.metadata.insert(kenning_core::provenance::SESSION_KEY.to_owned(), "s-2".to_owned()),
+                _ => None,
+            };
             m.kind = kind;
             m.tags = tags.iter().map(|tag| tag.to_string()).collect();
             m.confidence = confidence;
@@ -293,6 +300,7 @@ impl FilterCorpus {
                     status: Some(Status::Active),
                     branch: Some("main".to_owned()),
                     file: Some("src".to_owned()),
+                    session: Some("s-1".to_owned()),
                 },
                 vec!["f1"],
             ),
@@ -303,6 +311,8 @@ impl FilterCorpus {
             ("a file in metadata `file`", SearchFilter { file: Some("docs/guide.md".to_owned()), ..base.clone() }, vec!["f4"]),
             ("a directory finds the files in it", SearchFilter { file: Some("src/db".to_owned()), ..base.clone() }, vec!["f1", "f2", "f5"]),
             ("part of a name is not a path", SearchFilter { file: Some("src/d".to_owned()), ..base.clone() }, vec![]),
+            ("one session, named as session or conversation", SearchFilter { session: Some("s-1".to_owned()), ..base.clone() }, vec!["f1", "f3"]),
+            ("a session no memory was captured in", SearchFilter { session: Some("s-9".to_owned()), ..base.clone() }, vec![]),
             (
                 "branch and file together",
                 SearchFilter { branch: Some("main".to_owned()), file: Some("src".to_owned()), ..SearchFilter::active() },
@@ -455,29 +465,6 @@ pub fn search_text_ranks_best_first(make: MakeStore) {
         ["both"]
     );
     assert!(store.search_text("pool", &SearchFilter::active(), 0).unwrap().is_empty());
-}
-
-pub fn latest_occurred_at_is_the_latest_event_passing_the_filter(make: MakeStore) {
-    let store = make();
-    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), None, "an empty store");
-    let mut captured_last_about_the_past = memory("old-news", "context", "Imported from an old wiki");
-    captured_last_about_the_past.event_time = Some(at(-60 * 24 * 30));
-    let mut forgotten = memory("forgotten", "context", "Dropped");
-    forgotten.event_time = Some(at(120));
-    forgotten.status = Status::Forgotten;
-    let mut planned = memory("planned", "decisions", "Release train leaves next week");
-    planned.event_time = Some(at(60 * 24 * 7));
-    let present = memory("present", "context", "Captured now, about now");
-    insert_all(&*store, &[present, planned, forgotten, captured_last_about_the_past]);
-
-    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), Some(at(60 * 24 * 7)));
-    let until_now = SearchFilter { until: Some(at(60)), ..SearchFilter::active() };
-    assert_eq!(store.latest_occurred_at(&until_now).unwrap(), Some(base_time()), "later events are left out");
-    assert_eq!(store.latest_occurred_at(&all_statuses()).unwrap(), Some(at(60 * 24 * 7)));
-    let until_then = SearchFilter { until: Some(at(200)), ..all_statuses() };
-    assert_eq!(store.latest_occurred_at(&until_then).unwrap(), Some(at(120)), "the forgotten one counts without a status filter");
-    let decisions = SearchFilter { namespaces: vec![Namespace::parse("decisions").unwrap()], ..until_now };
-    assert_eq!(store.latest_occurred_at(&decisions).unwrap(), None);
 }
 
 pub fn neighbours_are_the_memories_captured_next_to_one(make: MakeStore) {

@@ -93,7 +93,6 @@ macro_rules! conformance_tests {
             provenance_filters_follow_updates_and_imports,
             search_text_survives_hostile_queries,
             search_text_ranks_best_first,
-            latest_occurred_at_is_the_latest_event_passing_the_filter,
             neighbours_are_the_memories_captured_next_to_one,
             search_vector_ranks_by_cosine,
             vectors_of_other_models_are_never_compared,

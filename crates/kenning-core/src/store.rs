@@ -166,10 +166,6 @@ pub trait MemoryStore: Send + Sync {
     /// Nearest neighbours by cosine similarity among vectors made by `model`.
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
 
-    /// When the latest memory passing `filter` occurred ([`Memory::occurred_at`]), or `None`
-    /// if none passes.
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> Result<Option<DateTime<Utc>>>;
-
     /// The context each of `ids` was captured in: the memories captured just before and just
     /// after it. On each side, among the [`NEIGHBOUR_REACH`] memories captured next to it, the
     /// nearest in capture order that shares its namespace and passes `filter` counts, if it

@@ -19,7 +19,7 @@
 mod access;
 pub mod decisions;
 pub mod error;
-mod ids;
+pub mod ids;
 pub mod recall;
 pub mod service;
 pub mod transfer;

@@ -594,11 +594,6 @@ impl MemoryStore for GitNotesStore {
         self.index.search_vector(vector, model, filter, limit)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        self.refresh()?;
-        self.index.latest_occurred_at(filter)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         self.refresh()?;
         self.index.neighbours(ids, filter, window)

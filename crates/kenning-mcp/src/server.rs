@@ -67,8 +67,15 @@ pub struct KenningServer {
     pub(crate) subscriptions: Arc<Subscriptions>,
     /// Tells this session's subscriptions from other sessions' in the shared registry.
     session: u64,
+    /// This session's id, recorded as the `session_id` of the memories it captures, so that
+    /// recall relates memories of one session only (see `kenning_core::provenance`).
+    pub(crate) session_id: Arc<str>,
     /// Times, counts and audits tool calls; set by the HTTP transport.
     observer: Option<Arc<CallObserver>>,
+}
+
+fn new_session_id() -> Arc<str> {
+    kenning_engine::ids::new_session_id("mcp", chrono::Utc::now()).into()
 }
 
 impl KenningServer {
@@ -87,13 +94,14 @@ impl KenningServer {
             log: Arc::default(),
             subscriptions,
             session,
+            session_id: new_session_id(),
             observer: None,
         })
     }
 
     /// The same server for another client session, sharing stores and subscriptions.
     pub fn for_session(&self) -> KenningServer {
-        KenningServer { session: self.subscriptions.next_number(), log: Arc::default(), ..self.clone() }
+        KenningServer { session: self.subscriptions.next_number(), session_id: new_session_id(), log: Arc::default(), ..self.clone() }
     }
 
     /// The same server with every tool call timed, counted and audited by `observer`.

@@ -207,10 +207,6 @@ impl MemoryStore for PostgresStore {
         Ok(on_connection!(self, |client| read::search_vector(client, vector, model, filter, limit).await?)?)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        Ok(on_connection!(self, |client| read::latest_occurred_at(client, filter).await?)?)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         Ok(on_connection!(self, |client| read::neighbours(client, ids, filter, window).await?)?)
     }

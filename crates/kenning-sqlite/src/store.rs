@@ -181,10 +181,6 @@ impl MemoryStore for SqliteStore {
         Ok(self.search.search_vector(&self.db, query, model, filter, limit)?)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        Ok(self.db.read(|tx| read::latest_occurred_at(tx, filter))?)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         let keys = self.db.read(|tx| read::keys(tx, ids))?;
         Ok(self.search.neighbours(&self.db, &keys, filter, window)?)

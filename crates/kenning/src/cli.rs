@@ -246,6 +246,9 @@ pub struct RecallArgs {
     /// Only memories about this file or directory (a path from the current directory, inside the repository).
     #[arg(long, value_name = "PATH")]
     pub file: Option<std::path::PathBuf>,
+    /// The time relative expressions in the query count from ("yesterday", "since March"); default now.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -153,6 +153,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
                 min_confidence: args.min_confidence,
                 branch: args.branch,
                 file: args.file.as_deref().map(project::path_from_here),
+                as_of: args.as_of,
             })?;
             print(json, &page, render::recall)
         }
