@@ -220,6 +220,12 @@ pub trait MemoryStore: Send + Sync {
         )))
     }
 
+    /// The store's working state (workflows, protocol sessions), if it can keep any; `None`
+    /// by default, which the engine reports as a refusal naming the domain.
+    fn state(&self) -> Option<&dyn crate::state::StateStore> {
+        None
+    }
+
     /// Facts about the moment of a capture that the store can tell and the engine records in
     /// the memory's metadata (a git store: the branch and commit checked out). Empty by default.
     fn capture_context(&self) -> BTreeMap<String, String> {
