@@ -34,6 +34,7 @@ pub struct StateRecord {
     pub id: String,
     /// 1 for a new record; each later write is `revision + 1` of the one it replaces.
     pub revision: u64,
+    /// Kept to the microsecond.
     pub updated_at: DateTime<Utc>,
     pub body: String,
 }
