@@ -11,6 +11,7 @@ mod init;
 mod keys;
 mod project;
 mod render;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
@@ -192,6 +193,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             print(json, &report, render::sync)
         }
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
+        Command::Workflow { command } => workflows::run(&services.memory, json, command),
         Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {

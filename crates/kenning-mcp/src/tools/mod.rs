@@ -4,3 +4,4 @@ pub mod decisions;
 pub mod memory;
 pub mod org;
 pub mod sync;
+pub mod workflows;
