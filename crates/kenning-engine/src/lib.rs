@@ -10,6 +10,8 @@
 //! - [`DecisionService`] keeps decisions, signals and outcomes in each domain's
 //!   [`kenning_core::decision::DecisionStore`], beside (and as) memories, and answers
 //!   calibration, skills, warnings and context from them ([`decisions`]).
+//! - [`ProtocolService`] runs guided protocols ([`kenning_protocol`]) as sessions kept in a
+//!   domain's working state, writing what they create only when they complete ([`protocols`]).
 //! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
 //! - [`views`] are the serialisable shapes every front end returns.
@@ -22,6 +24,7 @@ mod access;
 pub mod decisions;
 pub mod error;
 mod ids;
+pub mod protocols;
 pub mod recall;
 pub mod service;
 pub mod transfer;
@@ -32,5 +35,6 @@ pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};
+pub use protocols::ProtocolService;
 pub use workflows::{WorkflowQuery, WorkflowService};
 pub use transfer::{DomainPurge, ExportLine, ImportReport};

@@ -14,7 +14,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
-use kenning_engine::{DecisionService, MemoryService, WorkflowService};
+use kenning_engine::{DecisionService, MemoryService, ProtocolService, WorkflowService};
 use kenning_service::Outcome;
 
 use crate::access::CallObserver;
@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -58,6 +58,7 @@ pub struct KenningServer {
     pub(crate) memory: Arc<MemoryService>,
     pub(crate) decisions: Arc<DecisionService>,
     pub(crate) workflows: Arc<WorkflowService>,
+    pub(crate) protocols: Arc<ProtocolService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
     /// Whether the decision resources are served (with the `decisions` toolset).
     decision_resources: bool,
@@ -83,6 +84,7 @@ impl KenningServer {
         let session = subscriptions.next_number();
         Ok(KenningServer {
             workflows: Arc::new(WorkflowService::new(memory.clone())),
+            protocols: Arc::new(ProtocolService::new(decisions.clone(), Arc::new(kenning_protocol::Library::shipped()))),
             memory,
             decisions,
             tool_router,
@@ -94,6 +96,12 @@ impl KenningServer {
             session,
             observer: None,
         })
+    }
+
+    /// The same server running `protocols` (the shipped protocols and the project's and user's
+    /// folders, as the binary loaded them) in place of the shipped ones alone.
+    pub fn with_protocols(self, protocols: ProtocolService) -> KenningServer {
+        KenningServer { protocols: Arc::new(protocols), ..self }
     }
 
     /// The same server for another client session, sharing stores and subscriptions.
@@ -139,6 +147,7 @@ impl KenningServer {
                 "sync" => Self::sync_tools(),
                 "org" => Self::org_tools(),
                 "workflows" => Self::workflow_tools(),
+                "protocols" => Self::protocol_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }
