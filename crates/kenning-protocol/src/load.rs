@@ -354,8 +354,9 @@ impl Library {
         self.check_calls();
     }
 
-    /// Refuses protocols that call one that does not exist, leave out one of its inputs, or
-    /// call themselves (directly or through others), and attaches each protocol's skill.
+    /// Refuses protocols that call one that does not exist, leave out one of its inputs, name a
+    /// skill that is not loaded, or call themselves (directly or through others), and attaches
+    /// each protocol's skill.
     fn check_calls(&mut self) {
         loop {
             let mut refused: Option<(String, LoadError)> = None;
@@ -378,6 +379,19 @@ impl Library {
                             }
                         }
                     }
+                }
+            }
+            if refused.is_none() {
+                let unknown = self.protocols.iter().find(|(_, loaded)| loaded.protocol.skill.as_ref().is_some_and(|skill| !self.skills.contains_key(skill)));
+                if let Some((name, loaded)) = unknown {
+                    let skill = loaded.protocol.skill.clone().unwrap_or_default();
+                    refused = Some((name.clone(), LoadError {
+                        file: loaded.file.clone(),
+                        line: 1,
+                        field: "skill".into(),
+                        problem: format!("names `{skill}`, which is not a loaded skill"),
+                        suggestion: format!("add skills/{skill}.md beside the protocol, or use one of: {}", self.skills.keys().cloned().collect::<Vec<_>>().join(", ")),
+                    }));
                 }
             }
             if refused.is_none() {

@@ -99,6 +99,14 @@ fn folders_replace_shipped_protocols_and_report_broken_files() {
     assert_eq!((broken.line, broken.field.as_str()), (4, "steps[0].type"));
     let missing = library.problems.iter().find(|problem| problem.file.ends_with("calls_missing.yaml")).unwrap();
     assert!(missing.problem.contains("`nowhere`"), "{missing}");
+
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("skilled.yaml"), format!("name: skilled\ndescription: d\nskill: absent\nsteps:\n  - id: a\n{ASK}")).unwrap();
+    library.load_dir(other.path());
+    assert!(library.get("skilled").is_none());
+    let absent = library.problems.iter().find(|problem| problem.file.ends_with("skilled.yaml")).unwrap();
+    assert_eq!(absent.field, "skill");
+    assert!(absent.problem.contains("`absent`"), "{absent}");
 }
 
 #[test]

@@ -272,7 +272,7 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
-    let protocols = protocols::service(&services.decisions);
+    let protocols = protocols::service(&services.decisions)?;
     let server =
         KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?.with_protocols(protocols);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -38,7 +38,7 @@ fn folders(repository_root: Option<&std::path::Path>) -> Vec<PathBuf> {
 
 /// The protocol service over the shipped protocols and the user's and project's folders. A file
 /// that is refused is logged and listed by `protocol_list`; the others still load.
-pub fn service(decisions: &Arc<DecisionService>) -> ProtocolService {
+pub fn service(decisions: &Arc<DecisionService>) -> Result<ProtocolService> {
     let mut library = Library::shipped();
     for folder in folders(decisions.memory().repository_root()) {
         library.load_dir(&folder);
@@ -46,11 +46,32 @@ pub fn service(decisions: &Arc<DecisionService>) -> ProtocolService {
     for problem in &library.problems {
         tracing::warn!(%problem, "a protocol file was refused");
     }
-    ProtocolService::new(decisions.clone(), Arc::new(library))
+    let service = ProtocolService::new(decisions.clone(), Arc::new(library));
+    Ok(match idle_minutes()? {
+        Some(minutes) => service.with_idle_timeout(chrono::TimeDelta::minutes(minutes)),
+        None => service,
+    })
+}
+
+const IDLE_VARIABLE: &str = "KENNING_PROTOCOL_IDLE_MINUTES";
+
+/// `KENNING_PROTOCOL_IDLE_MINUTES`: how long a session may wait for its next answer (default 60).
+fn idle_minutes() -> Result<Option<i64>> {
+    let Ok(text) = std::env::var(IDLE_VARIABLE) else { return Ok(None) };
+    match text.trim().parse::<i64>() {
+        Ok(minutes) if (1..=60 * 24 * 30).contains(&minutes) => Ok(Some(minutes)),
+        _ => Err(kenning_engine::Error::Invalid(kenning_core::FieldError::new(
+            IDLE_VARIABLE,
+            "is not a number of minutes from 1 to 43200",
+            text.as_str(),
+            "set it to the minutes a protocol session may wait for an answer, e.g. 60",
+        ))
+        .into()),
+    }
 }
 
 pub fn run(decisions: &Arc<DecisionService>, json: bool, command: ProtocolCommand) -> Result<()> {
-    let protocols = service(decisions);
+    let protocols = service(decisions)?;
     match command {
         ProtocolCommand::List => print(json, &protocols.list(), table),
         ProtocolCommand::Run { name, inputs } => {
