@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use kenning_core::decision::CaptureDecision;
+use kenning_core::decision::{CaptureDecision, Node, NodeKind};
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::{CaptureInput, FieldError, LinkInput, MemoryUrn, UpdateInput};
 use kenning_protocol::machine::{self, MachineError, Plan, Prompt, Session, World};
@@ -166,11 +166,75 @@ impl World for EngineWorld<'_> {
         }))
     }
 
+    fn graph(&self, urn: &str, depth: u32, limit: usize) -> Result<Value, String> {
+        let Ok(start) = MemoryUrn::parse("query.graph", urn) else {
+            return Ok(serde_json::json!({"count": 0, "items": [], "urns": [], "titles": []}));
+        };
+        let Ok(entry) = self.decisions.entry(Some(&start.domain.to_string())) else {
+            return Ok(serde_json::json!({"count": 0, "items": [], "urns": [], "titles": []}));
+        };
+        let store = &entry.store;
+        let text = |error: kenning_core::Error| error.to_string();
+        // (URN, relation, direction) of each memory reached, nearest first, each once.
+        let mut reached: Vec<(String, String, &str)> = Vec::new();
+        let mut seen = std::collections::BTreeSet::from([start.to_string()]);
+        let node_urn = |node: &Node| -> Result<Option<String>, String> {
+            match node.kind {
+                NodeKind::Urn => Ok(Some(node.id.clone())),
+                NodeKind::Memory => {
+                    let Ok(id) = kenning_core::MemoryId::parse(&node.id) else { return Ok(None) };
+                    Ok(store.get(&id).map_err(text)?.map(|memory| MemoryUrn::new(memory.domain.clone(), memory.namespace.clone(), memory.id.clone()).to_string()))
+                }
+                NodeKind::Signal | NodeKind::Outcome => Ok(None),
+            }
+        };
+        for hop in store.causal_chain(&Node::memory(&start.id), depth).map_err(text)? {
+            if let Some(urn) = node_urn(&hop.edge.to)? {
+                if seen.insert(urn.clone()) {
+                    reached.push((urn, hop.edge.relation.clone(), "out"));
+                }
+            }
+        }
+        let incoming = [Node { kind: NodeKind::Urn, id: start.to_string() }, Node::memory(&start.id)];
+        for node in &incoming {
+            for edge in store.edges_to(node).map_err(text)? {
+                if let Some(urn) = node_urn(&edge.from)? {
+                    if seen.insert(urn.clone()) {
+                        reached.push((urn, edge.relation.clone(), "in"));
+                    }
+                }
+            }
+        }
+        let mut items = Vec::new();
+        for (urn, relation, direction) in reached {
+            if items.len() == limit {
+                break;
+            }
+            let Some((title, _)) = self.title(&urn)? else { continue };
+            items.push(serde_json::json!({"urn": urn, "title": title, "relation": relation, "direction": direction}));
+        }
+        Ok(serde_json::json!({
+            "count": items.len(),
+            "urns": items.iter().map(|item| item["urn"].clone()).collect::<Vec<_>>(),
+            "titles": items.iter().map(|item| Value::from(format!("{} ({} {})", item["title"].as_str().unwrap_or_default(), item["relation"].as_str().unwrap_or_default(), item["urn"].as_str().unwrap_or_default()))).collect::<Vec<_>>(),
+            "items": items,
+        }))
+    }
+
     fn memory(&self, urn: &str) -> Result<Option<(String, String)>, String> {
         let Ok(urn) = MemoryUrn::parse("answer", urn) else { return Ok(None) };
         let Some(entry) = self.memory.domain_stores().iter().find(|entry| entry.domain == urn.domain) else { return Ok(None) };
         let memory = entry.store.get(&urn.id).map_err(|error| error.to_string())?;
         Ok(memory.map(|memory| (memory.namespace.to_string(), memory.kind.to_string())))
+    }
+}
+
+impl EngineWorld<'_> {
+    /// The title and namespace of the memory at `urn`, if a configured domain holds it.
+    fn title(&self, urn: &str) -> Result<Option<(String, String)>, String> {
+        let Ok(urn) = MemoryUrn::parse("urn", urn) else { return Ok(None) };
+        let Some(entry) = self.memory.domain_stores().iter().find(|entry| entry.domain == urn.domain) else { return Ok(None) };
+        Ok(entry.store.get(&urn.id).map_err(|error| error.to_string())?.map(|memory| (memory.title, memory.namespace.to_string())))
     }
 }
 

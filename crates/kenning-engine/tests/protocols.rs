@@ -295,3 +295,65 @@ fn capture_decision_ends_in_a_decision_that_calibration_counts() {
     assert_eq!(page.decisions.len(), 1);
     assert_eq!(page.decisions[0].module, "database");
 }
+
+const LINKS: &str = r#"
+name: links
+description: Walks the graph around a memory.
+steps:
+  - id: start
+    type: ask
+    question: "Which memory?"
+    expects: {type: id}
+  - id: around
+    type: query
+    query: {graph: "{start}", depth: 2}
+  - id: write
+    type: create
+    memories:
+      - namespace: context
+        title: "Around {start}"
+        content: "{around.count} linked:\n{around.titles | format_list}"
+        links:
+          - {to: "{around.urns}", relation: relates-to}
+"#;
+
+#[test]
+fn a_graph_query_finds_the_memories_linked_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("links.yaml"), LINKS).unwrap();
+    let setup = open(dir.path());
+    let target = setup.capture("The queue drops payloads above 64 KB", "learnings");
+    let memory = setup.decisions.memory();
+    let pointing = memory
+        .capture(
+            CaptureInput {
+                content: "Split large refund batches before queueing".into(),
+                namespace: Some("patterns".into()),
+                links: vec![kenning_core::LinkInput { target: target.clone(), relation: Some("derived-from".into()) }],
+                ..CaptureInput::default()
+            },
+            None,
+        )
+        .unwrap()
+        .urn;
+    let service = setup.protocols(Some(folder.path()));
+    let view = service.start("links", BTreeMap::new()).unwrap();
+    let done = answer(&service, &view, json!(pointing));
+    let written = memory.get(&done.written[0].urn).unwrap();
+    assert!(written.content.starts_with("1 linked:"), "{}", written.content);
+    assert!(written.content.contains("derived-from"), "{}", written.content);
+    assert_eq!(written.links[0].target, target, "outgoing links are walked");
+
+    let first = done.written[0].urn.clone();
+
+    // The target is linked to by `pointing` and by the memory the first run wrote.
+    let view = service.start("links", BTreeMap::new()).unwrap();
+    let done = answer(&service, &view, json!(target));
+    let written = memory.get(&done.written[0].urn).unwrap();
+    let mut linked: Vec<&str> = written.links.iter().map(|link| link.target.as_str()).collect();
+    linked.sort_unstable();
+    let mut expected = [pointing.as_str(), first.as_str()];
+    expected.sort_unstable();
+    assert_eq!(linked, expected, "incoming links are walked");
+}

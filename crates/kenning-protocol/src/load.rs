@@ -182,8 +182,15 @@ fn check_step(checker: &Checker<'_>, index: usize, line: u64, step: &StepDef, na
             }
         }
         "query" => {
-            let query = step.query.as_ref().ok_or_else(|| missing("query", "give `query: {recall: \"{topic}\"}`"))?;
-            checker.template(line, &at("query.recall"), &query.recall)?;
+            let query = step.query.as_ref().ok_or_else(|| missing("query", "give `query: {recall: \"{topic}\"}` or `query: {graph: \"{urn}\"}`"))?;
+            match (&query.recall, &query.graph) {
+                (Some(text), None) => checker.template(line, &at("query.recall"), text)?,
+                (None, Some(urn)) => checker.template(line, &at("query.graph"), urn)?,
+                _ => return Err(checker.error(line, at("query"), "needs exactly one of `recall` and `graph`", "recall searches memories by text; graph walks the links around one memory")),
+            }
+            if let Some(depth) = query.depth.filter(|depth| !(1..=3).contains(depth)) {
+                return Err(checker.error(line, at("query.depth"), format!("is {depth}"), "give 1 to 3"));
+            }
         }
         "branch" => match (&step.condition, &step.cases) {
             (Some(condition), None) => {

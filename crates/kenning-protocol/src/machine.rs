@@ -28,6 +28,9 @@ pub trait World {
     /// Up to `limit` memories matching `query`, as `{count, items: [{urn, title, snippet}],
     /// urns: [...], titles: [...]}`.
     fn recall(&self, query: &str, namespace: Option<&str>, limit: usize) -> Result<Value, String>;
+    /// The memories around the one at `urn`, up to `depth` edges away, in the shape of
+    /// [`World::recall`], each item with its `relation`.
+    fn graph(&self, urn: &str, depth: u32, limit: usize) -> Result<Value, String>;
     /// The namespace and kind of the memory at `urn`, or `None` if there is none.
     fn memory(&self, urn: &str) -> Result<Option<(String, String)>, String>;
 }
@@ -344,8 +347,13 @@ fn run(library: &Library, session: &mut Session, now: DateTime<Utc>, world: &dyn
             "ask" => return current(library, session, now, world),
             "query" => {
                 let query = step.query.as_ref().expect("checked at load");
-                let text = rendered(&query.recall, &context, now)?;
-                let found = world.recall(&text, query.namespace.as_deref(), query.limit.unwrap_or(5).clamp(1, 20)).map_err(MachineError::World)?;
+                let limit = query.limit.unwrap_or(5).clamp(1, 20);
+                let found = match (&query.recall, &query.graph) {
+                    (Some(text), _) => world.recall(&rendered(text, &context, now)?, query.namespace.as_deref(), limit),
+                    (None, Some(urn)) => world.graph(rendered(urn, &context, now)?.trim(), query.depth.unwrap_or(2).clamp(1, 3), limit),
+                    (None, None) => return Err(MachineError::Stale(format!("the query step `{}` has nothing to ask", step.id))),
+                }
+                .map_err(MachineError::World)?;
                 session.stack.last_mut().expect("read above").context.insert(key, found);
                 after
             }

@@ -144,12 +144,20 @@ pub struct Examples {
     pub bad: Vec<String>,
 }
 
-/// A recall whose results join the context as `{count, items: [{urn, title, snippet}]}`.
+/// A recall (`recall`: the query text) or a walk of the graph around one memory (`graph`: its
+/// URN; the memories it links to, through decisions' signals and outcomes, and those linking to
+/// it), whose results join the context as `{count, items: [{urn, title, …}], urns, titles}`.
+/// Exactly one of `recall` and `graph` is given; both are templates.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuerySpec {
-    /// The query text (a template).
-    pub recall: String,
+    #[serde(default)]
+    pub recall: Option<String>,
+    #[serde(default)]
+    pub graph: Option<String>,
+    /// How many edges a graph walk follows, 1 to 3; default 2.
+    #[serde(default)]
+    pub depth: Option<u32>,
     #[serde(default)]
     pub namespace: Option<String>,
     #[serde(default)]

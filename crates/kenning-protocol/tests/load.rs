@@ -51,6 +51,8 @@ fn bad_values_are_refused_with_field_and_line() {
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: branch\n    if: {var: a, equals: x, present: true}\n    then: end\n", "steps[0].if", "exactly one test"),
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: branch\n    then: end\n", "steps[0].if", "either"),
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: create\n", "steps[0].memories", "is missing"),
+        ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: query\n    query: {recall: r, graph: g}\n", "steps[0].query", "exactly one"),
+        ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: query\n    query: {graph: g, depth: 9}\n", "steps[0].query.depth", "1 to 3"),
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: create\n    memories:\n      - {namespace: n, title: t, content: c, links: [{to: \"@later\"}]}\n", "steps[0].memories[0].links[0].to", "@later"),
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: update\n    memory: \"{m}\"\n", "steps[0].reason", "is missing"),
         ("name: x\ndescription: d\nsteps:\n  - id: a\n    type: ask\n    question: q\n    expects: {type: string}\n  - id: a\n    type: ask\n    question: q\n    expects: {type: string}\n", "steps[1].id", "repeats"),
