@@ -85,7 +85,7 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
         await step(conn, workflow_id, "build", "completed")
         await step(conn, workflow_id, "docs", "skipped", notes="covered by the code comments")
         done = await step(conn, workflow_id, "ship", "completed")
-        assert done["status"] == "completed" and done["next_step"] is None if "next_step" in done else done["status"] == "completed"
+        assert done["status"] == "completed" and "next_step" not in done, done
         memory = await conn.ok("memory_get", {"urn": done["memory"]})
         assert memory["namespace"] == "progress" and memory["kind"] == "episodic"
         assert "[skipped] `docs`" in memory["content"]
@@ -100,8 +100,8 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
     assert listed.returncode == 0 and workflow_id in listed.stdout and "completed" in listed.stdout, listed
 
 
-async def test_abandoning_writes_the_workflow_up(ws: Workspace) -> None:
-    async with connect(ws, "stdio", args=ARGS) as conn:
+async def test_abandoning_writes_the_workflow_up(ws: Workspace, transport: str) -> None:
+    async with connect(ws, transport, args=ARGS) as conn:
         created = await conn.ok("workflow_create", PLAN)
         abandoned = await conn.ok("workflow_abandon", {"workflow_id": created["workflow_id"], "reason": "the cache moved to the gateway"})
         assert abandoned["status"] == "abandoned"
