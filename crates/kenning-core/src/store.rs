@@ -107,6 +107,9 @@ pub struct PurgeCounts {
     pub edges: u64,
     /// Stored vectors of those memories, every model counted.
     pub vectors: u64,
+    /// Workflows the author created, kept in the store's working state; counted by the engine,
+    /// which reads their bodies, not by the store.
+    pub workflows: u64,
 }
 
 impl PurgeCounts {
@@ -119,6 +122,7 @@ impl PurgeCounts {
         self.outcomes += other.outcomes;
         self.edges += other.edges;
         self.vectors += other.vectors;
+        self.workflows += other.workflows;
     }
 }
 

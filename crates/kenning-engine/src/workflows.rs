@@ -404,6 +404,31 @@ impl WorkflowService {
     }
 }
 
+/// Removes (or with `apply` false only counts) the workflows `author` created in one store's
+/// working state: the data-rights purge covers them as it covers the author's memories.
+pub(crate) fn purge_author(state: &dyn StateStore, author: &str, apply: bool) -> Result<u64> {
+    let mut theirs = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = state.list_state(StateKind::Workflow, offset, MAX_LISTED_PER_DOMAIN)?;
+        for record in &page {
+            if decode(record)?.author.as_deref() == Some(author) {
+                theirs.push(record.id.clone());
+            }
+        }
+        if page.len() < MAX_LISTED_PER_DOMAIN {
+            break;
+        }
+        offset += page.len();
+    }
+    if apply {
+        for id in &theirs {
+            state.delete_state(StateKind::Workflow, id)?;
+        }
+    }
+    Ok(theirs.len() as u64)
+}
+
 const SECRETS_WARNING: &str = "secrets in the text were replaced by [REDACTED:kind] before it was stored";
 
 /// Replaces secrets in `text`; says whether any was found.

@@ -185,3 +185,21 @@ fn bad_workflows_and_ids_are_refused_by_field() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn purging_an_author_removes_their_workflows() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir);
+    let service = WorkflowService::new(memory.clone());
+    for author in ["alice", "bob"] {
+        let input = CreateWorkflow { name: format!("{author}'s plan"), goal: "g".into(), steps: vec![step("only", &[])], author: Some(author.into()) };
+        service.create(input, None).unwrap();
+    }
+    let dry = memory.purge_authored("alice", None, false).unwrap();
+    assert_eq!(dry[0].counts.workflows, 1);
+    assert_eq!(service.list(WorkflowQuery::default()).unwrap().workflows.len(), 2, "a dry run removes nothing");
+    let purged = memory.purge_authored("alice", None, true).unwrap();
+    assert_eq!(purged[0].counts.workflows, 1);
+    let left = service.list(WorkflowQuery::default()).unwrap().workflows;
+    assert_eq!(left.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["bob's plan"]);
+}
