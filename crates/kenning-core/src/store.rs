@@ -107,6 +107,9 @@ pub struct PurgeCounts {
     pub edges: u64,
     /// Stored vectors of those memories, every model counted.
     pub vectors: u64,
+    /// Workflows the author created, kept in the store's working state; counted by the engine,
+    /// which reads their bodies, not by the store.
+    pub workflows: u64,
 }
 
 impl PurgeCounts {
@@ -119,6 +122,7 @@ impl PurgeCounts {
         self.outcomes += other.outcomes;
         self.edges += other.edges;
         self.vectors += other.vectors;
+        self.workflows += other.workflows;
     }
 }
 
@@ -214,6 +218,12 @@ pub trait MemoryStore: Send + Sync {
             remote,
             "sync the project domain, whose memories live in the repository's git notes",
         )))
+    }
+
+    /// The store's working state (workflows, protocol sessions), if it can keep any; `None`
+    /// by default, which the engine reports as a refusal naming the domain.
+    fn state(&self) -> Option<&dyn crate::state::StateStore> {
+        None
     }
 
     /// Facts about the moment of a capture that the store can tell and the engine records in

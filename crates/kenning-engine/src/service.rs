@@ -100,6 +100,11 @@ impl MemoryService {
         self.domains.iter().map(|entry| &entry.domain)
     }
 
+    /// Every configured domain with its store, the default domain first.
+    pub(crate) fn domain_stores(&self) -> &[DomainStore] {
+        &self.domains
+    }
+
     pub fn default_domain(&self) -> &Domain {
         &self.domains[0].domain
     }

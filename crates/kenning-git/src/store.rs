@@ -687,6 +687,14 @@ impl MemoryStore for GitNotesStore {
         Ok(self.sync_with(remote)?)
     }
 
+    /// Working state stays in this clone's index database, beside the access counts: it is
+    /// the state of work in progress here, not knowledge to share, so it never enters the notes
+    /// and no sync carries it. It survives the process (the index's durability) and an index
+    /// rebuild, which only touches the mirrored memories.
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        self.index.state()
+    }
+
     /// The branch (`git_branch`, absent on a detached HEAD) and commit (`git_commit`, absent
     /// before the first commit) checked out at capture.
     fn capture_context(&self) -> BTreeMap<String, String> {

@@ -33,6 +33,7 @@ mod subscriptions;
 pub mod tools;
 pub mod transport;
 mod unparsed;
+pub mod workflow_resources;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
 pub use access::{Caller, HttpAccess};

@@ -14,7 +14,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
-use kenning_engine::{DecisionService, MemoryService};
+use kenning_engine::{DecisionService, MemoryService, ProtocolService, WorkflowService};
 use kenning_service::Outcome;
 
 use crate::access::CallObserver;
@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -57,9 +57,13 @@ shows how far your confidence can be trusted per module.";
 pub struct KenningServer {
     pub(crate) memory: Arc<MemoryService>,
     pub(crate) decisions: Arc<DecisionService>,
+    pub(crate) workflows: Arc<WorkflowService>,
+    pub(crate) protocols: Arc<ProtocolService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
     /// Whether the decision resources are served (with the `decisions` toolset).
     decision_resources: bool,
+    /// Whether the workflow resources are served (with the `workflows` toolset).
+    workflow_resources: bool,
     /// Whether tools and prompts that write are left out.
     read_only: bool,
     /// This session's `logging/setLevel` choice; each session has its own.
@@ -86,10 +90,13 @@ impl KenningServer {
         let subscriptions = Arc::new(Subscriptions::default());
         let session = subscriptions.next_number();
         Ok(KenningServer {
+            workflows: Arc::new(WorkflowService::new(memory.clone())),
+            protocols: Arc::new(ProtocolService::new(decisions.clone(), Arc::new(kenning_protocol::Library::shipped()))),
             memory,
             decisions,
             tool_router,
             decision_resources: selected.contains(&"decisions"),
+            workflow_resources: selected.contains(&"workflows"),
             read_only: options.read_only,
             log: Arc::default(),
             subscriptions,
@@ -97,6 +104,12 @@ impl KenningServer {
             session_id: new_session_id(),
             observer: None,
         })
+    }
+
+    /// The same server running `protocols` (the shipped protocols and the project's and user's
+    /// folders, as the binary loaded them) in place of the shipped ones alone.
+    pub fn with_protocols(self, protocols: ProtocolService) -> KenningServer {
+        KenningServer { protocols: Arc::new(protocols), ..self }
     }
 
     /// The same server for another client session, sharing stores and subscriptions.
@@ -141,6 +154,8 @@ impl KenningServer {
                 "decisions" => Self::decision_tools(),
                 "sync" => Self::sync_tools(),
                 "org" => Self::org_tools(),
+                "workflows" => Self::workflow_tools(),
+                "protocols" => Self::protocol_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }
@@ -260,7 +275,10 @@ impl ServerHandler for KenningServer {
     ) -> Result<ListResourcesResult, McpError> {
         let offset = cursor_offset(request.as_ref())?;
         let memory = self.memory.clone();
-        let extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
+        let mut extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
+        if self.workflow_resources {
+            extra.extend(crate::workflow_resources::catalogue());
+        }
         let (page, next) = on_blocking_pool(move || {
             resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
         })
@@ -279,6 +297,9 @@ impl ServerHandler for KenningServer {
         if self.decision_resources {
             templates.extend(decision_resources::templates());
         }
+        if self.workflow_resources {
+            templates.extend(crate::workflow_resources::templates());
+        }
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -289,10 +310,14 @@ impl ServerHandler for KenningServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let memory = self.memory.clone();
         let decisions = self.decision_resources.then(|| self.decisions.clone());
+        let workflows = self.workflow_resources.then(|| self.workflows.clone());
         let uri = request.uri;
         let text = {
             let uri = uri.clone();
             on_blocking_pool(move || {
+                if let Some(workflows) = workflows.filter(|_| crate::workflow_resources::claims(&uri)) {
+                    return crate::workflow_resources::read(&workflows, &uri).map_err(McpError::from);
+                }
                 match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
                     Some((decisions, parsed)) => {
                         let parsed = parsed.map_err(|error| invalid_params(&error))?;

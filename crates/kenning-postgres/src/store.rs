@@ -16,7 +16,7 @@ use kenning_core::{
 
 use crate::db::{Db, Settings, VectorIndex};
 use crate::error::Error;
-use crate::{decisions, purge, read, relations, schema, write};
+use crate::{decisions, purge, read, relations, schema, state, write};
 
 /// A memory store, and the decision store beside it, in one PostgreSQL schema.
 ///
@@ -261,6 +261,10 @@ impl MemoryStore for PostgresStore {
         }
         Ok(())
     }
+
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        Some(self)
+    }
 }
 
 impl DecisionStore for PostgresStore {
@@ -316,5 +320,23 @@ impl DecisionStore for PostgresStore {
 
     fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
         Ok(on_connection!(self, |client| relations::edges_to(client, node).await?)?)
+    }
+}
+
+impl kenning_core::state::StateStore for PostgresStore {
+    fn put_state(&self, record: &kenning_core::state::StateRecord) -> CoreResult<()> {
+        Ok(on_connection!(self, |client| state::put(client, record).await?)?)
+    }
+
+    fn get_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<Option<kenning_core::state::StateRecord>> {
+        Ok(on_connection!(self, |client| state::get(client, kind, id).await?)?)
+    }
+
+    fn list_state(&self, kind: kenning_core::state::StateKind, offset: usize, limit: usize) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
+        Ok(on_connection!(self, |client| state::list(client, kind, offset, limit).await?)?)
+    }
+
+    fn delete_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<bool> {
+        Ok(on_connection!(self, |client| state::delete(client, kind, id).await?)?)
     }
 }

@@ -45,6 +45,10 @@ impl SqliteStore {
         self.db.path()
     }
 
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// The source state (a notes commit) this store reflects as an index, if it is one.
     pub fn mirror_source(&self) -> Result<Option<String>, Error> {
         self.db.read(|tx| mirror::source(tx))
@@ -226,6 +230,10 @@ impl MemoryStore for SqliteStore {
 
     fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
         Ok(self.search.warm_up(&self.db, model)?)
+    }
+
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        Some(self)
     }
 }
 

@@ -89,6 +89,16 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::decisions::DecisionCommand,
     },
+    /// Guided protocols: list them, or run one with its questions asked in the terminal.
+    Protocol {
+        #[command(subcommand)]
+        command: crate::protocols::ProtocolCommand,
+    },
+    /// Workflows: plans of steps with dependencies, kept so that work resumes after a crash.
+    Workflow {
+        #[command(subcommand)]
+        command: crate::workflows::WorkflowCommand,
+    },
     /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
     Calibration(crate::decisions::CalibrationArgs),
     /// Answer a Claude Code hook (session-start, user-prompt, post-tool, pre-compact, stop): reads
@@ -170,7 +180,7 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions, sync (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

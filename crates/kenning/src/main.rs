@@ -10,7 +10,9 @@ mod hook;
 mod init;
 mod keys;
 mod project;
+mod protocols;
 mod render;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
@@ -193,6 +195,8 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             print(json, &report, render::sync)
         }
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
+        Command::Workflow { command } => workflows::run(&services.memory, json, command),
+        Command::Protocol { command } => protocols::run(&services.decisions, json, command),
         Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
@@ -269,7 +273,9 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
-    let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?;
+    let protocols = protocols::service(&services.decisions)?;
+    let server =
+        KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?.with_protocols(protocols);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.http {

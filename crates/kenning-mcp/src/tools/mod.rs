@@ -3,4 +3,6 @@
 pub mod decisions;
 pub mod memory;
 pub mod org;
+pub mod protocols;
 pub mod sync;
+pub mod workflows;
