@@ -117,6 +117,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
     let memory = services.memory.clone();
     match command {
         Command::Serve(args) => serve(services, &config, args),
+        Command::Ui(args) => ui(services, &config, args),
         Command::Capture(args) => {
             let content = if args.content == "-" { read_stdin()? } else { args.content };
             let input = CaptureInput {
@@ -282,6 +283,21 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
                 kenning_mcp::serve_http(server, listener, access, shutdown).await?;
             }
         }
+        Ok(())
+    })
+}
+
+/// Serves the web view on loopback, guarded by the same keys, limits and audit log as
+/// `serve --http`.
+fn ui(services: compose::Services, config: &Config, args: cli::UiArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let (listener, access) = http_access(config, &format!("127.0.0.1:{}", args.port)).await?;
+        let options = kenning_web::WebOptions { read_only: args.read_only || config.read_only };
+        let web = kenning_web::Web::new(services.memory, services.decisions, access, options)?;
+        let shutdown = interrupted()?;
+        eprintln!("kenning: serving the web view at http://{}/", listener.local_addr()?);
+        kenning_web::serve(web, listener, shutdown).await?;
         Ok(())
     })
 }
