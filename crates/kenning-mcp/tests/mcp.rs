@@ -82,6 +82,21 @@ fn decisions_tools_list_snapshot() {
     assert!(bytes < 40_000, "the decisions toolset grew to {bytes} bytes");
 }
 
+/// The smaller toolsets enabled on request, each with its own snapshot; the bytes each adds to
+/// an agent's context are printed with `--nocapture`.
+#[test]
+fn toolset_tools_list_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    for toolset in ["sync", "org"] {
+        let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
+        let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
+        let bytes = serde_json::to_string(&tools).unwrap().len();
+        println!("{toolset}: {bytes} bytes");
+        insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
+        assert!(bytes < 8_000, "the {toolset} toolset grew to {bytes} bytes");
+    }
+}
+
 #[test]
 fn every_tool_has_title_one_sentence_description_schemas_and_annotations() {
     let dir = tempfile::tempdir().unwrap();

@@ -56,3 +56,51 @@ fn one_recall_spans_project_user_and_org() {
         .unwrap();
     assert_eq!(org_only.results.iter().map(|hit| hit.urn.as_str()).collect::<Vec<_>>(), [org.as_str()]);
 }
+
+/// Every org memory records who wrote it, the decision's memory and its lessons included: the
+/// configured user of the service that captured them.
+#[test]
+fn org_decision_memories_carry_the_configured_author() {
+    use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput};
+    use kenning_engine::{DecisionDomain, DecisionService};
+
+    let dir = tempfile::tempdir().unwrap();
+    let project = Arc::new(SqliteStore::open(&dir.path().join("project.db")).unwrap());
+    let org = Arc::new(fresh_store("decision_author"));
+    let (project_domain, org_domain) = (Domain::Project("app".to_owned()), Domain::Org("acme".to_owned()));
+    let memory = MemoryService::new(
+        vec![
+            DomainStore { domain: project_domain.clone(), store: project.clone() as Arc<dyn MemoryStore> },
+            DomainStore { domain: org_domain.clone(), store: org.clone() as Arc<dyn MemoryStore> },
+        ],
+        None,
+    )
+    .with_author(Some("ada@acme.example".to_owned()));
+    let decisions = DecisionService::new(
+        Arc::new(memory),
+        vec![
+            DecisionDomain { domain: project_domain, store: project as Arc<dyn DecisionStore> },
+            DecisionDomain { domain: org_domain, store: org as Arc<dyn DecisionStore> },
+        ],
+        ModuleList::default(),
+    );
+    let input = CaptureDecision {
+        statement: "Every service talks to PostgreSQL through PgBouncer".into(),
+        alternatives: Some(vec!["Direct connections".into()]),
+        confidence: Some(0.8),
+        module: Some("database".into()),
+        ..CaptureDecision::default()
+    };
+    let captured = decisions.capture(input, Some("org")).unwrap();
+    assert!(captured.urn.starts_with("kenning://org:acme/decisions/"), "{}", captured.urn);
+    let outcome = OutcomeInput {
+        final_status: "success".into(),
+        lessons_learned: vec!["Transaction pooling breaks session-level advisory locks".into()],
+        ..OutcomeInput::default()
+    };
+    let finished = decisions.record_outcome(&captured.decision_id, outcome).unwrap();
+    for urn in [&captured.urn, &finished.lesson_urns[0]] {
+        let memory = decisions.memory().get(urn).unwrap();
+        assert_eq!(memory.author.as_deref(), Some("ada@acme.example"), "{urn}");
+    }
+}
