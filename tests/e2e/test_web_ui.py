@@ -365,3 +365,35 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
     strong = [colour for colour, n in colours.items() if n >= 20 and max(colour) - min(colour) > 60]
     assert len(strong) >= 3, f"the diagram has no coloured series: {colours.most_common(12)}"
     shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
+
+
+def test_serve_http_with_ui_answers_mcp_and_the_web_view_on_one_port(ws: Workspace) -> None:
+    from harness import http_server
+
+    kenning_capture = ws.run("capture", "The orders service keeps 20 pooled connections.", "--title", "Connection pool size")
+    assert kenning_capture.returncode == 0, kenning_capture.stderr
+    with http_server(ws, ("--ui",)) as server:
+        base = server.url.removesuffix("mcp")
+        with urllib.request.urlopen(base + "memories?q=pooled+connections", timeout=30) as response:
+            page = response.read().decode()
+        assert response.status == 200 and "Connection pool size" in page
+        with urllib.request.urlopen(base + "healthz", timeout=30) as response:
+            assert json.load(response)["status"] == "ok"
+        # The MCP endpoint is still there, behind its own checks.
+        request = urllib.request.Request(
+            server.url, method="POST",
+            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode(),
+            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200 and b"kenning" in response.read()
+        # The web view's own rules apply on the shared port.
+        foreign = urllib.request.Request(base + "memories", headers={"Origin": "http://evil.example"})
+        try:
+            urllib.request.urlopen(foreign, timeout=30)
+            raise AssertionError("a foreign Origin was served")
+        except urllib.error.HTTPError as error:
+            assert error.code == 403
+    refused = ws.run("serve", "--ui")
+    assert refused.returncode != 0 and "--http" in refused.stderr

@@ -3,7 +3,8 @@
 //!
 //! - [`Web`] holds the services, the access rules ([`kenning_service::Access`], the same keys,
 //!   limits and audit log as `serve --http`), the read-only switch and the per-process CSRF
-//!   secret; [`router`] builds the routes and [`serve`] runs them on a bound listener.
+//!   secret; [`router`] builds the routes and [`serve`] runs them on a bound listener;
+//!   [`routes`] are the same routes for `serve --http --ui`, beside the MCP endpoint.
 //! - `guard` applies the shared rules to every request: the Host and Origin rules of a
 //!   loopback server ([`kenning_service::is_loopback_host`],
 //!   [`kenning_service::is_loopback_origin`]), then the API-key check (a key sent as
@@ -71,9 +72,15 @@ const STYLESHEET: &str = include_str!("../assets/app.css");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const ICON: &str = include_str!("../assets/icon.svg");
 
-/// Every route of the web view. Assets, `/healthz` and the sign-in page need no key; every
-/// other route passes the key check. Every route passes the Host and Origin rules.
+/// Every route of the web view with `/healthz`, for a server of its own ([`serve`]).
 pub fn router(web: Arc<Web>) -> Router {
+    Router::new().route("/healthz", get(health)).merge(routes(web))
+}
+
+/// The web view's routes without `/healthz`, to serve beside the MCP endpoint (which answers
+/// `/healthz` itself). Assets and the sign-in page need no key; every other route passes the
+/// key check. Every route passes the Host and Origin rules; unknown paths get the view's 404.
+pub fn routes(web: Arc<Web>) -> Router {
     let signed_in = Router::new()
         .route("/", get(pages::overview::page))
         .route("/memories", get(pages::memories::search))
@@ -89,7 +96,6 @@ pub fn router(web: Arc<Web>) -> Router {
         .route("/logout", post(pages::session::logout))
         .layer(axum::middleware::from_fn_with_state(web.clone(), guard::authenticate));
     Router::new()
-        .route("/healthz", get(health))
         .route("/assets/app.css", get(|| async { asset("text/css; charset=utf-8", STYLESHEET) }))
         .route("/assets/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))

@@ -178,6 +178,9 @@ pub struct ServeArgs {
     /// Expose only tools that do not write.
     #[arg(long)]
     pub read_only: bool,
+    /// With --http on loopback, also serve the web view (`kenning ui`) at / on the same port.
+    #[arg(long, requires = "http")]
+    pub ui: bool,
 }
 
 #[derive(Debug, Args)]

@@ -269,6 +269,7 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
+    let (memory, decisions) = (services.memory.clone(), services.decisions.clone());
     let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -279,8 +280,20 @@ fn serve(services: compose::Services, config: &Config, args: ServeArgs) -> Resul
                 // Registered before the address is announced: a client that interrupts the server
                 // as soon as it is announced then stops it cleanly instead of killing it.
                 let shutdown = interrupted()?;
-                eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
-                kenning_mcp::serve_http(server, listener, access, shutdown).await?;
+                let address = listener.local_addr()?;
+                if args.ui {
+                    // The web view answers loopback only (its Host rule), so it is not offered elsewhere.
+                    if !address.ip().is_loopback() {
+                        bail!("--ui serves the web view on loopback only; serve on 127.0.0.1:PORT, or run `kenning ui` beside this server");
+                    }
+                    let web = kenning_web::Web::new(memory, decisions, access.clone(), kenning_web::WebOptions { read_only: options.read_only })?;
+                    eprintln!("kenning: serving MCP at http://{address}/mcp");
+                    eprintln!("kenning: serving the web view at http://{address}/");
+                    kenning_mcp::serve_http_with(server, listener, access, kenning_web::routes(web), shutdown).await?;
+                } else {
+                    eprintln!("kenning: serving MCP at http://{address}/mcp");
+                    kenning_mcp::serve_http(server, listener, access, shutdown).await?;
+                }
             }
         }
         Ok(())
