@@ -13,8 +13,12 @@ use kenning_core::interrupt::Interrupt;
 
 use crate::error::Error;
 
+/// How long a page's engine work may run, as long as a tool call's.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Runs engine work on the blocking pool. When the browser goes away before the answer (the
-/// request's future is dropped), the work is called off as an abandoned tool call is.
+/// request's future is dropped) or the deadline passes, the work is called off as an abandoned
+/// or overdue tool call is.
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, kenning_engine::Error> + Send + 'static,
 ) -> Result<T, Error> {
@@ -26,7 +30,11 @@ pub(crate) async fn blocking<T: Send + 'static>(
     }
     let interrupt = Interrupt::new();
     let _call_off = CallOff(interrupt.clone());
-    tokio::task::spawn_blocking(move || interrupt.run(work)).await.map_err(|error| Error::Task(error.to_string()))?.map_err(Error::from)
+    let task = tokio::task::spawn_blocking(move || interrupt.run(work));
+    match tokio::time::timeout(DEADLINE, task).await {
+        Ok(joined) => joined.map_err(|error| Error::Task(error.to_string()))?.map_err(Error::from),
+        Err(_) => Err(Error::Engine(kenning_engine::Error::Interrupted)),
+    }
 }
 
 pub(crate) async fn not_found(uri: Uri) -> Error {
