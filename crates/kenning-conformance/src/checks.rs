@@ -892,3 +892,43 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     let again = memory("purge-again", "learnings", "Ada's zanzibar note about retries, revised.");
     assert_eq!(store.insert(&[(again, None)]).unwrap(), [Inserted::Created]);
 }
+
+/// A store that keeps a change mark moves it on every write (insert, replace, import, purge)
+/// and never on a read, access counts included; a store without one answers `None` throughout.
+pub fn change_mark_moves_on_writes_only(make: MakeStore) {
+    let store = make();
+    let mut first = memory("marked", "learnings", "A memory whose writes move the mark.");
+    first.author = Some("ada".to_owned());
+    let Some(empty) = store.change_mark().unwrap() else {
+        insert_all(&*store, &[first]);
+        assert_eq!(store.change_mark().unwrap(), None, "a store without a mark never starts keeping one");
+        return;
+    };
+    let mark = || store.change_mark().unwrap().expect("a store with a mark keeps it");
+    insert_all(&*store, std::slice::from_ref(&first));
+    let inserted = mark();
+    assert_ne!(inserted, empty, "an insert moves the mark");
+
+    store.get(&first.id).unwrap();
+    store.list(&all_statuses(), 0, EVERYTHING).unwrap();
+    store.search_text("memory writes", &SearchFilter::active(), 10).unwrap();
+    store.record_access(std::slice::from_ref(&first.id), at(5)).unwrap();
+    store.stats().unwrap();
+    assert_eq!(mark(), inserted, "reads leave the mark alone");
+
+    let forgotten = update(&*store, &first, |memory| memory.status = Status::Forgotten);
+    let replaced = mark();
+    assert_ne!(replaced, inserted, "a replace moves the mark");
+
+    let mut imported = store.export(0, EVERYTHING).unwrap();
+    imported[0].memory = forgotten.clone();
+    let mut other = memory("imported", "learnings", "Another memory, arriving by import.");
+    other.author = Some("ada".to_owned());
+    imported.push(MemoryRecord { memory: other, history: Vec::new(), embedding: None });
+    assert_eq!(store.import(&imported).unwrap(), 1);
+    let after_import = mark();
+    assert_ne!(after_import, replaced, "an import that writes moves the mark");
+
+    store.purge_author("ada", true).unwrap();
+    assert_ne!(mark(), after_import, "a purge moves the mark");
+}

@@ -133,6 +133,7 @@ macro_rules! conformance_tests {
             record_access_bumps_counts,
             replace_keeps_reads_recorded_since_the_caller_read,
             purge_removes_everything_an_author_wrote,
+            change_mark_moves_on_writes_only,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

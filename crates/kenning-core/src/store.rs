@@ -226,6 +226,14 @@ pub trait MemoryStore: Send + Sync {
         None
     }
 
+    /// A mark that changes whenever the store's memories change, by this process or another
+    /// (a capture, an update, a forget, a sync, an import or a purge), and not when they are
+    /// only read: front ends poll it to refresh what they show. `None` from a store that keeps
+    /// no such mark, whose changes are then not announced.
+    fn change_mark(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// Facts about the moment of a capture that the store can tell and the engine records in
     /// the memory's metadata (a git store: the branch and commit checked out). Empty by default.
     fn capture_context(&self) -> BTreeMap<String, String> {

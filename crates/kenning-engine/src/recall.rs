@@ -15,7 +15,7 @@ use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Nam
 
 use crate::error::{Result, check_interrupt};
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
-use crate::views::{LinkView, RecallHit, RecallPage, UnavailableDomain, timestamp};
+use crate::views::{LinkView, ListingPage, RecallHit, RecallPage, UnavailableDomain, timestamp};
 
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 pub const MAX_RECALL_LIMIT: usize = 100;
@@ -225,39 +225,9 @@ impl MemoryService {
         Ok(add_scores(fused, preferred))
     }
 
-    fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
-        check_query_length("query", &request.query)?;
-        let query = request.query.trim().to_owned();
-        if query.is_empty() {
-            return Err(FieldError::new(
-                "query",
-                "is empty",
-                request.query,
-                "describe what you are looking for, e.g. `database connection pool size`; to browse, read the namespace resources",
-            ));
-        }
-        let limit = request.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
-        if !(1..=MAX_RECALL_LIMIT).contains(&limit) {
-            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_RECALL_LIMIT}"), limit, "use the cursor to page through more results"));
-        }
-        let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
-        if max_tokens < 50 {
-            return Err(FieldError::new("max_tokens", "must be at least 50", max_tokens, format!("use the default of {DEFAULT_MAX_TOKENS}, or `detail: light` for more results per token")));
-        }
-        let detail = request.detail.as_deref().map(Detail::parse).transpose()?.unwrap_or_default();
-        let offset = request.cursor.as_deref().map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
-        if offset >= MAX_CANDIDATES {
-            return Err(FieldError::new(
-                "cursor",
-                format!("points past the deepest page recall reaches ({MAX_CANDIDATES} results)"),
-                request.cursor.unwrap_or_default(),
-                "pass the `next_cursor` of the previous page unchanged, or narrow the query with filters",
-            ));
-        }
-        let now = match request.as_of.as_deref() {
-            Some(text) => parse_time("as_of", text)?,
-            None => self.now(),
-        };
+    /// The filters of a recall request as a [`SearchFilter`] of active memories, each checked
+    /// with a field error naming it.
+    fn recall_filter(&self, request: &RecallRequest) -> Result<SearchFilter, FieldError> {
         let min_confidence = match request.min_confidence {
             Some(value) if !(0.0..=1.0).contains(&value) => {
                 return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));
@@ -291,6 +261,62 @@ impl MemoryService {
             && since > until {
                 return Err(FieldError::new("since", "is later than `until`", timestamp(since), "swap the two bounds"));
             }
+        Ok(filter)
+    }
+
+    /// The memories passing a recall request's filters, without a query, newest first: for
+    /// browsing. One domain is listed (the first the request names, else the default), paged
+    /// by `cursor` and `limit`; forgotten memories are included when `include_forgotten`.
+    pub fn browse(&self, request: RecallRequest, include_forgotten: bool) -> Result<ListingPage> {
+        let mut filter = self.recall_filter(&request)?;
+        if include_forgotten {
+            filter.status = None;
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
+        if !(1..=MAX_RECALL_LIMIT).contains(&limit) {
+            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_RECALL_LIMIT}"), limit, "use the cursor to page through more").into());
+        }
+        let domain = match request.domains.first() {
+            Some(text) => self.resolve_domain("domains", text)?.domain.clone(),
+            None => self.default_domain().clone(),
+        };
+        self.list(&domain, &filter, request.cursor.as_deref(), limit)
+    }
+
+    fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
+        check_query_length("query", &request.query)?;
+        let query = request.query.trim().to_owned();
+        if query.is_empty() {
+            return Err(FieldError::new(
+                "query",
+                "is empty",
+                request.query,
+                "describe what you are looking for, e.g. `database connection pool size`; to browse, read the namespace resources",
+            ));
+        }
+        let limit = request.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
+        if !(1..=MAX_RECALL_LIMIT).contains(&limit) {
+            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_RECALL_LIMIT}"), limit, "use the cursor to page through more results"));
+        }
+        let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if max_tokens < 50 {
+            return Err(FieldError::new("max_tokens", "must be at least 50", max_tokens, format!("use the default of {DEFAULT_MAX_TOKENS}, or `detail: light` for more results per token")));
+        }
+        let detail = request.detail.as_deref().map(Detail::parse).transpose()?.unwrap_or_default();
+        let offset = request.cursor.as_deref().map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+        if offset >= MAX_CANDIDATES {
+            return Err(FieldError::new(
+                "cursor",
+                format!("points past the deepest page recall reaches ({MAX_CANDIDATES} results)"),
+                request.cursor.unwrap_or_default(),
+                "pass the `next_cursor` of the previous page unchanged, or narrow the query with filters",
+            ));
+        }
+        let now = match request.as_of.as_deref() {
+            Some(text) => parse_time("as_of", text)?,
+            None => self.now(),
+        };
+        let filter = self.recall_filter(&request)?;
         let stores = if request.domains.is_empty() {
             self.domains.iter().collect()
         } else {

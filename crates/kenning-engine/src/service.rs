@@ -455,6 +455,22 @@ impl MemoryService {
         Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
     }
 
+    /// A mark over every domain that changes whenever a memory of any of them changes, by
+    /// this process or another, and stays put while they are only read (see
+    /// `MemoryStore::change_mark`). A domain that cannot be reached counts as unchanged.
+    pub fn change_mark(&self) -> Result<String> {
+        let mut mark = String::new();
+        for entry in &self.domains {
+            let part = match entry.store.change_mark() {
+                Ok(part) => part.unwrap_or_default(),
+                Err(kenning_core::Error::Unavailable(_)) => "unavailable".to_owned(),
+                Err(other) => return Err(other.into()),
+            };
+            mark.push_str(&format!("{}={part};", entry.domain));
+        }
+        Ok(mark)
+    }
+
     /// Prepares every store's search index for recall with the current model, so that the
     /// first recall does not wait for it to be built.
     pub fn warm_up(&self) -> Result<()> {

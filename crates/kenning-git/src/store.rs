@@ -670,6 +670,13 @@ impl MemoryStore for GitNotesStore {
         Ok(stats)
     }
 
+    /// The index's mark once it has caught up with the notes, so that a write by another
+    /// process (or a sync) moves it too.
+    fn change_mark(&self) -> CoreResult<Option<String>> {
+        self.refresh()?;
+        self.index.change_mark()
+    }
+
     fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
         Ok(self.purge(author, apply)?)
     }

@@ -210,6 +210,13 @@ impl MemoryStore for SqliteStore {
         Ok(self.db.read(|tx| read::stats(tx, self.db.path()))?)
     }
 
+    /// The store's identity (renewed by a purge) and its highest change number (moved by every
+    /// write of a record or its vectors, never by a read).
+    fn change_mark(&self) -> CoreResult<Option<String>> {
+        let (head, identity) = self.db.read(|tx| crate::search::head_and_identity(tx))?;
+        Ok(Some(format!("{identity}:{head}")))
+    }
+
     fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
         let counts = if apply {
             self.db.write(|tx| purge::purge_author(tx, author))?

@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio (default) or streamable HTTP.
     Serve(ServeArgs),
+    /// Serve the web view (memories, decisions, calibration) on loopback.
+    Ui(UiArgs),
     /// Store a memory.
     Capture(CaptureArgs),
     /// Search memories.
@@ -184,6 +186,19 @@ pub struct ServeArgs {
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.
+    #[arg(long)]
+    pub read_only: bool,
+    /// With --http on loopback, also serve the web view (`kenning ui`) at / on the same port.
+    #[arg(long, requires = "http")]
+    pub ui: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 7777)]
+    pub port: u16,
+    /// Refuse every change (forget, restore) from the view.
     #[arg(long)]
     pub read_only: bool,
 }
