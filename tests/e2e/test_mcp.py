@@ -458,3 +458,25 @@ def test_unknown_toolset_in_environment_fails_too(ws: Workspace) -> None:
     result = ws.run("serve", env={"KENNING_TOOLSETS": "memroy"}, timeout=30)
     assert result.returncode != 0
     assert "toolsets" in result.stderr and "memory" in result.stderr, result.stderr
+
+
+async def test_captures_record_their_session(ws: Workspace, transport: str) -> None:
+    """Each MCP session stamps its own `session_id` on what it captures (recall lends score only
+    between memories of one session), unless the caller names a session or a conversation."""
+    sessions = []
+    for text in ("The staging database listens on 5433.", "The billing queue was renamed to invoices."):
+        async with connect(ws, transport) as conn:
+            urn = (await conn.ok("memory_capture", {"content": text, "namespace": "context"}))["urn"]
+            sessions.append((await conn.ok("memory_get", {"urn": urn}))["metadata"]["session_id"])
+    assert all(session.startswith("mcp-") for session in sessions), sessions
+    assert sessions[0] != sessions[1], "two connections are two sessions"
+
+    async with connect(ws, transport) as conn:
+        named = await conn.ok("memory_capture", {"content": "Caches expire after ten minutes.", "namespace": "context",
+                                                 "metadata": {"session_id": "build-42"}})
+        conversation = await conn.ok("memory_capture", {"content": "Alice asked about the cache.", "namespace": "context",
+                                                        "metadata": {"conversation_id": "chat-7"}})
+        named = (await conn.ok("memory_get", {"urn": named["urn"]}))["metadata"]
+        assert named["session_id"] == "build-42", named
+        conversation = (await conn.ok("memory_get", {"urn": conversation["urn"]}))["metadata"]
+        assert conversation["conversation_id"] == "chat-7" and "session_id" not in conversation, conversation

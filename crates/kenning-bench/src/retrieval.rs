@@ -4,10 +4,12 @@
 //! Each conversation gets its own fresh SQLite store in a temporary directory, as the user
 //! domain. Every turn is captured the way the `memory_capture` tool captures (content, event
 //! time and caller metadata; everything else left to the tool's defaults), one call per turn:
-//! the content is `Speaker: text`, the event time the session's date, and the turn id rides
-//! along as the `turn_id` metadata. Every question of the conversation is then recalled through
-//! `MemoryService::recall` with no filters, and the top [`RANKING_DEPTH`] hits are mapped back
-//! to turn ids through that metadata. The rankings go to a file, one `{"qid", "ranked"}` per
+//! the content is `Speaker: text`, the event time the session's date, the turn id rides along
+//! as the `turn_id` metadata and the session (`conv-26:D1`) as `session_id`, as an agent's
+//! session would. Every question of the conversation is then recalled through
+//! `MemoryService::recall` with no filters, as of the conversation's last session (the
+//! reference time relative expressions such as "last week" count from), and the top
+//! [`RANKING_DEPTH`] hits are mapped back to turn ids through that metadata. The rankings go to a file, one `{"qid", "ranked"}` per
 //! line, so that other scorers can read them; the figures ([`crate::metrics`]) go to stdout.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -19,6 +21,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use kenning_core::provenance::SESSION_KEY;
 use kenning_core::{CaptureInput, Domain, Embedder, Memory, MemoryId, MemoryStore, SearchFilter};
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
@@ -146,10 +149,12 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
             capture_times.push(started.elapsed());
             duplicate_turns += usize::from(!outcome.created);
         }
+        // The conversation's "now": its last session. RFC 3339 in UTC sorts as text.
+        let as_of = conversation.turns.iter().map(|turn| turn.event_time.as_str()).max().map(str::to_owned);
         for query in by_conversation.get(conversation.id.as_str()).into_iter().flatten() {
             let started = Instant::now();
             let ranked = match vector_only {
-                None => recall_turn_ids(&service, &query.question),
+                None => recall_turn_ids(&service, &query.question, as_of.clone()),
                 Some(embedder) => nearest_turn_ids(store.as_ref(), embedder, &query.question),
             }
             .with_context(|| format!("{} line {}: recalling question `{}`", args.queries.display(), query.line, query.qid))?;
@@ -196,15 +201,19 @@ fn turn_input(turn: &Turn) -> CaptureInput {
     CaptureInput {
         content: format!("{}: {}", turn.speaker, turn.text),
         event_time: Some(turn.event_time.clone()),
-        metadata: BTreeMap::from([(TURN_ID_KEY.to_owned(), turn.id.clone())]),
+        metadata: BTreeMap::from([
+            (TURN_ID_KEY.to_owned(), turn.id.clone()),
+            (SESSION_KEY.to_owned(), locomo::session_of(&turn.id).to_owned()),
+        ]),
         ..CaptureInput::default()
     }
 }
 
-/// The turn ids of the top hits for `question`, best first.
-fn recall_turn_ids(service: &MemoryService, question: &str) -> Result<Vec<String>> {
+/// The turn ids of the top hits for `question` asked at `as_of`, best first.
+fn recall_turn_ids(service: &MemoryService, question: &str, as_of: Option<String>) -> Result<Vec<String>> {
     let page = service.recall(RecallRequest {
         query: question.to_owned(),
+        as_of,
         limit: Some(RANKING_DEPTH),
         max_tokens: Some(UNLIMITED_TOKENS),
         // Full detail carries the caller metadata, where the turn id is.
@@ -311,7 +320,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_turn_is_captured_as_speaker_and_text_at_its_session_time_with_its_id() {
+    fn a_turn_is_captured_as_speaker_and_text_at_its_session_time_with_its_id_and_session() {
         let turn = Turn {
             line: 3,
             id: "conv-26:D1:3".into(),
@@ -324,7 +333,10 @@ mod tests {
         let expected = CaptureInput {
             content: "Caroline: I went to a LGBTQ support group yesterday.".into(),
             event_time: Some("2023-05-08T13:56:00Z".into()),
-            metadata: BTreeMap::from([("turn_id".to_owned(), "conv-26:D1:3".to_owned())]),
+            metadata: BTreeMap::from([
+                ("turn_id".to_owned(), "conv-26:D1:3".to_owned()),
+                ("session_id".to_owned(), "conv-26:D1".to_owned()),
+            ]),
             ..CaptureInput::default()
         };
         assert_eq!(turn_input(&turn), expected);

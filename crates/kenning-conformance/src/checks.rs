@@ -234,6 +234,13 @@ impl FilterCorpus {
             if let Some((key, value)) = file {
                 m.metadata.insert(key.to_owned(), value.to_owned());
             }
+            // Sessions: f1 and f3 share one (f3 names it as its conversation), f4 has another.
+            match name {
+                "f1" => m.metadata.insert(kenning_core::provenance::SESSION_KEY.to_owned(), "s-1".to_owned()),
+                "f3" => m.metadata.insert(kenning_core::provenance::CONVERSATION_KEY.to_owned(), "s-1".to_owned()),
+                "f4" => m.metadata.insert(kenning_core::provenance::SESSION_KEY.to_owned(), "s-2".to_owned()),
+                _ => None,
+            };
             m.kind = kind;
             m.tags = tags.iter().map(|tag| tag.to_string()).collect();
             m.confidence = confidence;
@@ -293,6 +300,7 @@ impl FilterCorpus {
                     status: Some(Status::Active),
                     branch: Some("main".to_owned()),
                     file: Some("src".to_owned()),
+                    session: Some("s-1".to_owned()),
                 },
                 vec!["f1"],
             ),
@@ -303,6 +311,8 @@ impl FilterCorpus {
             ("a file in metadata `file`", SearchFilter { file: Some("docs/guide.md".to_owned()), ..base.clone() }, vec!["f4"]),
             ("a directory finds the files in it", SearchFilter { file: Some("src/db".to_owned()), ..base.clone() }, vec!["f1", "f2", "f5"]),
             ("part of a name is not a path", SearchFilter { file: Some("src/d".to_owned()), ..base.clone() }, vec![]),
+            ("one session, named as session or conversation", SearchFilter { session: Some("s-1".to_owned()), ..base.clone() }, vec!["f1", "f3"]),
+            ("a session no memory was captured in", SearchFilter { session: Some("s-9".to_owned()), ..base.clone() }, vec![]),
             (
                 "branch and file together",
                 SearchFilter { branch: Some("main".to_owned()), file: Some("src".to_owned()), ..SearchFilter::active() },
@@ -455,29 +465,6 @@ pub fn search_text_ranks_best_first(make: MakeStore) {
         ["both"]
     );
     assert!(store.search_text("pool", &SearchFilter::active(), 0).unwrap().is_empty());
-}
-
-pub fn latest_occurred_at_is_the_latest_event_passing_the_filter(make: MakeStore) {
-    let store = make();
-    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), None, "an empty store");
-    let mut captured_last_about_the_past = memory("old-news", "context", "Imported from an old wiki");
-    captured_last_about_the_past.event_time = Some(at(-60 * 24 * 30));
-    let mut forgotten = memory("forgotten", "context", "Dropped");
-    forgotten.event_time = Some(at(120));
-    forgotten.status = Status::Forgotten;
-    let mut planned = memory("planned", "decisions", "Release train leaves next week");
-    planned.event_time = Some(at(60 * 24 * 7));
-    let present = memory("present", "context", "Captured now, about now");
-    insert_all(&*store, &[present, planned, forgotten, captured_last_about_the_past]);
-
-    assert_eq!(store.latest_occurred_at(&SearchFilter::active()).unwrap(), Some(at(60 * 24 * 7)));
-    let until_now = SearchFilter { until: Some(at(60)), ..SearchFilter::active() };
-    assert_eq!(store.latest_occurred_at(&until_now).unwrap(), Some(base_time()), "later events are left out");
-    assert_eq!(store.latest_occurred_at(&all_statuses()).unwrap(), Some(at(60 * 24 * 7)));
-    let until_then = SearchFilter { until: Some(at(200)), ..all_statuses() };
-    assert_eq!(store.latest_occurred_at(&until_then).unwrap(), Some(at(120)), "the forgotten one counts without a status filter");
-    let decisions = SearchFilter { namespaces: vec![Namespace::parse("decisions").unwrap()], ..until_now };
-    assert_eq!(store.latest_occurred_at(&decisions).unwrap(), None);
 }
 
 pub fn neighbours_are_the_memories_captured_next_to_one(make: MakeStore) {
@@ -904,4 +891,44 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     // The purged content no longer blocks a new capture of the same text.
     let again = memory("purge-again", "learnings", "Ada's zanzibar note about retries, revised.");
     assert_eq!(store.insert(&[(again, None)]).unwrap(), [Inserted::Created]);
+}
+
+/// A store that keeps a change mark moves it on every write (insert, replace, import, purge)
+/// and never on a read, access counts included; a store without one answers `None` throughout.
+pub fn change_mark_moves_on_writes_only(make: MakeStore) {
+    let store = make();
+    let mut first = memory("marked", "learnings", "A memory whose writes move the mark.");
+    first.author = Some("ada".to_owned());
+    let Some(empty) = store.change_mark().unwrap() else {
+        insert_all(&*store, &[first]);
+        assert_eq!(store.change_mark().unwrap(), None, "a store without a mark never starts keeping one");
+        return;
+    };
+    let mark = || store.change_mark().unwrap().expect("a store with a mark keeps it");
+    insert_all(&*store, std::slice::from_ref(&first));
+    let inserted = mark();
+    assert_ne!(inserted, empty, "an insert moves the mark");
+
+    store.get(&first.id).unwrap();
+    store.list(&all_statuses(), 0, EVERYTHING).unwrap();
+    store.search_text("memory writes", &SearchFilter::active(), 10).unwrap();
+    store.record_access(std::slice::from_ref(&first.id), at(5)).unwrap();
+    store.stats().unwrap();
+    assert_eq!(mark(), inserted, "reads leave the mark alone");
+
+    let forgotten = update(&*store, &first, |memory| memory.status = Status::Forgotten);
+    let replaced = mark();
+    assert_ne!(replaced, inserted, "a replace moves the mark");
+
+    let mut imported = store.export(0, EVERYTHING).unwrap();
+    imported[0].memory = forgotten.clone();
+    let mut other = memory("imported", "learnings", "Another memory, arriving by import.");
+    other.author = Some("ada".to_owned());
+    imported.push(MemoryRecord { memory: other, history: Vec::new(), embedding: None });
+    assert_eq!(store.import(&imported).unwrap(), 1);
+    let after_import = mark();
+    assert_ne!(after_import, replaced, "an import that writes moves the mark");
+
+    store.purge_author("ada", true).unwrap();
+    assert_ne!(mark(), after_import, "a purge moves the mark");
 }

@@ -27,7 +27,9 @@
 //! processes to kill and spawn, so backends test those themselves.
 //!
 //! A backend that also keeps decisions runs [`decision_conformance_tests!`] the same way, with a
-//! factory of [`DecisionStore`]s; [`decision_checks`] holds those checks.
+//! factory of [`DecisionStore`]s; [`decision_checks`] holds those checks. A backend that keeps
+//! working state (its [`MemoryStore::state`] answers) runs [`state_conformance_tests!`] with a
+//! factory of [`MemoryStore`]s; [`state_checks`] holds those checks.
 
 use kenning_core::MemoryStore;
 use kenning_core::decision::DecisionStore;
@@ -35,12 +37,37 @@ use kenning_core::decision::DecisionStore;
 pub mod checks;
 pub mod decision_checks;
 pub mod fixtures;
+pub mod state_checks;
 
 /// Opens a fresh, empty store each time it is called.
 pub type MakeStore<'a> = &'a dyn Fn() -> Box<dyn MemoryStore>;
 
 /// Opens a fresh, empty decision store each time it is called.
 pub type MakeDecisionStore<'a> = &'a dyn Fn() -> Box<dyn DecisionStore>;
+
+/// Expands to one `#[test]` per check of the [`kenning_core::state::StateStore`] contract, run
+/// on the state of stores the factory opens (an `impl Fn() -> Box<dyn MemoryStore>`, as for
+/// [`conformance_tests!`]).
+#[macro_export]
+macro_rules! state_conformance_tests {
+    ($make:expr) => {
+        $crate::state_conformance_tests!(@each $make;
+            state_put_get_round_trip,
+            state_put_is_compare_and_swap,
+            state_lists_newest_first_per_kind,
+            state_delete_removes_one_record,
+        );
+    };
+    (@each $make:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let make = $make;
+                $crate::state_checks::$check(&make);
+            }
+        )+
+    };
+}
 
 /// Expands to one `#[test]` per check of the [`DecisionStore`] contract; the argument is an
 /// expression yielding an `impl Fn() -> Box<dyn DecisionStore>`, as for [`conformance_tests!`].
@@ -93,7 +120,6 @@ macro_rules! conformance_tests {
             provenance_filters_follow_updates_and_imports,
             search_text_survives_hostile_queries,
             search_text_ranks_best_first,
-            latest_occurred_at_is_the_latest_event_passing_the_filter,
             neighbours_are_the_memories_captured_next_to_one,
             search_vector_ranks_by_cosine,
             vectors_of_other_models_are_never_compared,
@@ -107,6 +133,7 @@ macro_rules! conformance_tests {
             record_access_bumps_counts,
             replace_keeps_reads_recorded_since_the_caller_read,
             purge_removes_everything_an_author_wrote,
+            change_mark_moves_on_writes_only,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

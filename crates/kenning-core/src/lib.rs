@@ -21,6 +21,8 @@
 //!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
 //!   [`guidance`] advises on a proposed confidence, and [`beta_cdf`] / [`beta_quantile`] /
 //!   [`lower_credible_bound`] are the exact Beta functions underneath.
+//! - [`state`] is the seam to working state kept beside the memories ([`state::StateStore`]);
+//!   [`workflow`] validates workflows (a DAG of steps) and moves their steps along.
 //! - [`decision`] holds decisions, signals and outcomes, their similarity, and the
 //!   [`decision::DecisionStore`] seam that keeps them beside the memories.
 //!
@@ -35,9 +37,11 @@ pub mod memory;
 pub mod provenance;
 pub mod search;
 pub mod secrets;
+pub mod state;
 pub mod store;
 pub mod urn;
 pub mod when;
+pub mod workflow;
 
 pub use calibration::{
     Calibration, CalibrationStatus, Evidence, Guidance, ReliabilityBin, Trend, TrendDetail, TrendWindow, beta_cdf,

@@ -1,4 +1,5 @@
-//! Provenance: the branch a memory was captured on and the files it is about, as filters.
+//! Provenance: the branch a memory was captured on, the files it is about and the session it
+//! came from, as filters.
 //!
 //! A memory carries its provenance in its metadata: `git_branch` and `git_commit` (recorded by
 //! the project domain at capture), `file` and `files` (set by whoever captures it). Recall can
@@ -20,6 +21,10 @@
 //!   files in it.
 //!
 //! A memory is about at most [`MAX_FILES`] paths; metadata comes first, then mentions in order.
+//!
+//! The session: metadata `session_id` (set by the hooks and the MCP server at capture, or by
+//! the caller), else `conversation_id`. Recall lends score only between memories of one
+//! session, so two agents' unrelated notes captured minutes apart are never neighbours.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path};
@@ -39,8 +44,15 @@ pub const FILES_KEY: &str = "files";
 /// index.
 pub const MAX_FILES: usize = 64;
 
+/// Metadata key of the session (of an agent, a hook run or an MCP connection) a memory was
+/// captured in.
+pub const SESSION_KEY: &str = "session_id";
+/// Metadata key of the conversation a memory came from, the session when none is named.
+pub const CONVERSATION_KEY: &str = "conversation_id";
+
 const BRANCH_FACET: &str = "branch:";
 const FILE_FACET: &str = "file:";
+const SESSION_FACET: &str = "session:";
 
 /// The facet of memories captured on `branch`.
 pub fn branch_facet(branch: &str) -> String {
@@ -52,17 +64,32 @@ pub fn file_facet(path: &str) -> String {
     format!("{FILE_FACET}{path}")
 }
 
-/// Every facet of `memory`: its branch, and the paths it is about (see the module).
+/// The facet of memories captured in session `session`.
+pub fn session_facet(session: &str) -> String {
+    format!("{SESSION_FACET}{session}")
+}
+
+/// The session `memory` was captured in, if its metadata names one (see the module).
+pub fn session_of(memory: &Memory) -> Option<&str> {
+    [SESSION_KEY, CONVERSATION_KEY].iter().find_map(|key| one_line(memory.metadata.get(*key)?))
+}
+
+/// Every facet of `memory`: its branch, the paths it is about and its session (see the module).
 pub fn facets(memory: &Memory) -> Vec<String> {
     let mut facets = Vec::new();
-    // A branch name never holds a control character (git refuses them), so a value with one is
-    // not a branch, and every facet stays one line.
-    let branch = memory.metadata.get(BRANCH_KEY).map(|branch| branch.trim());
-    if let Some(branch) = branch.filter(|branch| !branch.is_empty() && !branch.chars().any(char::is_control)) {
+    if let Some(branch) = memory.metadata.get(BRANCH_KEY).and_then(|branch| one_line(branch)) {
         facets.push(branch_facet(branch));
     }
     facets.extend(files_about(memory).iter().map(|path| file_facet(path)));
+    facets.extend(session_of(memory).map(session_facet));
     facets
+}
+
+/// A metadata value trimmed, if it is not empty and holds no control character. A branch name
+/// never holds one (git refuses them), and a session id that does is not one, so every facet
+/// stays one line.
+fn one_line(value: &str) -> Option<&str> {
+    Some(value.trim()).filter(|value| !value.is_empty() && !value.chars().any(char::is_control))
 }
 
 /// The paths `memory` is about, in normal form (see the module).

@@ -28,6 +28,9 @@ pub struct SearchFilter {
     /// Only memories about this file or directory: a path relative to the repository root in
     /// the normal form of [`crate::provenance::normalise_relative`] (see [`crate::provenance`]).
     pub file: Option<String>,
+    /// Only memories of this session or conversation (metadata `session_id`, or
+    /// `conversation_id`; see [`crate::provenance::session_of`]).
+    pub session: Option<String>,
 }
 
 impl SearchFilter {
@@ -36,11 +39,12 @@ impl SearchFilter {
     }
 
     /// The facets a memory must carry, every one of them, to pass the provenance filters
-    /// (`branch`, `file`); backends match them against [`crate::provenance::facets`].
+    /// (`branch`, `file`, `session`); backends match them against [`crate::provenance::facets`].
     pub fn facets(&self) -> Vec<String> {
         let branch = self.branch.as_deref().map(crate::provenance::branch_facet);
         let file = self.file.as_deref().map(crate::provenance::file_facet);
-        branch.into_iter().chain(file).collect()
+        let session = self.session.as_deref().map(crate::provenance::session_facet);
+        branch.into_iter().chain(file).chain(session).collect()
     }
 }
 

@@ -107,6 +107,9 @@ pub struct PurgeCounts {
     pub edges: u64,
     /// Stored vectors of those memories, every model counted.
     pub vectors: u64,
+    /// Workflows the author created, kept in the store's working state; counted by the engine,
+    /// which reads their bodies, not by the store.
+    pub workflows: u64,
 }
 
 impl PurgeCounts {
@@ -119,6 +122,7 @@ impl PurgeCounts {
         self.outcomes += other.outcomes;
         self.edges += other.edges;
         self.vectors += other.vectors;
+        self.workflows += other.workflows;
     }
 }
 
@@ -165,10 +169,6 @@ pub trait MemoryStore: Send + Sync {
 
     /// Nearest neighbours by cosine similarity among vectors made by `model`.
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
-
-    /// When the latest memory passing `filter` occurred ([`Memory::occurred_at`]), or `None`
-    /// if none passes.
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> Result<Option<DateTime<Utc>>>;
 
     /// The context each of `ids` was captured in: the memories captured just before and just
     /// after it. On each side, among the [`NEIGHBOUR_REACH`] memories captured next to it, the
@@ -218,6 +218,20 @@ pub trait MemoryStore: Send + Sync {
             remote,
             "sync the project domain, whose memories live in the repository's git notes",
         )))
+    }
+
+    /// The store's working state (workflows, protocol sessions), if it can keep any; `None`
+    /// by default, which the engine reports as a refusal naming the domain.
+    fn state(&self) -> Option<&dyn crate::state::StateStore> {
+        None
+    }
+
+    /// A mark that changes whenever the store's memories change, by this process or another
+    /// (a capture, an update, a forget, a sync, an import or a purge), and not when they are
+    /// only read: front ends poll it to refresh what they show. `None` from a store that keeps
+    /// no such mark, whose changes are then not announced.
+    fn change_mark(&self) -> Result<Option<String>> {
+        Ok(None)
     }
 
     /// Facts about the moment of a capture that the store can tell and the engine records in

@@ -1,11 +1,18 @@
 //! Time expressions in queries: "on 13 October, 2023", "in May 2022", "last May", "in 2023",
-//! "yesterday", "last week". Recall prefers memories that occurred in the span a query names.
+//! "yesterday", "last week", "past year", "since March". Recall prefers memories that occurred
+//! in the span a query names.
 //!
 //! [`find_time_expression`] finds the most specific English time expression in a text, and
-//! [`TimeExpression::span`] turns it into a [`TimeSpan`]. Expressions that leave out the year
-//! ("in May", "on 13 October") or count from the present ("yesterday") need to know what "now"
-//! is; [`TimeExpression::needs_now`] says so, and the caller decides what "now" means, so that
+//! [`TimeReference::span`] turns it into a [`TimeSpan`]. Expressions that leave out the year
+//! ("in May", "on 13 October"), count from the present ("yesterday", "past year") or run up to
+//! it ("since March") need to know what "now" is; [`TimeReference::needs_now`] says so, and the
+//! caller decides what "now" means (the clock, or the reference time a caller gives), so that
 //! this module reads no clock.
+//!
+//! "since" makes the span run from the start of what follows it up to the end of now's day:
+//! "since March" is March and every day after it, not March alone. "past" counts back from now
+//! ("past year" is the last twelve months), where "last" names the calendar period before the
+//! current one ("last year" is the previous calendar year).
 //!
 //! A month name alone counts only after a word that makes it a time ("in May", "last May",
 //! "early May"), so that "may" the verb is not read as a month; a bare year likewise needs
@@ -54,6 +61,34 @@ pub enum TimeExpression {
     /// Now's calendar month or year (`this month`) or the one before (`last month`).
     ThisMonth { previous: bool },
     ThisYear { previous: bool },
+    /// The months up to and including now's day: `past year` is twelve, `past month` one.
+    Trailing { months: u32 },
+}
+
+/// A time expression found in a text, and whether the text asks for everything from its start
+/// on ("since March").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeReference {
+    pub expression: TimeExpression,
+    pub onwards: bool,
+}
+
+impl TimeReference {
+    /// Whether [`TimeReference::span`] depends on what "now" is.
+    pub fn needs_now(&self) -> bool {
+        self.onwards || self.expression.needs_now()
+    }
+
+    /// The span the text names; from the expression's start to the end of now's day when it
+    /// runs onwards. `None` for a date that does not exist, or without the `now` it needs.
+    pub fn span(&self, now: Option<DateTime<Utc>>) -> Option<TimeSpan> {
+        let span = self.expression.span(now)?;
+        if !self.onwards {
+            return Some(span);
+        }
+        let end_of_today = midnight(now?.date_naive() + Days::new(1));
+        Some(TimeSpan { start: span.start, end: span.end.max(end_of_today) })
+    }
 }
 
 impl TimeExpression {
@@ -94,6 +129,10 @@ impl TimeExpression {
                 TimeSpan::month(month.year(), month.month())
             }
             TimeExpression::ThisYear { previous } => TimeSpan::year(today()?.year() - i32::from(previous)),
+            TimeExpression::Trailing { months } => {
+                let tomorrow = today()? + Days::new(1);
+                Some(TimeSpan { start: midnight(tomorrow - Months::new(months)), end: midnight(tomorrow) })
+            }
         }
     }
 }
@@ -104,19 +143,26 @@ const MONTHS: [&str; 12] =
 /// Words after which a month name is a time: "in May", "last May". Not "this", because "this
 /// may" is far more often a verb than a month.
 const MONTH_CUES: &[&str] = &["in", "during", "of", "throughout", "early", "mid", "late", "last", "since", "until"];
-/// Words after which four digits are a year: "in 2023", "during 2023".
-const YEAR_CUES: &[&str] = &["in", "during", "of", "throughout"];
+/// Words after which four digits are a year: "in 2023", "during 2023", "since 2023".
+const YEAR_CUES: &[&str] = &["in", "during", "of", "throughout", "since"];
+/// The word that makes a span run on to the present.
+const ONWARDS: &str = "since";
 
 /// The most specific time expression in `text`: a full date, else a date without its year or a
 /// month with its year, else an expression relative to now, else a month, else a year.
-pub fn find_time_expression(text: &str) -> Option<TimeExpression> {
+pub fn find_time_expression(text: &str) -> Option<TimeReference> {
     let words = words(text);
-    iso_date(text)
+    let (position, expression) = iso_date(text)
         .or_else(|| full_date(&words))
         .or_else(|| partial_date(&words))
         .or_else(|| relative(&words))
         .or_else(|| month_alone(&words))
-        .or_else(|| year_alone(&words))
+        .or_else(|| year_alone(&words))?;
+    // "since 13 October", "since last week"; a month or a year takes "since" as its cue word,
+    // which is where its position points.
+    let onwards = words.get(position).is_some_and(|word| word == ONWARDS)
+        || position.checked_sub(1).and_then(|before| words.get(before)).is_some_and(|word| word == ONWARDS);
+    Some(TimeReference { expression, onwards })
 }
 
 /// Lower-case runs of letters and digits; everything else separates them.
@@ -124,8 +170,9 @@ fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).map(str::to_lowercase).collect()
 }
 
-/// `2023-10-13`, not inside a longer run of digits and dashes.
-fn iso_date(text: &str) -> Option<TimeExpression> {
+/// `2023-10-13`, not inside a longer run of digits and dashes. Each finder returns the position
+/// (in [`words`]) where its expression starts, with the expression.
+fn iso_date(text: &str) -> Option<(usize, TimeExpression)> {
     let bytes = text.as_bytes();
     (0..bytes.len().saturating_sub(9)).find_map(|start| {
         let candidate = text.get(start..start + 10)?;
@@ -135,70 +182,77 @@ fn iso_date(text: &str) -> Option<TimeExpression> {
             return None;
         }
         let date = NaiveDate::parse_from_str(candidate, "%Y-%m-%d").ok()?;
-        Some(TimeExpression::Day { year: Some(date.year()), month: date.month(), day: date.day() })
+        Some((words(&text[..start]).len(), TimeExpression::Day { year: Some(date.year()), month: date.month(), day: date.day() }))
     })
 }
 
 /// `13 October 2023`, `13th Oct, 2023`, `October 13, 2023`.
-fn full_date(words: &[String]) -> Option<TimeExpression> {
-    words.windows(3).find_map(|w| {
+fn full_date(words: &[String]) -> Option<(usize, TimeExpression)> {
+    words.windows(3).enumerate().find_map(|(position, w)| {
         let (month, day) = match (month_of(&w[0]), month_of(&w[1])) {
             (None, Some(month)) => (month, day_of(&w[0])?),
             (Some(month), None) => (month, day_of(&w[1])?),
             _ => return None,
         };
-        Some(TimeExpression::Day { year: Some(year_of(&w[2])?), month, day })
+        Some((position, TimeExpression::Day { year: Some(year_of(&w[2])?), month, day }))
     })
 }
 
 /// `13 October` or `October 13` without a year, and `October 2023`.
-fn partial_date(words: &[String]) -> Option<TimeExpression> {
-    words.windows(2).find_map(|w| match (month_of(&w[0]), month_of(&w[1])) {
-        (None, Some(month)) => Some(TimeExpression::Day { year: None, month, day: day_of(&w[0])? }),
-        (Some(month), None) => match year_of(&w[1]) {
-            Some(year) => Some(TimeExpression::Month { year: Some(year), month, previous: false }),
-            None => Some(TimeExpression::Day { year: None, month, day: day_of(&w[1])? }),
-        },
-        _ => None,
+fn partial_date(words: &[String]) -> Option<(usize, TimeExpression)> {
+    words.windows(2).enumerate().find_map(|(position, w)| {
+        let expression = match (month_of(&w[0]), month_of(&w[1])) {
+            (None, Some(month)) => TimeExpression::Day { year: None, month, day: day_of(&w[0])? },
+            (Some(month), None) => match year_of(&w[1]) {
+                Some(year) => TimeExpression::Month { year: Some(year), month, previous: false },
+                None => TimeExpression::Day { year: None, month, day: day_of(&w[1])? },
+            },
+            _ => return None,
+        };
+        Some((position, expression))
     })
 }
 
-/// `today`, `yesterday`, `this week`, `last week`, `this month`, `last month`, `this year`, `last year`.
-fn relative(words: &[String]) -> Option<TimeExpression> {
-    let single = words.iter().find_map(|word| match word.as_str() {
-        "today" => Some(TimeExpression::Relative { days_back: 0, length: 1 }),
-        "yesterday" => Some(TimeExpression::Relative { days_back: 1, length: 1 }),
+/// `today`, `yesterday`, `this week`, `last week`, `this month`, `last month`, `this year`,
+/// `last year`, and `past week`, `past month`, `past year` counted back from today.
+fn relative(words: &[String]) -> Option<(usize, TimeExpression)> {
+    let single = words.iter().enumerate().find_map(|(position, word)| match word.as_str() {
+        "today" => Some((position, TimeExpression::Relative { days_back: 0, length: 1 })),
+        "yesterday" => Some((position, TimeExpression::Relative { days_back: 1, length: 1 })),
         _ => None,
     });
     single.or_else(|| {
-        words.windows(2).find_map(|w| {
-            let previous = match w[0].as_str() {
-                "this" => false,
-                "last" | "past" => true,
+        words.windows(2).enumerate().find_map(|(position, w)| {
+            let expression = match (w[0].as_str(), w[1].as_str()) {
+                // The seven days up to today, and the seven before them.
+                ("this" | "past", "week") => TimeExpression::Relative { days_back: 6, length: 7 },
+                ("last", "week") => TimeExpression::Relative { days_back: 13, length: 7 },
+                ("this", "month") => TimeExpression::ThisMonth { previous: false },
+                ("last", "month") => TimeExpression::ThisMonth { previous: true },
+                ("past", "month") => TimeExpression::Trailing { months: 1 },
+                ("this", "year") => TimeExpression::ThisYear { previous: false },
+                ("last", "year") => TimeExpression::ThisYear { previous: true },
+                ("past", "year") => TimeExpression::Trailing { months: 12 },
                 _ => return None,
             };
-            match w[1].as_str() {
-                // The seven days up to today, and the seven before them.
-                "week" => Some(TimeExpression::Relative { days_back: if previous { 13 } else { 6 }, length: 7 }),
-                "month" => Some(TimeExpression::ThisMonth { previous }),
-                "year" => Some(TimeExpression::ThisYear { previous }),
-                _ => None,
-            }
+            Some((position, expression))
         })
     })
 }
 
-/// `in May`, `last May`, `early May`.
-fn month_alone(words: &[String]) -> Option<TimeExpression> {
-    words.windows(2).find_map(|w| {
+/// `in May`, `last May`, `early May`, `since May`; the position is the cue word's.
+fn month_alone(words: &[String]) -> Option<(usize, TimeExpression)> {
+    words.windows(2).enumerate().find_map(|(position, w)| {
         let month = MONTHS.iter().position(|name| *name == w[1])? as u32 + 1;
-        MONTH_CUES.contains(&w[0].as_str()).then_some(TimeExpression::Month { year: None, month, previous: w[0] == "last" })
+        MONTH_CUES.contains(&w[0].as_str()).then_some((position, TimeExpression::Month { year: None, month, previous: w[0] == "last" }))
     })
 }
 
-/// `in 2023`, `during 2023`.
-fn year_alone(words: &[String]) -> Option<TimeExpression> {
-    words.windows(2).find_map(|w| YEAR_CUES.contains(&w[0].as_str()).then(|| year_of(&w[1])).flatten().map(TimeExpression::Year))
+/// `in 2023`, `during 2023`, `since 2023`; the position is the cue word's.
+fn year_alone(words: &[String]) -> Option<(usize, TimeExpression)> {
+    words.windows(2).enumerate().find_map(|(position, w)| {
+        YEAR_CUES.contains(&w[0].as_str()).then(|| year_of(&w[1])).flatten().map(|year| (position, TimeExpression::Year(year)))
+    })
 }
 
 /// A month's number from its full name or its first three letters (and `sept`).

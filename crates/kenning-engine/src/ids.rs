@@ -1,4 +1,5 @@
 //! Memory ids: time-ordered and collision-resistant without coordination between processes.
+//! Session ids are made the same way.
 
 use chrono::{DateTime, Utc};
 
@@ -16,6 +17,12 @@ pub fn new_memory_id(now: DateTime<Utc>) -> String {
         value >>= 5;
     }
     String::from_utf8(id.to_vec()).expect("alphabet is ASCII")
+}
+
+/// An id for a session of a front end (an MCP connection, say), recorded as the `session_id`
+/// of what it captures: `{front_end}-` then a ULID.
+pub fn new_session_id(front_end: &str, now: DateTime<Utc>) -> String {
+    format!("{front_end}-{}", new_memory_id(now))
 }
 
 #[cfg(test)]

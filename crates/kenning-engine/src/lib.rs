@@ -12,6 +12,10 @@
 //!   calibration, skills, warnings and context from them ([`decisions`]).
 //! - [`code::CodeService`] serves the `repo`, `test` and `docs` toolsets from kenning-code and
 //!   turns test runs into memories and decision signals.
+//! - [`ProtocolService`] runs guided protocols ([`kenning_protocol`]) as sessions kept in a
+//!   domain's working state, writing what they create only when they complete ([`protocols`]).
+//! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
+//!   state and writes an ended one up as an episodic memory ([`workflows`]).
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -22,15 +26,19 @@ mod access;
 pub mod code;
 pub mod decisions;
 pub mod error;
-mod ids;
+pub mod ids;
+pub mod protocols;
 pub mod recall;
 pub mod service;
 pub mod transfer;
 pub mod views;
+pub mod workflows;
 
 pub use code::CodeService;
 pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};
+pub use protocols::ProtocolService;
+pub use workflows::{WorkflowQuery, WorkflowService};
 pub use transfer::{DomainPurge, ExportLine, ImportReport};

@@ -1,6 +1,6 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
-//! scores; the best hits then lend part of their score to the memories captured next to them.
-//! The ranking is paged by cursor and cut to a token budget.
+//! scores; the best hits then lend part of their score to the memories captured next to them in
+//! the same session. The ranking is paged by cursor and cut to a token budget.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -8,14 +8,14 @@ use std::collections::HashMap;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use kenning_core::input::parse_time;
-use kenning_core::provenance::repository_path;
+use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::find_time_expression;
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
 use crate::error::{Result, check_interrupt};
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
-use crate::views::{LinkView, RecallHit, RecallPage, UnavailableDomain, timestamp};
+use crate::views::{LinkView, ListingPage, RecallHit, RecallPage, UnavailableDomain, timestamp};
 
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 pub const MAX_RECALL_LIMIT: usize = 100;
@@ -23,10 +23,11 @@ pub const DEFAULT_MAX_TOKENS: usize = 4000;
 const SNIPPET_CHARS: usize = 240;
 /// The most candidates one leg contributes; deeper pages than this are not reachable.
 const MAX_CANDIDATES: usize = 1000;
-/// The share of its score a hit passes on to each memory captured next to it. What was
-/// captured around a relevant memory often completes it (the answer after a question, the fix
-/// after a failure), yet it is less likely to be relevant than the hit itself: half is the
-/// neutral choice.
+/// The share of its score a hit passes on to each memory captured next to it in its session.
+/// What was captured around a relevant memory in the same session often completes it (the
+/// answer after a question, the fix after a failure), yet it is less likely to be relevant than
+/// the hit itself: half is the neutral choice. Memories of other sessions get nothing, however
+/// close in time: two agents' notes captured a minute apart are not about one thing.
 const NEIGHBOUR_SHARE: f64 = 0.5;
 /// How many of the best hits pass score on to their neighbours.
 const NEIGHBOUR_SOURCES: usize = 10;
@@ -57,6 +58,9 @@ pub struct RecallRequest {
     /// Only memories about this file or directory (see `kenning_core::provenance`): relative
     /// to the repository root, or absolute inside it.
     pub file: Option<String>,
+    /// The time relative expressions in the query count from ("yesterday", "last May", "since
+    /// March"), RFC 3339 or YYYY-MM-DD; the clock when absent.
+    pub as_of: Option<String>,
 }
 
 /// A recall request after validation.
@@ -67,6 +71,8 @@ struct RecallPlan<'a> {
     max_tokens: usize,
     detail: Detail,
     filter: SearchFilter,
+    /// What "now" is for the query's relative time expressions.
+    now: DateTime<Utc>,
     stores: Vec<&'a DomainStore>,
     /// Stores (by index) that could not be reached during this recall, with the reason; they
     /// are left out of the rest of it, and the page says so.
@@ -111,7 +117,7 @@ impl MemoryService {
         check_interrupt()?;
         let fused = self.prefer_time_span(&plan, fused, query_vector.as_deref(), depth)?;
         check_interrupt()?;
-        let fused = spread_to_neighbours(&plan, fused)?;
+        let fused = self.spread_to_neighbours(&plan, fused)?;
         check_interrupt()?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
@@ -203,9 +209,8 @@ impl MemoryService {
     /// memories of that time come first, the best of them first, and the rest still follow: a
     /// memory is often recalled by the day it was mentioned rather than the day it happened.
     fn prefer_time_span(&self, plan: &RecallPlan<'_>, fused: Ranking, query_vector: Option<&[f32]>, depth: usize) -> Result<Ranking> {
-        let Some(expression) = find_time_expression(&plan.query) else { return Ok(fused) };
-        let now = if expression.needs_now() { self.latest_event_time(plan)? } else { None };
-        let Some(span) = expression.span(now) else { return Ok(fused) };
+        let Some(reference) = find_time_expression(&plan.query) else { return Ok(fused) };
+        let Some(span) = reference.span(Some(plan.now)) else { return Ok(fused) };
         let since = plan.filter.since.map_or(span.start, |since| since.max(span.start));
         let last = span.end - TimeDelta::nanoseconds(1);
         let until = plan.filter.until.map_or(last, |until| until.min(last));
@@ -220,20 +225,62 @@ impl MemoryService {
         Ok(add_scores(fused, preferred))
     }
 
-    /// What "now" means for a query that counts from the present ("yesterday", "last May"):
-    /// when the latest memory occurred, leaving out any dated after the clock (plans, reminders).
-    /// For an agent that captures as it works that is about the present, or the last day of
-    /// work after a break; for a store of past conversations it is their end, whenever recall
-    /// runs.
-    fn latest_event_time(&self, plan: &RecallPlan<'_>) -> Result<Option<DateTime<Utc>>> {
-        let past = SearchFilter { until: Some(self.now()), ..SearchFilter::active() };
-        let mut latest = None;
-        for (index, entry) in plan.stores.iter().enumerate() {
-            if plan.is_available(index) {
-                latest = latest.max(plan.answer(index, entry.store.latest_occurred_at(&past))?.flatten());
+    /// The filters of a recall request as a [`SearchFilter`] of active memories, each checked
+    /// with a field error naming it.
+    fn recall_filter(&self, request: &RecallRequest) -> Result<SearchFilter, FieldError> {
+        let min_confidence = match request.min_confidence {
+            Some(value) if !(0.0..=1.0).contains(&value) => {
+                return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));
             }
+            other => other,
+        };
+        let filter = SearchFilter {
+            kinds: request
+                .kinds
+                .iter()
+                .map(|kind| MemoryKind::parse(kind).map_err(|error| FieldError { field: "kinds".into(), ..error }))
+                .collect::<Result<_, _>>()?,
+            namespaces: request
+                .namespaces
+                .iter()
+                .map(|namespace| Namespace::parse(namespace).map_err(|error| FieldError { field: "namespaces".into(), ..error }))
+                .collect::<Result<_, _>>()?,
+            tags: request.tags.iter().map(|tag| tag.trim().to_lowercase()).filter(|tag| !tag.is_empty()).collect(),
+            since: request.since.as_deref().map(|text| parse_time("since", text)).transpose()?,
+            until: request.until.as_deref().map(|text| parse_time("until", text)).transpose()?,
+            min_confidence,
+            status: Some(kenning_core::Status::Active),
+            branch: match request.branch.as_deref().map(str::trim) {
+                Some("") => return Err(FieldError::new("branch", "is empty", "", "name a branch, e.g. `main`, or leave `branch` out")),
+                other => other.map(str::to_owned),
+            },
+            file: request.file.as_deref().map(|file| repository_path("file", file, self.repository_root())).transpose()?,
+            session: None,
+        };
+        if let (Some(since), Some(until)) = (filter.since, filter.until)
+            && since > until {
+                return Err(FieldError::new("since", "is later than `until`", timestamp(since), "swap the two bounds"));
+            }
+        Ok(filter)
+    }
+
+    /// The memories passing a recall request's filters, without a query, newest first: for
+    /// browsing. One domain is listed (the first the request names, else the default), paged
+    /// by `cursor` and `limit`; forgotten memories are included when `include_forgotten`.
+    pub fn browse(&self, request: RecallRequest, include_forgotten: bool) -> Result<ListingPage> {
+        let mut filter = self.recall_filter(&request)?;
+        if include_forgotten {
+            filter.status = None;
         }
-        Ok(latest)
+        let limit = request.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
+        if !(1..=MAX_RECALL_LIMIT).contains(&limit) {
+            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_RECALL_LIMIT}"), limit, "use the cursor to page through more").into());
+        }
+        let domain = match request.domains.first() {
+            Some(text) => self.resolve_domain("domains", text)?.domain.clone(),
+            None => self.default_domain().clone(),
+        };
+        self.list(&domain, &filter, request.cursor.as_deref(), limit)
     }
 
     fn plan(&self, request: RecallRequest) -> Result<RecallPlan<'_>, FieldError> {
@@ -265,38 +312,11 @@ impl MemoryService {
                 "pass the `next_cursor` of the previous page unchanged, or narrow the query with filters",
             ));
         }
-        let min_confidence = match request.min_confidence {
-            Some(value) if !(0.0..=1.0).contains(&value) => {
-                return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));
-            }
-            other => other,
+        let now = match request.as_of.as_deref() {
+            Some(text) => parse_time("as_of", text)?,
+            None => self.now(),
         };
-        let filter = SearchFilter {
-            kinds: request
-                .kinds
-                .iter()
-                .map(|kind| MemoryKind::parse(kind).map_err(|error| FieldError { field: "kinds".into(), ..error }))
-                .collect::<Result<_, _>>()?,
-            namespaces: request
-                .namespaces
-                .iter()
-                .map(|namespace| Namespace::parse(namespace).map_err(|error| FieldError { field: "namespaces".into(), ..error }))
-                .collect::<Result<_, _>>()?,
-            tags: request.tags.iter().map(|tag| tag.trim().to_lowercase()).filter(|tag| !tag.is_empty()).collect(),
-            since: request.since.as_deref().map(|text| parse_time("since", text)).transpose()?,
-            until: request.until.as_deref().map(|text| parse_time("until", text)).transpose()?,
-            min_confidence,
-            status: Some(kenning_core::Status::Active),
-            branch: match request.branch.as_deref().map(str::trim) {
-                Some("") => return Err(FieldError::new("branch", "is empty", "", "name a branch, e.g. `main`, or leave `branch` out")),
-                other => other.map(str::to_owned),
-            },
-            file: request.file.as_deref().map(|file| repository_path("file", file, self.repository_root())).transpose()?,
-        };
-        if let (Some(since), Some(until)) = (filter.since, filter.until)
-            && since > until {
-                return Err(FieldError::new("since", "is later than `until`", timestamp(since), "swap the two bounds"));
-            }
+        let filter = self.recall_filter(&request)?;
         let stores = if request.domains.is_empty() {
             self.domains.iter().collect()
         } else {
@@ -309,34 +329,38 @@ impl MemoryService {
             }
             stores
         };
-        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, stores, unavailable: RefCell::default() })
+        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, now, stores, unavailable: RefCell::default() })
     }
-}
 
-/// Gives the memories captured just before and after each of the best hits a share of that
-/// hit's score, on top of their own, and ranks again. A memory between two hits gets the
-/// larger of their shares, not both: with both, a middling match between two good ones could
-/// outrank the best of them.
-fn spread_to_neighbours(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
-    let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
-    for (index, entry) in plan.stores.iter().enumerate() {
-        let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).filter(|((store, _), _)| *store == index).collect();
-        if sources.is_empty() || !plan.is_available(index) {
-            continue;
-        }
-        let ids: Vec<MemoryId> = sources.iter().map(|((_, id), _)| id.clone()).collect();
-        let Some(neighbours) = plan.answer(index, entry.store.neighbours(&ids, &plan.filter, NEIGHBOUR_WINDOW))? else { continue };
-        for ((_, score), found) in sources.iter().zip(neighbours) {
-            for id in found {
-                let share = shares.entry((index, id)).or_default();
+    /// Gives the memories captured just before and after each of the best hits, in the hit's
+    /// session, a share of that hit's score on top of their own, and ranks again. A hit of no
+    /// known session lends nothing. A memory between two hits gets the larger of their shares,
+    /// not both: with both, a middling match between two good ones could outrank the best of
+    /// them.
+    fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
+        let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).collect();
+        let memories = fetch(plan, sources.iter().map(|(key, _)| key))?;
+        let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
+        for ((index, id), score) in sources {
+            let Some(session) = memories.get(&(*index, id.clone())).and_then(session_of) else { continue };
+            if !plan.is_available(*index) {
+                continue;
+            }
+            let in_session = SearchFilter { session: Some(session.to_owned()), ..plan.filter.clone() };
+            let store = &plan.stores[*index].store;
+            let Some(neighbours) = plan.answer(*index, store.neighbours(std::slice::from_ref(id), &in_session, NEIGHBOUR_WINDOW))? else {
+                continue;
+            };
+            for neighbour in neighbours.into_iter().flatten() {
+                let share = shares.entry((*index, neighbour)).or_default();
                 *share = share.max(NEIGHBOUR_SHARE * score);
             }
         }
+        let mut shares: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
+        // In id order, so that equal scores rank the same way every time.
+        shares.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(add_scores(fused, shares))
     }
-    let mut shares: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
-    // In id order, so that equal scores rank the same way every time.
-    shares.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(add_scores(fused, shares))
 }
 
 /// Adds `extra` scores to a ranking (appending what it lacks) and ranks again. The sort is

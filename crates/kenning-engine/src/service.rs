@@ -100,6 +100,11 @@ impl MemoryService {
         self.domains.iter().map(|entry| &entry.domain)
     }
 
+    /// Every configured domain with its store, the default domain first.
+    pub(crate) fn domain_stores(&self) -> &[DomainStore] {
+        &self.domains
+    }
+
     pub fn default_domain(&self) -> &Domain {
         &self.domains[0].domain
     }
@@ -453,6 +458,22 @@ impl MemoryService {
     pub fn newest(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<MemoryRef>> {
         let entry = self.store_for(domain)?;
         Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
+    }
+
+    /// A mark over every domain that changes whenever a memory of any of them changes, by
+    /// this process or another, and stays put while they are only read (see
+    /// `MemoryStore::change_mark`). A domain that cannot be reached counts as unchanged.
+    pub fn change_mark(&self) -> Result<String> {
+        let mut mark = String::new();
+        for entry in &self.domains {
+            let part = match entry.store.change_mark() {
+                Ok(part) => part.unwrap_or_default(),
+                Err(kenning_core::Error::Unavailable(_)) => "unavailable".to_owned(),
+                Err(other) => return Err(other.into()),
+            };
+            mark.push_str(&format!("{}={part};", entry.domain));
+        }
+        Ok(mark)
     }
 
     /// Prepares every store's search index for recall with the current model, so that the

@@ -119,7 +119,10 @@ impl MemoryService {
         };
         let mut purged = Vec::with_capacity(entries.len());
         for entry in entries {
-            let counts = entry.store.purge_author(&author, apply)?;
+            let mut counts = entry.store.purge_author(&author, apply)?;
+            if let Some(state) = entry.store.state() {
+                counts.workflows = crate::workflows::purge_author(state, &author, apply)?;
+            }
             purged.push(DomainPurge { domain: entry.domain.to_string(), counts });
         }
         Ok(purged)

@@ -183,47 +183,93 @@ fn light_detail_gives_snippets_and_full_detail_gives_content() {
     assert_eq!(full.results[0].metadata.as_ref().unwrap()["turn_id"], "D1:3");
 }
 
-/// Captures `(content, namespace, event time)` notes in one batch and returns their URNs.
-fn capture_at_times(memory: &MemoryService, notes: &[(&str, &str, &str)]) -> Vec<String> {
-    let inputs = notes.iter().map(|(content, namespace, time)| CaptureInput { event_time: Some((*time).into()), ..note(content, namespace) }).collect();
+/// Kenning's default embedder, so that ranking tests run hybrid recall as agents get it.
+fn builtin_embedder() -> Option<Arc<dyn Embedder>> {
+    Some(Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap()))
+}
+
+/// Captures `(content, namespace, event time, session)` notes in one batch and returns their URNs.
+fn capture_in_sessions(memory: &MemoryService, notes: &[(&str, &str, &str, Option<&str>)]) -> Vec<String> {
+    let inputs = notes
+        .iter()
+        .map(|(content, namespace, time, session)| CaptureInput {
+            event_time: Some((*time).into()),
+            metadata: session.map(|session| [("session_id".to_owned(), session.to_owned())].into()).unwrap_or_default(),
+            ..note(content, namespace)
+        })
+        .collect();
     memory.capture_many(inputs, None).unwrap().into_iter().map(|outcome| outcome.urn).collect()
 }
 
+fn score_of(page: &kenning_engine::views::RecallPage, urn: &str) -> f64 {
+    page.results.iter().find(|hit| hit.urn == urn).map_or(0.0, |hit| hit.score)
+}
+
 #[test]
-fn recall_brings_along_what_was_captured_next_to_a_strong_hit() {
+fn recall_brings_along_what_was_captured_next_to_a_strong_hit_in_its_session() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = two_domains(&dir, None);
-    let captured = capture_at_times(
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_in_sessions(
         &memory,
         &[
-            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z"),
-            ("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z"),
-            ("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z"),
-            ("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z"),
+            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", Some("agent-a")),
+            // Another agent's note, captured between the question and its answer.
+            ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", Some("agent-b")),
+            ("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z", Some("agent-a")),
+            ("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z", Some("agent-a")),
+            ("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z", Some("agent-a")),
         ],
     );
-    let page = memory.recall(recall("staging database port")).unwrap();
-    assert_eq!(urns(&page), captured[..2], "the answer captured after the question comes along; other namespaces and later sittings do not");
-    assert_eq!(page.results[0].score, 1.0);
-    assert_eq!(page.results[1].score, 0.5, "a neighbour gets half of its hit's score");
+    let page = memory.recall(RecallRequest { limit: Some(5), ..recall("staging database port") }).unwrap();
+    assert_eq!(urns(&page)[..2], [captured[0].clone(), captured[2].clone()], "the answer in the question's session comes along");
+    let (answer, other_agent) = (score_of(&page, &captured[2]), score_of(&page, &captured[1]));
+    assert!(answer >= 0.5 * page.results[0].score, "a neighbour gets half of its hit's score on top of its own: {answer}");
+    assert!(other_agent < answer / 2.0, "another session's note captured next to the hit gets nothing: {other_agent} vs {answer}");
+}
+
+/// Regression: any memory captured within the hour next to a hit was its neighbour, so two
+/// agents' unrelated notes lent each other score. Without a session nothing is lent; the same
+/// two notes in one session are neighbours.
+#[test]
+fn memories_of_no_session_lend_nothing() {
+    let query = RecallRequest { limit: Some(5), ..recall("staging database port") };
+    let cache_note_score = |session: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = two_domains(&dir, builtin_embedder());
+        let captured = capture_in_sessions(
+            &memory,
+            &[
+                ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", session),
+                ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", session),
+            ],
+        );
+        let page = memory.recall(query.clone()).unwrap();
+        assert_eq!(page.results[0].urn, captured[0]);
+        (score_of(&page, &captured[1]), page.results[0].score)
+    };
+    let (lent, hit) = cache_note_score(Some("one-agent"));
+    assert!(lent >= 0.5 * hit, "in one session the note is the hit's neighbour: {lent} vs {hit}");
+    let (alone, _) = cache_note_score(None);
+    assert!(alone < lent - 0.25, "without a session it is not: {alone} vs {lent}");
 }
 
 #[test]
 fn a_memory_between_two_hits_does_not_outrank_the_best_of_them() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = two_domains(&dir, None);
-    let captured = capture_at_times(
+    let memory = two_domains(&dir, builtin_embedder());
+    let session = Some("planning");
+    let captured = capture_in_sessions(
         &memory,
         &[
-            ("PostgreSQL pool size for the orders service", "decisions", "2026-03-02T10:00:00Z"),
-            ("PostgreSQL pool size for the billing service", "decisions", "2026-03-02T10:01:00Z"),
-            ("PostgreSQL pool size for the inventory service", "decisions", "2026-03-02T10:02:00Z"),
+            ("PostgreSQL pool size for the orders service", "decisions", "2026-03-02T10:00:00Z", session),
+            ("PostgreSQL pool size for the billing service", "decisions", "2026-03-02T10:01:00Z", session),
+            ("PostgreSQL pool size for the inventory service", "decisions", "2026-03-02T10:02:00Z", session),
             // Unrelated notes make the words the three share rarer, so the other two match well.
-            ("Renamed the release branch", "progress", "2026-03-05T09:00:00Z"),
-            ("The linter runs before every commit", "progress", "2026-03-05T11:00:00Z"),
-            ("Flaky snapshot test quarantined", "progress", "2026-03-05T13:00:00Z"),
-            ("Docs moved into the workspace root", "progress", "2026-03-05T15:00:00Z"),
-            ("Upgraded the CI runners to larger disks", "progress", "2026-03-05T17:00:00Z"),
+            ("Renamed the release branch", "progress", "2026-03-05T09:00:00Z", session),
+            ("The linter runs before every commit", "progress", "2026-03-05T11:00:00Z", session),
+            ("Flaky snapshot test quarantined", "progress", "2026-03-05T13:00:00Z", session),
+            ("Docs moved into the workspace root", "progress", "2026-03-05T15:00:00Z", session),
+            ("Upgraded the CI runners to larger disks", "progress", "2026-03-05T17:00:00Z", session),
         ],
     );
     let page = memory.recall(recall("PostgreSQL pool size orders service")).unwrap();
@@ -233,33 +279,42 @@ fn a_memory_between_two_hits_does_not_outrank_the_best_of_them() {
 #[test]
 fn recall_puts_memories_from_the_time_a_query_names_first() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = two_domains(&dir, None);
-    let captured = capture_at_times(
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_in_sessions(
         &memory,
         &[
-            ("Deploy failed: the deploy script lost its deploy key", "blockers", "2024-03-04T09:00:00Z"),
-            ("Deploy was slow because of a cold cache", "blockers", "2024-05-20T09:00:00Z"),
-            ("Release checklist reviewed", "progress", "2024-05-21T09:00:00Z"),
-            ("Renamed the billing queue", "progress", "2024-06-10T09:00:00Z"),
+            ("Deploy failed: the deploy script lost its deploy key", "blockers", "2024-03-04T09:00:00Z", None),
+            ("Deploy was slow because of a cold cache", "blockers", "2024-05-20T09:00:00Z", None),
+            ("Release checklist reviewed", "progress", "2024-05-21T09:00:00Z", None),
+            ("Renamed the billing queue", "progress", "2024-06-10T09:00:00Z", None),
         ],
     );
     let (march, may) = (&captured[0], &captured[1]);
-    let first = |query: &str| memory.recall(recall(query)).unwrap().results[0].urn.clone();
-    assert_eq!(&first("deploy problems"), march, "by words alone the March memory matches best");
+    let first = |query: &str, as_of: Option<&str>| {
+        memory.recall(RecallRequest { as_of: as_of.map(str::to_owned), ..recall(query) }).unwrap().results[0].urn.clone()
+    };
+    assert_eq!(&first("deploy problems", None), march, "by words alone the March memory matches best");
     let cases = [
-        ("deploy problems on 20 May 2024", may),
-        ("deploy problems on 2024-05-20", may),
-        ("deploy problems in May 2024", may),
-        // "Last May" counts back from when the latest memory occurred (June 2024), not from the clock.
-        ("deploy problems last May", may),
-        ("deploy problems in March", march),
-        ("deploy problems in 2023", march),
+        ("deploy problems on 20 May 2024", None, may),
+        ("deploy problems on 2024-05-20", None, may),
+        ("deploy problems in May 2024", None, may),
+        // Relative times count from the reference time the caller gives, else from the clock.
+        ("deploy problems last May", Some("2024-06-15"), may),
+        ("deploy problems in March", Some("2024-06-15"), march),
+        ("deploy problems since May", Some("2024-06-15"), may),
+        ("deploy problems since March", Some("2024-06-15"), march),
+        ("deploy problems in the past month", Some("2024-06-15"), may),
+        // From the clock, "past month" is long after all of them: nothing is preferred.
+        ("deploy problems in the past month", None, march),
+        ("deploy problems in 2023", None, march),
         // A time alone does not make a memory relevant: the checklist shares no word with the query.
-        ("deploy problems on 2024-05-21", march),
+        ("deploy problems on 2024-05-21", None, march),
     ];
-    for (query, expected) in cases {
-        assert_eq!(&first(query), expected, "{query}");
+    for (query, as_of, expected) in cases {
+        assert_eq!(&first(query, as_of), expected, "{query} as of {as_of:?}");
     }
+    let error = memory.recall(RecallRequest { as_of: Some("last tuesday".into()), ..recall("deploy") }).unwrap_err();
+    assert!(error.to_string().contains("as_of"), "{error}");
 }
 
 #[test]
@@ -502,4 +557,24 @@ fn an_interrupted_recall_stops_with_interrupted() {
     interrupt.trigger();
     assert!(matches!(interrupt.run(|| memory.recall(recall("pool"))), Err(kenning_engine::Error::Interrupted)));
     assert!(memory.recall(recall("pool")).is_ok(), "the interrupt belongs to its own work only");
+}
+
+/// Regression: "no" and "not" were dropped from queries as stop words, so a question about what
+/// is not done ranked the opposite claim as high as the one it asked for.
+#[test]
+fn a_negation_in_the_query_prefers_the_memory_that_says_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_in_sessions(
+        &memory,
+        &[
+            ("The build cache is shared between release branches", "config", "2026-03-02T10:00:00Z", None),
+            ("The build cache is not shared between feature branches", "config", "2026-03-02T11:00:00Z", None),
+            ("Forks get no access to the deploy keys", "config", "2026-03-02T12:00:00Z", None),
+            ("Forks get read access to the deploy keys", "config", "2026-03-02T13:00:00Z", None),
+        ],
+    );
+    let first = |query: &str| memory.recall(recall(query)).unwrap().results[0].urn.clone();
+    assert_eq!(first("which branches do not share the build cache"), captured[1]);
+    assert_eq!(first("do forks have no access to deploy keys"), captured[2]);
 }

@@ -594,11 +594,6 @@ impl MemoryStore for GitNotesStore {
         self.index.search_vector(vector, model, filter, limit)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        self.refresh()?;
-        self.index.latest_occurred_at(filter)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         self.refresh()?;
         self.index.neighbours(ids, filter, window)
@@ -675,6 +670,13 @@ impl MemoryStore for GitNotesStore {
         Ok(stats)
     }
 
+    /// The index's mark once it has caught up with the notes, so that a write by another
+    /// process (or a sync) moves it too.
+    fn change_mark(&self) -> CoreResult<Option<String>> {
+        self.refresh()?;
+        self.index.change_mark()
+    }
+
     fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
         Ok(self.purge(author, apply)?)
     }
@@ -690,6 +692,14 @@ impl MemoryStore for GitNotesStore {
 
     fn sync(&self, remote: &str) -> CoreResult<SyncReport> {
         Ok(self.sync_with(remote)?)
+    }
+
+    /// Working state stays in this clone's index database, beside the access counts: it is
+    /// the state of work in progress here, not knowledge to share, so it never enters the notes
+    /// and no sync carries it. It survives the process (the index's durability) and an index
+    /// rebuild, which only touches the mirrored memories.
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        self.index.state()
     }
 
     /// The branch (`git_branch`, absent on a detached HEAD) and commit (`git_commit`, absent

@@ -38,6 +38,19 @@ mod conformance {
     });
 }
 
+mod state_conformance {
+    use super::*;
+
+    kenning_conformance::state_conformance_tests!({
+        let dir = tempfile::tempdir().unwrap();
+        let next = AtomicUsize::new(0);
+        move || -> Box<dyn MemoryStore> {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Box::new(open_new(&dir.path().join(format!("state-{n}"))))
+        }
+    });
+}
+
 mod decision_conformance {
     use super::*;
 

@@ -8,11 +8,13 @@ use rust_stemmers::{Algorithm, Stemmer};
 
 /// Words that carry no topic in an English question. Queries leave them out, because every one of
 /// them matches most of a store and only costs time; BM25 would weigh them down anyway. Documents
-/// keep them, so that a query made only of such words still finds something.
+/// keep them, so that a query made only of such words still finds something. Negations ("no",
+/// "not", "never") are not among them: "the cache is not shared" and "the cache is shared" are
+/// opposite claims, and a query that says "not" should prefer the memory that does.
 pub const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "but",
     "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "he", "her", "him", "his",
-    "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no", "not", "of", "on", "or", "our", "she", "so",
+    "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so",
     "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "was", "we",
     "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
 ];

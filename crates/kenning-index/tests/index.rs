@@ -289,6 +289,8 @@ fn arb_filter() -> impl Strategy<Value = SearchFilter> {
             status: active.map(|active| if active { Status::Active } else { Status::Forgotten }),
             branch: branch.map(|n| BRANCHES.get(n).copied().unwrap_or("unheard-of").to_owned()),
             file: file.map(|n| FILES.get(n).copied().unwrap_or("unheard-of").to_owned()),
+            // A session is one more facet, matched like the branch.
+            session: None,
         })
 }
 

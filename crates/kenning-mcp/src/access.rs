@@ -15,7 +15,7 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 
-use kenning_service::{AuditEntry, AuditLog, Authenticator, LimitClass, Metrics, Outcome, RateLimiter, Rejection, Verdict};
+use kenning_service::{AuditEntry, AuditLog, LimitClass, Metrics, Outcome, Rejection, Verdict};
 
 /// The authenticated caller of a request, put in the request's extensions by the key check
 /// and read by tools (as the author of what they write) and by the audit.
@@ -36,14 +36,9 @@ fn session(context: &RequestContext<RoleServer>) -> Option<String> {
     parts.headers.get("mcp-session-id")?.to_str().ok().map(str::to_owned)
 }
 
-/// What `serve_http` enforces and records beyond the Origin check. The binary builds it from
-/// the key file, the configured limits and the audit file.
-#[derive(Debug, Clone)]
-pub struct HttpAccess {
-    pub authenticator: Arc<Authenticator>,
-    pub limiter: Arc<RateLimiter>,
-    pub audit: Option<Arc<AuditLog>>,
-}
+/// What `serve_http` enforces and records beyond the Origin check (the same rules the web
+/// view applies).
+pub use kenning_service::Access as HttpAccess;
 
 /// Tools whose calls count against the calibration limit: each computes over a module's
 /// whole record of outcomes.
@@ -163,17 +158,10 @@ impl Guard {
 
     /// Whether requests need a key now, and the verdict on the one presented.
     fn verdict(&self, headers: &HeaderMap) -> Result<Option<Verdict>, Response> {
-        let (keys, required) = self.access.authenticator.current().map_err(|error| {
+        self.access.verdict(bearer(headers)).map_err(|error| {
             tracing::error!(%error, "refusing requests: the key file cannot be read");
             plain_error(StatusCode::INTERNAL_SERVER_ERROR, "the server's key file cannot be read; its log says why", None)
-        })?;
-        if !required {
-            return Ok(None);
-        }
-        Ok(Some(match bearer(headers) {
-            Some(secret) => keys.check(secret),
-            None => Verdict::Unknown,
-        }))
+        })
     }
 }
 
@@ -274,33 +262,8 @@ pub(crate) async fn guard_key(State(guard): State<Arc<Guard>>, request: Request,
 pub(crate) async fn loopback_origin(request: Request, next: Next) -> Response {
     match request.headers().get(header::ORIGIN) {
         None => next.run(request).await,
-        Some(origin) if origin.to_str().is_ok_and(is_loopback_origin) => next.run(request).await,
+        Some(origin) if origin.to_str().is_ok_and(kenning_service::is_loopback_origin) => next.run(request).await,
         Some(_) => plain_error(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed", None),
     }
 }
 
-/// `http://localhost[:port]`, `http://127.0.0.1[:port]` or `http://[::1][:port]`.
-pub(crate) fn is_loopback_origin(origin: &str) -> bool {
-    let Some(authority) = origin.strip_prefix("http://") else { return false };
-    let host = match authority.strip_prefix("[::1]") {
-        Some(rest) => return rest.is_empty() || rest.strip_prefix(':').is_some_and(|port| port.parse::<u16>().is_ok()),
-        None => authority,
-    };
-    let (name, port) = host.split_once(':').map_or((host, None), |(name, port)| (name, Some(port)));
-    matches!(name, "localhost" | "127.0.0.1") && port.is_none_or(|port| port.parse::<u16>().is_ok())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_origins_pass() {
-        for origin in ["http://localhost", "http://localhost:5173", "http://127.0.0.1:8080", "http://[::1]:3000", "http://[::1]"] {
-            assert!(is_loopback_origin(origin), "{origin}");
-        }
-        for origin in ["null", "http://evil.example", "https://localhost:1", "http://localhost.evil.example", "http://127.0.0.1:x", "http://[::1]x"] {
-            assert!(!is_loopback_origin(origin), "{origin}");
-        }
-    }
-}

@@ -36,7 +36,8 @@ mod subscriptions;
 pub mod tools;
 pub mod transport;
 mod unparsed;
+pub mod workflow_resources;
 
 pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
 pub use access::{Caller, HttpAccess};
-pub use transport::{ServeError, serve_http, serve_lines, serve_stdio};
+pub use transport::{ServeError, serve_http, serve_http_with, serve_lines, serve_stdio};

@@ -159,6 +159,8 @@ pub struct RecallArgs {
     pub branch: Option<String>,
     /// Only memories about this file or directory (named in metadata `file`/`files` or in the text), relative to the repository root.
     pub file: Option<String>,
+    /// Reference time for relative times in the query ("yesterday", "since March"); default now.
+    pub as_of: Option<String>,
 }
 
 impl From<RecallArgs> for RecallRequest {
@@ -178,6 +180,7 @@ impl From<RecallArgs> for RecallRequest {
             min_confidence: args.min_confidence,
             branch: args.branch,
             file: args.file,
+            as_of: args.as_of,
         }
     }
 }

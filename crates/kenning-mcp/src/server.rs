@@ -14,7 +14,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError, closest};
-use kenning_engine::{CodeService, DecisionService, MemoryService};
+use kenning_engine::{CodeService, DecisionService, MemoryService, ProtocolService, WorkflowService};
 use kenning_service::Outcome;
 
 use crate::access::CallObserver;
@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "repo", "test", "docs"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols", "repo", "test", "docs"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -57,9 +57,13 @@ shows how far your confidence can be trusted per module.";
 pub struct KenningServer {
     pub(crate) memory: Arc<MemoryService>,
     pub(crate) decisions: Arc<DecisionService>,
+    pub(crate) workflows: Arc<WorkflowService>,
+    pub(crate) protocols: Arc<ProtocolService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
     /// Whether the decision resources are served (with the `decisions` toolset).
     decision_resources: bool,
+    /// Whether the workflow resources are served (with the `workflows` toolset).
+    workflow_resources: bool,
     /// Whether tools and prompts that write are left out.
     read_only: bool,
     /// This session's `logging/setLevel` choice; each session has its own.
@@ -67,12 +71,19 @@ pub struct KenningServer {
     pub(crate) subscriptions: Arc<Subscriptions>,
     /// Tells this session's subscriptions from other sessions' in the shared registry.
     session: u64,
+    /// This session's id, recorded as the `session_id` of the memories it captures, so that
+    /// recall relates memories of one session only (see `kenning_core::provenance`).
+    pub(crate) session_id: Arc<str>,
     /// Times, counts and audits tool calls; set by the HTTP transport.
     observer: Option<Arc<CallObserver>>,
     /// The code toolsets' service, when kenning runs inside a repository.
     code: Option<Arc<CodeService>>,
     /// The code toolsets enabled (`repo`, `test`, `docs`), whose resources are served.
     code_toolsets: Vec<&'static str>,
+}
+
+fn new_session_id() -> Arc<str> {
+    kenning_engine::ids::new_session_id("mcp", chrono::Utc::now()).into()
 }
 
 impl KenningServer {
@@ -83,14 +94,18 @@ impl KenningServer {
         let subscriptions = Arc::new(Subscriptions::default());
         let session = subscriptions.next_number();
         Ok(KenningServer {
+            workflows: Arc::new(WorkflowService::new(memory.clone())),
+            protocols: Arc::new(ProtocolService::new(decisions.clone(), Arc::new(kenning_protocol::Library::shipped()))),
             memory,
             decisions,
             tool_router,
             decision_resources: selected.contains(&"decisions"),
+            workflow_resources: selected.contains(&"workflows"),
             read_only: options.read_only,
             log: Arc::default(),
             subscriptions,
             session,
+            session_id: new_session_id(),
             observer: None,
             code: None,
             code_toolsets: selected.iter().copied().filter(|name| matches!(*name, "repo" | "test" | "docs")).collect(),
@@ -114,9 +129,15 @@ impl KenningServer {
         })
     }
 
+    /// The same server running `protocols` (the shipped protocols and the project's and user's
+    /// folders, as the binary loaded them) in place of the shipped ones alone.
+    pub fn with_protocols(self, protocols: ProtocolService) -> KenningServer {
+        KenningServer { protocols: Arc::new(protocols), ..self }
+    }
+
     /// The same server for another client session, sharing stores and subscriptions.
     pub fn for_session(&self) -> KenningServer {
-        KenningServer { session: self.subscriptions.next_number(), log: Arc::default(), ..self.clone() }
+        KenningServer { session: self.subscriptions.next_number(), session_id: new_session_id(), log: Arc::default(), ..self.clone() }
     }
 
     /// The same server with every tool call timed, counted and audited by `observer`.
@@ -156,6 +177,8 @@ impl KenningServer {
                 "decisions" => Self::decision_tools(),
                 "sync" => Self::sync_tools(),
                 "org" => Self::org_tools(),
+                "workflows" => Self::workflow_tools(),
+                "protocols" => Self::protocol_tools(),
                 "repo" => Self::repo_tools(),
                 "test" => Self::test_tools(),
                 "docs" => Self::docs_tools(),
@@ -280,6 +303,9 @@ impl ServerHandler for KenningServer {
         let memory = self.memory.clone();
         let mut extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
         extra.extend(crate::code_resources::catalogue(&self.code_toolsets));
+        if self.workflow_resources {
+            extra.extend(crate::workflow_resources::catalogue());
+        }
         let (page, next) = on_blocking_pool(move || {
             resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
         })
@@ -298,6 +324,9 @@ impl ServerHandler for KenningServer {
         if self.decision_resources {
             templates.extend(decision_resources::templates());
         }
+        if self.workflow_resources {
+            templates.extend(crate::workflow_resources::templates());
+        }
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -309,12 +338,16 @@ impl ServerHandler for KenningServer {
         let memory = self.memory.clone();
         let decisions = self.decision_resources.then(|| self.decisions.clone());
         let (code, code_toolsets) = (self.code.clone(), self.code_toolsets.clone());
+        let workflows = self.workflow_resources.then(|| self.workflows.clone());
         let uri = request.uri;
         let text = {
             let uri = uri.clone();
             on_blocking_pool(move || {
                 if crate::code_resources::owns(&uri) {
                     return crate::code_resources::read(code.as_deref(), &code_toolsets, &uri);
+                }
+                if let Some(workflows) = workflows.filter(|_| crate::workflow_resources::claims(&uri)) {
+                    return crate::workflow_resources::read(&workflows, &uri).map_err(McpError::from);
                 }
                 match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
                     Some((decisions, parsed)) => {

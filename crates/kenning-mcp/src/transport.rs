@@ -77,6 +77,18 @@ pub async fn serve_http(
     access: HttpAccess,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    serve_http_with(server, listener, access, axum::Router::new(), shutdown).await
+}
+
+/// [`serve_http`] with more routes on the same listener (the web view of `serve --http --ui`),
+/// which apply their own checks; they must not claim `/mcp`, `/healthz` or `/metrics`.
+pub async fn serve_http_with(
+    server: KenningServer,
+    listener: tokio::net::TcpListener,
+    access: HttpAccess,
+    routes: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let address: SocketAddr = listener.local_addr()?;
     let tools = server.tools();
     let metrics = Arc::new(Metrics::new(tools.iter().map(|tool| tool.name.to_string())));
@@ -111,7 +123,8 @@ pub async fn serve_http(
         .route("/healthz", axum::routing::get(health))
         .merge(metrics_route)
         .layer(axum::middleware::from_fn(access::loopback_origin))
-        .merge(mcp);
+        .merge(mcp)
+        .merge(routes);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

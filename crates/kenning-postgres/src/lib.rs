@@ -32,6 +32,7 @@ mod purge;
 mod read;
 mod relations;
 mod schema;
+mod state;
 mod store;
 mod write;
 

@@ -1,7 +1,7 @@
 //! Queries that fetch memories, their history and vectors, search them, and the store's figures.
 //! Every filter is part of the SQL, so the database answers it beside the search itself.
 
-use chrono::{DateTime, TimeDelta};
+use chrono::TimeDelta;
 use deadpool_postgres::GenericClient;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
@@ -62,15 +62,6 @@ pub(crate) async fn count(client: &impl GenericClient, filter: &SearchFilter) ->
     let condition = filter::condition(filter, &mut params);
     let count: i64 = client.query_one(&format!("SELECT COUNT(*) FROM memories m WHERE {condition}"), &params.refs()).await?.get(0);
     Ok(u64::try_from(count).unwrap_or(0))
-}
-
-pub(crate) async fn latest_occurred_at(client: &impl GenericClient, filter: &SearchFilter) -> Result<Option<DateTime<chrono::Utc>>> {
-    let mut params = Params::default();
-    let condition = filter::condition(filter, &mut params);
-    // The exact time is in the record; the column only orders.
-    let sql = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition} ORDER BY m.occurred_at DESC LIMIT 1");
-    let row = client.query_opt(&sql, &params.refs()).await?;
-    Ok(row.map(|row| decode_row(&row, 0)).transpose()?.map(|memory| memory.occurred_at()))
 }
 
 /// Full-text search: the query's words, any of them (`|`), stemmed as English, ranked by

@@ -136,6 +136,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE memories ADD COLUMN facets text[] NOT NULL DEFAULT '{}';
     CREATE INDEX memories_facets ON memories USING gin (facets);
     "#,
+    // 4: working state beside the memories (`kenning_core::state`): workflows and protocol
+    // sessions, one JSON body per kind and id, with the revision compare-and-swap runs on.
+    r#"
+    CREATE TABLE state (
+        kind text NOT NULL,
+        id text NOT NULL,
+        revision bigint NOT NULL,
+        updated_us bigint NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (kind, id)
+    );
+    CREATE INDEX state_by_time ON state (kind, updated_us DESC, id);
+    "#,
 ];
 
 /// The migration that added the facets column, counted from 1.

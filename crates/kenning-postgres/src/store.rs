@@ -16,7 +16,7 @@ use kenning_core::{
 
 use crate::db::{Db, Settings, VectorIndex};
 use crate::error::Error;
-use crate::{decisions, purge, read, relations, schema, write};
+use crate::{decisions, purge, read, relations, schema, state, write};
 
 /// A memory store, and the decision store beside it, in one PostgreSQL schema.
 ///
@@ -207,10 +207,6 @@ impl MemoryStore for PostgresStore {
         Ok(on_connection!(self, |client| read::search_vector(client, vector, model, filter, limit).await?)?)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        Ok(on_connection!(self, |client| read::latest_occurred_at(client, filter).await?)?)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         Ok(on_connection!(self, |client| read::neighbours(client, ids, filter, window).await?)?)
     }
@@ -264,6 +260,10 @@ impl MemoryStore for PostgresStore {
             tracing::warn!(%error, "the organisation database is not reachable yet");
         }
         Ok(())
+    }
+
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        Some(self)
     }
 }
 
@@ -320,5 +320,23 @@ impl DecisionStore for PostgresStore {
 
     fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
         Ok(on_connection!(self, |client| relations::edges_to(client, node).await?)?)
+    }
+}
+
+impl kenning_core::state::StateStore for PostgresStore {
+    fn put_state(&self, record: &kenning_core::state::StateRecord) -> CoreResult<()> {
+        Ok(on_connection!(self, |client| state::put(client, record).await?)?)
+    }
+
+    fn get_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<Option<kenning_core::state::StateRecord>> {
+        Ok(on_connection!(self, |client| state::get(client, kind, id).await?)?)
+    }
+
+    fn list_state(&self, kind: kenning_core::state::StateKind, offset: usize, limit: usize) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
+        Ok(on_connection!(self, |client| state::list(client, kind, offset, limit).await?)?)
+    }
+
+    fn delete_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<bool> {
+        Ok(on_connection!(self, |client| state::delete(client, kind, id).await?)?)
     }
 }

@@ -79,6 +79,12 @@ mod conformance_exact {
     });
 }
 
+mod state_conformance {
+    use super::*;
+
+    kenning_conformance::state_conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(fresh_store("state")) });
+}
+
 mod decision_conformance {
     use super::*;
     use kenning_core::decision::DecisionStore;

@@ -10,15 +10,21 @@
 //!   calibration) with the per-minute [`RateLimits`].
 //! - [`AuditLog`] appends one JSON line per tool call ([`AuditEntry`]: who, what, when, outcome,
 //!   duration; never content).
+//! - [`Access`] bundles the keys, limits and audit log an HTTP server applies, and answers
+//!   whether a request needs a key; [`is_loopback_origin`] is the Origin rule and
+//!   [`is_loopback_host`] the Host rule of a loopback server. All three are shared
+//!   by every HTTP front end (the MCP endpoint and the web view).
 //! - [`Metrics`] counts tool calls into latency histograms and error counters per tool, and
 //!   rejected requests per reason, and renders them in the Prometheus text format.
 
+mod access;
 mod audit;
 mod error;
 mod keys;
 mod limits;
 mod metrics;
 
+pub use access::{Access, is_loopback_host, is_loopback_origin};
 pub use audit::{AuditEntry, AuditLog, Outcome};
 pub use error::Error;
 pub use keys::{ApiKey, Authenticator, CreatedKey, KEY_PREFIX, KeySet, KeyStore, Verdict};

@@ -39,6 +39,7 @@ mod read;
 mod relations;
 mod schema;
 mod search;
+mod state;
 mod store;
 mod vector;
 mod write;

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
 use kenning_core::{Memory, MemoryId, MemoryKind, MemoryRecord, MemoryVersion, SearchFilter, Status, StoreStats};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -62,14 +61,6 @@ pub(crate) fn list(conn: &Connection, filter: &SearchFilter, offset: usize, limi
     params.push(Value::Integer(sql_count(limit)));
     params.push(Value::Integer(sql_count(offset)));
     bodies(conn, &sql, params)
-}
-
-pub(crate) fn latest_occurred_at(conn: &Connection, filter: &SearchFilter) -> Result<Option<DateTime<Utc>>> {
-    let condition = filter::condition(filter);
-    let sql = format!("SELECT m.occurred_at FROM memories m WHERE {} ORDER BY m.occurred_at DESC LIMIT 1", condition.sql);
-    let latest: Option<String> =
-        conn.prepare_cached(&sql)?.query_row(params_from_iter(condition.params), |row| row.get(0)).optional()?;
-    latest.as_deref().map(parse_time_key).transpose()
 }
 
 pub(crate) fn count(conn: &Connection, filter: &SearchFilter) -> Result<u64> {

@@ -174,6 +174,19 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE memories ADD COLUMN facets TEXT NOT NULL DEFAULT '';
     "#,
+    // 7: working state beside the memories (`kenning_core::state`): workflows and protocol
+    // sessions, one JSON body per kind and id, with the revision compare-and-swap runs on.
+    r#"
+    CREATE TABLE state (
+        kind TEXT NOT NULL,
+        id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        updated_us INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (kind, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX state_by_time ON state (kind, updated_us DESC, id);
+    "#,
 ];
 
 /// The migration that added the facets column, counted from 1.

@@ -296,7 +296,7 @@ struct CaughtUp {
 
 /// The highest change number and the store's identity, read together in one statement: a
 /// search checks both before it runs.
-fn head_and_identity(conn: &Connection) -> Result<(i64, String)> {
+pub(crate) fn head_and_identity(conn: &Connection) -> Result<(i64, String)> {
     Ok(conn
         .prepare_cached("SELECT coalesce(max(change_seq), 0), (SELECT id FROM store_identity) FROM memories")?
         .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?)

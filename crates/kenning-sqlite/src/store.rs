@@ -45,6 +45,10 @@ impl SqliteStore {
         self.db.path()
     }
 
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// The source state (a notes commit) this store reflects as an index, if it is one.
     pub fn mirror_source(&self) -> Result<Option<String>, Error> {
         self.db.read(|tx| mirror::source(tx))
@@ -181,10 +185,6 @@ impl MemoryStore for SqliteStore {
         Ok(self.search.search_vector(&self.db, query, model, filter, limit)?)
     }
 
-    fn latest_occurred_at(&self, filter: &SearchFilter) -> CoreResult<Option<DateTime<Utc>>> {
-        Ok(self.db.read(|tx| read::latest_occurred_at(tx, filter))?)
-    }
-
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         let keys = self.db.read(|tx| read::keys(tx, ids))?;
         Ok(self.search.neighbours(&self.db, &keys, filter, window)?)
@@ -210,6 +210,13 @@ impl MemoryStore for SqliteStore {
         Ok(self.db.read(|tx| read::stats(tx, self.db.path()))?)
     }
 
+    /// The store's identity (renewed by a purge) and its highest change number (moved by every
+    /// write of a record or its vectors, never by a read).
+    fn change_mark(&self) -> CoreResult<Option<String>> {
+        let (head, identity) = self.db.read(|tx| crate::search::head_and_identity(tx))?;
+        Ok(Some(format!("{identity}:{head}")))
+    }
+
     fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
         let counts = if apply {
             self.db.write(|tx| purge::purge_author(tx, author))?
@@ -230,6 +237,10 @@ impl MemoryStore for SqliteStore {
 
     fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
         Ok(self.search.warm_up(&self.db, model)?)
+    }
+
+    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
+        Some(self)
     }
 }
 

@@ -30,6 +30,19 @@ mod conformance {
     });
 }
 
+mod state_conformance {
+    use super::*;
+
+    kenning_conformance::state_conformance_tests!({
+        let dir = tempfile::tempdir().unwrap();
+        let next = AtomicUsize::new(0);
+        move || -> Box<dyn MemoryStore> {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            Box::new(SqliteStore::open(&dir.path().join(format!("state-{n}.db"))).unwrap())
+        }
+    });
+}
+
 mod decision_conformance {
     use super::*;
     use kenning_core::decision::DecisionStore;

@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP over stdio (default) or streamable HTTP.
     Serve(ServeArgs),
+    /// Serve the web view (memories, decisions, calibration) on loopback.
+    Ui(UiArgs),
     /// Store a memory.
     Capture(CaptureArgs),
     /// Search memories.
@@ -88,6 +90,16 @@ pub enum Command {
     Decisions {
         #[command(subcommand)]
         command: crate::decisions::DecisionCommand,
+    },
+    /// Guided protocols: list them, or run one with its questions asked in the terminal.
+    Protocol {
+        #[command(subcommand)]
+        command: crate::protocols::ProtocolCommand,
+    },
+    /// Workflows: plans of steps with dependencies, kept so that work resumes after a crash.
+    Workflow {
+        #[command(subcommand)]
+        command: crate::workflows::WorkflowCommand,
     },
     /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
     Calibration(crate::decisions::CalibrationArgs),
@@ -170,10 +182,23 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions, sync (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.
+    #[arg(long)]
+    pub read_only: bool,
+    /// With --http on loopback, also serve the web view (`kenning ui`) at / on the same port.
+    #[arg(long, requires = "http")]
+    pub ui: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 7777)]
+    pub port: u16,
+    /// Refuse every change (forget, restore) from the view.
     #[arg(long)]
     pub read_only: bool,
 }
@@ -246,6 +271,9 @@ pub struct RecallArgs {
     /// Only memories about this file or directory (a path from the current directory, inside the repository).
     #[arg(long, value_name = "PATH")]
     pub file: Option<std::path::PathBuf>,
+    /// The time relative expressions in the query count from ("yesterday", "since March"); default now.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,9 @@ mod hook;
 mod init;
 mod keys;
 mod project;
+mod protocols;
 mod render;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
@@ -117,6 +119,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
     let memory = services.memory.clone();
     match command {
         Command::Serve(args) => serve(services, &config, project.as_ref(), args),
+        Command::Ui(args) => ui(services, &config, args),
         Command::Capture(args) => {
             let content = if args.content == "-" { read_stdin()? } else { args.content };
             let input = CaptureInput {
@@ -153,6 +156,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
                 min_confidence: args.min_confidence,
                 branch: args.branch,
                 file: args.file.as_deref().map(project::path_from_here),
+                as_of: args.as_of,
             })?;
             print(json, &page, render::recall)
         }
@@ -192,6 +196,8 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             print(json, &report, render::sync)
         }
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
+        Command::Workflow { command } => workflows::run(&services.memory, json, command),
+        Command::Protocol { command } => protocols::run(&services.decisions, json, command),
         Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
@@ -268,8 +274,13 @@ fn serve(services: compose::Services, config: &Config, project: Option<&Project>
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
+    let protocols = protocols::service(&services.decisions)?;
     let code = compose::code_service(&services, project, &options)?;
-    let server = KenningServer::new(services.memory, services.decisions, &options).map_err(kenning_engine::Error::Invalid)?.with_code(code);
+    let (memory, decisions) = (services.memory.clone(), services.decisions.clone());
+    let server = KenningServer::new(services.memory, services.decisions, &options)
+        .map_err(kenning_engine::Error::Invalid)?
+        .with_protocols(protocols)
+        .with_code(code);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match args.http {
@@ -279,10 +290,37 @@ fn serve(services: compose::Services, config: &Config, project: Option<&Project>
                 // Registered before the address is announced: a client that interrupts the server
                 // as soon as it is announced then stops it cleanly instead of killing it.
                 let shutdown = interrupted()?;
-                eprintln!("kenning: serving MCP at http://{}/mcp", listener.local_addr()?);
-                kenning_mcp::serve_http(server, listener, access, shutdown).await?;
+                let address = listener.local_addr()?;
+                if args.ui {
+                    // The web view answers loopback only (its Host rule), so it is not offered elsewhere.
+                    if !address.ip().is_loopback() {
+                        bail!("--ui serves the web view on loopback only; serve on 127.0.0.1:PORT, or run `kenning ui` beside this server");
+                    }
+                    let web = kenning_web::Web::new(memory, decisions, access.clone(), kenning_web::WebOptions { read_only: options.read_only })?;
+                    eprintln!("kenning: serving MCP at http://{address}/mcp");
+                    eprintln!("kenning: serving the web view at http://{address}/");
+                    kenning_mcp::serve_http_with(server, listener, access, kenning_web::routes(web), shutdown).await?;
+                } else {
+                    eprintln!("kenning: serving MCP at http://{address}/mcp");
+                    kenning_mcp::serve_http(server, listener, access, shutdown).await?;
+                }
             }
         }
+        Ok(())
+    })
+}
+
+/// Serves the web view on loopback, guarded by the same keys, limits and audit log as
+/// `serve --http`.
+fn ui(services: compose::Services, config: &Config, args: cli::UiArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let (listener, access) = http_access(config, &format!("127.0.0.1:{}", args.port)).await?;
+        let options = kenning_web::WebOptions { read_only: args.read_only || config.read_only };
+        let web = kenning_web::Web::new(services.memory, services.decisions, access, options)?;
+        let shutdown = interrupted()?;
+        eprintln!("kenning: serving the web view at http://{}/", listener.local_addr()?);
+        kenning_web::serve(web, listener, shutdown).await?;
         Ok(())
     })
 }

@@ -143,8 +143,8 @@ pub(crate) fn purge(summary: &crate::PurgeSummary) -> String {
     for domain in &summary.domains {
         let counts = &domain.counts;
         out.push_str(&format!(
-            "{}: {verb} {} memories, {} versions, {} decisions, {} signals, {} outcomes, {} edges, {} vectors\n",
-            domain.domain, counts.memories, counts.versions, counts.decisions, counts.signals, counts.outcomes, counts.edges, counts.vectors
+            "{}: {verb} {} memories, {} versions, {} decisions, {} signals, {} outcomes, {} edges, {} vectors, {} workflows\n",
+            domain.domain, counts.memories, counts.versions, counts.decisions, counts.signals, counts.outcomes, counts.edges, counts.vectors, counts.workflows
         ));
     }
     if summary.dry_run {

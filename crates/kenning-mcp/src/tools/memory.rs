@@ -5,6 +5,7 @@ use rmcp::Json;
 use rmcp::tool;
 use rmcp::tool_router;
 
+use kenning_core::provenance::{CONVERSATION_KEY, SESSION_KEY};
 use kenning_engine::RecallRequest;
 use kenning_engine::views::{CaptureOutcome, ChangeOutcome, HistoryView, MemoryView, RecallPage, StatusReport};
 
@@ -25,6 +26,9 @@ impl KenningServer {
         let memory = self.memory.clone();
         let (mut input, domain) = args.into_input();
         input.author = author;
+        if !input.metadata.contains_key(SESSION_KEY) && !input.metadata.contains_key(CONVERSATION_KEY) {
+            input.metadata.insert(SESSION_KEY.to_owned(), self.session_id.to_string());
+        }
         blocking(move || memory.capture(input, domain.as_deref())).await.map(Json)
     }
 

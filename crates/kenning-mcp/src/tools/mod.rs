@@ -4,6 +4,8 @@ pub mod decisions;
 pub mod docs;
 pub mod memory;
 pub mod org;
+pub mod protocols;
 pub mod repo;
 pub mod sync;
 pub mod test;
+pub mod workflows;

@@ -1,0 +1,61 @@
+//! Working state kept beside a domain's memories: workflows and guided-protocol sessions.
+//!
+//! These are not memories (nothing recalls them and they change on every step) but they must
+//! outlive the process that made them, so that an agent that crashed resumes where it was. A
+//! backend that can hold them answers [`crate::MemoryStore::state`] with a [`StateStore`]; one
+//! that cannot answers `None`, and the engine refuses the request with a clear error rather than
+//! keeping the state where a restart would lose it.
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+
+/// What a state record holds. Each kind has its own id space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    Workflow,
+    ProtocolSession,
+}
+
+impl StateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateKind::Workflow => "workflow",
+            StateKind::ProtocolSession => "protocol_session",
+        }
+    }
+}
+
+/// One record of working state: an opaque body (JSON written by the engine) under a kind and
+/// an id, with a revision that every write moves on by one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateRecord {
+    pub kind: StateKind,
+    pub id: String,
+    /// 1 for a new record; each later write is `revision + 1` of the one it replaces.
+    pub revision: u64,
+    /// Kept to the microsecond.
+    pub updated_at: DateTime<Utc>,
+    pub body: String,
+}
+
+/// Durable working state of one domain.
+///
+/// Contract (checked by the conformance suite's state checks): [`StateStore::put_state`] is
+/// compare-and-swap on the revision and durable once it returns `Ok`; lists come newest first
+/// by `updated_at` (then by id) and are paginated; a deleted record is gone for every reader.
+pub trait StateStore: Send + Sync {
+    /// Writes `record`. Revision 1 creates it and fails with [`crate::Error::Conflict`] if a
+    /// record of that kind and id exists; a later revision replaces the stored record only if
+    /// the stored revision is one less, and fails with `Conflict` otherwise (`NotFound` if there
+    /// is none).
+    fn put_state(&self, record: &StateRecord) -> Result<()>;
+
+    fn get_state(&self, kind: StateKind, id: &str) -> Result<Option<StateRecord>>;
+
+    /// Records of `kind`, most recently updated first, from `offset`.
+    fn list_state(&self, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>>;
+
+    /// Removes a record; returns whether there was one.
+    fn delete_state(&self, kind: StateKind, id: &str) -> Result<bool>;
+}

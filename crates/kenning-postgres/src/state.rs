@@ -1,0 +1,75 @@
+//! Working state (`kenning_core::state`) in the `state` table (schema migration 4). Each write
+//! is one statement, so compare-and-swap needs no explicit lock: the revision is checked by the
+//! statement's own `WHERE`, which PostgreSQL evaluates on the row it locks.
+
+use chrono::DateTime;
+use deadpool_postgres::GenericClient;
+use kenning_core::state::{StateKind, StateRecord};
+
+use crate::error::{Error, Result};
+
+fn revision(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn record(kind: StateKind, row: &tokio_postgres::Row) -> Result<StateRecord> {
+    let updated: i64 = row.get(2);
+    Ok(StateRecord {
+        kind,
+        id: row.get(0),
+        revision: u64::try_from(row.get::<_, i64>(1)).map_err(|_| Error::Corrupt("a negative state revision".into()))?,
+        updated_at: DateTime::from_timestamp_micros(updated).ok_or_else(|| Error::Corrupt(format!("state time {updated}")))?,
+        body: row.get(3),
+    })
+}
+
+pub(crate) async fn put(client: &impl GenericClient, record: &StateRecord) -> Result<()> {
+    let kind = record.kind.as_str();
+    let updated = record.updated_at.timestamp_micros();
+    let expected = record.revision.saturating_sub(1);
+    let conflict = || Error::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) };
+    if record.revision <= 1 {
+        let written = client
+            .execute(
+                "INSERT INTO state (kind, id, revision, updated_us, body) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (kind, id) DO NOTHING",
+                &[&kind, &record.id, &updated, &record.body],
+            )
+            .await?;
+        return if written == 1 { Ok(()) } else { Err(conflict()) };
+    }
+    let written = client
+        .execute(
+            "UPDATE state SET revision = $3, updated_us = $4, body = $5 WHERE kind = $1 AND id = $2 AND revision = $6",
+            &[&kind, &record.id, &revision(record.revision), &updated, &record.body, &revision(expected)],
+        )
+        .await?;
+    if written == 1 {
+        return Ok(());
+    }
+    match client.query_opt("SELECT 1 FROM state WHERE kind = $1 AND id = $2", &[&kind, &record.id]).await? {
+        Some(_) => Err(conflict()),
+        None => Err(Error::NotFound(record.id.clone())),
+    }
+}
+
+pub(crate) async fn get(client: &impl GenericClient, kind: StateKind, id: &str) -> Result<Option<StateRecord>> {
+    let row = client
+        .query_opt("SELECT id, revision, updated_us, body FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id])
+        .await?;
+    row.map(|row| record(kind, &row)).transpose()
+}
+
+pub(crate) async fn list(client: &impl GenericClient, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>> {
+    let (offset, limit) = (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            "SELECT id, revision, updated_us, body FROM state WHERE kind = $1 ORDER BY updated_us DESC, id LIMIT $2 OFFSET $3",
+            &[&kind.as_str(), &limit, &offset],
+        )
+        .await?;
+    rows.iter().map(|row| record(kind, row)).collect()
+}
+
+pub(crate) async fn delete(client: &impl GenericClient, kind: StateKind, id: &str) -> Result<bool> {
+    Ok(client.execute("DELETE FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id]).await? > 0)
+}

@@ -1,0 +1,54 @@
+// kenning web view: small progressive enhancements. Every page works without this script.
+(function () {
+  "use strict";
+
+  // "/" focuses the page's search field (unless typing in a field already).
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+    var target = event.target;
+    if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName))) return;
+    var field = document.querySelector("[data-shortcut='/']");
+    if (field) {
+      event.preventDefault();
+      field.focus();
+      field.select();
+    }
+  });
+
+  // Live updates: when the memories change, the page's main region is fetched again and
+  // swapped in, unless the reader is in the middle of a form (then a notice says so).
+  if (!("EventSource" in window) || !("fetch" in window)) return;
+  var live = document.getElementById("live");
+  function say(text) {
+    if (!live) return;
+    live.textContent = text;
+    live.hidden = false;
+  }
+  var refreshing = false;
+  function refresh() {
+    var main = document.getElementById("main");
+    var active = document.activeElement;
+    if (!main || refreshing) return;
+    if (active && active.closest && active.closest("form") && active.value) {
+      say("Memories changed. Reload the page to see them.");
+      return;
+    }
+    refreshing = true;
+    fetch(window.location.href, { headers: { "Accept": "text/html" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (text) {
+        if (!text) return;
+        var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("main");
+        if (fresh) {
+          main.replaceWith(fresh);
+          say("Updated " + new Date().toLocaleTimeString() + ": memories changed.");
+        }
+      })
+      .catch(function () {})
+      .then(function () { refreshing = false; });
+  }
+  var events = new EventSource("/events");
+  events.addEventListener("change", refresh);
+  document.documentElement.dataset.live = "connecting";
+  events.addEventListener("ready", function () { document.documentElement.dataset.live = "on"; });
+})();
