@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 import mcp.types as types
 
@@ -105,6 +107,21 @@ class Connection:
         texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
         assert texts and json.loads(texts[0]) == result.structured_content
         return result.structured_content
+
+    async def failure(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Calls a tool that must run and fail: an isError result with a structured body naming
+        the error, what went wrong and a suggestion."""
+        result = await self.call(tool, arguments)
+        assert result.is_error is True, (tool, result)
+        body = result.structured_content
+        assert body is not None and body["error"] and body["message"] and body["suggestion"], body
+        return body
+
+    async def rpc_error(self, tool: str, arguments: dict[str, Any]) -> MCPError:
+        """Calls a tool with a request that must be refused with a JSON-RPC error, and returns it."""
+        with pytest.raises(MCPError) as caught:
+            await self.call(tool, arguments)
+        return caught.value
 
     async def read_json(self, uri: str) -> Any:
         result = await self.session.read_resource(uri)

@@ -85,11 +85,6 @@ def close(actual: float, expected: float, tolerance: float = 1e-9) -> bool:
 
 # --- helpers ----------------------------------------------------------------------------------
 
-async def rpc_error(conn: Connection, tool: str, arguments: dict[str, Any]) -> MCPError:
-    with pytest.raises(MCPError) as caught:
-        await conn.call(tool, arguments)
-    return caught.value
-
 
 def assert_field_error(error: MCPError, field: str, received: Any) -> None:
     """Seed 000's error format: -32602 with {field, problem, received, suggestion}."""
@@ -98,14 +93,6 @@ def assert_field_error(error: MCPError, field: str, received: Any) -> None:
     assert error.data["received"] == received, error.data
     assert error.data["problem"] and error.data["suggestion"], error.data
 
-
-async def tool_failure(conn: Connection, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A tool that ran and failed: an isError result with a structured body."""
-    result = await conn.call(tool, arguments)
-    assert result.is_error is True, (tool, result)
-    body = result.structured_content
-    assert body is not None and body["error"] and body["message"] and body["suggestion"], body
-    return body
 
 
 async def updated_uris(conn: Connection, count: int) -> list[str]:
@@ -405,22 +392,22 @@ async def test_seed_error_cases(ws: Workspace, transport: str) -> None:
         valid = {"statement": "Use PostgreSQL for the orders service", "alternatives": ["MongoDB"], "confidence": 0.8,
                  "module": "database"}
         # confidence_out_of_range
-        assert_field_error(await rpc_error(conn, "decision_capture", {**valid, "confidence": 1.5}), "confidence", 1.5)
-        assert_field_error(await rpc_error(conn, "decision_capture", {**valid, "confidence": -0.1}), "confidence", -0.1)
+        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "confidence": 1.5}), "confidence", 1.5)
+        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "confidence": -0.1}), "confidence", -0.1)
         # missing_alternatives
-        assert_field_error(await rpc_error(conn, "decision_capture", {**valid, "alternatives": []}), "alternatives", [])
+        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "alternatives": []}), "alternatives", [])
         without = {key: value for key, value in valid.items() if key != "alternatives"}
-        assert_field_error(await rpc_error(conn, "decision_capture", without), "alternatives", [])
+        assert_field_error(await conn.rpc_error("decision_capture", without), "alternatives", [])
         # invalid_module, with the closest valid one suggested
-        error = await rpc_error(conn, "decision_capture", {**valid, "module": "databse"})
+        error = await conn.rpc_error("decision_capture", {**valid, "module": "databse"})
         assert_field_error(error, "module", "databse")
         assert "did you mean `database`" in error.data["suggestion"]
         # statement length, risk level, decision id format
-        assert_field_error(await rpc_error(conn, "decision_capture", {**valid, "statement": "Use PG"}), "statement", "Use PG")
-        assert_field_error(await rpc_error(conn, "decision_capture", {**valid, "risk_level": "extreme"}), "risk_level", "extreme")
-        assert_field_error(await rpc_error(conn, "decision_get", {"decision_id": "dec-123"}), "decision_id", "dec-123")
+        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "statement": "Use PG"}), "statement", "Use PG")
+        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "risk_level": "extreme"}), "risk_level", "extreme")
+        assert_field_error(await conn.rpc_error("decision_get", {"decision_id": "dec-123"}), "decision_id", "dec-123")
         # a mistyped argument names its path
-        error = await rpc_error(conn, "decision_capture", {**valid, "confidence": "high"})
+        error = await conn.rpc_error("decision_capture", {**valid, "confidence": "high"})
         assert error.code == -32602 and error.data["field"] == "confidence"
 
         decision = (await conn.ok("decision_capture", valid))["decision_id"]
@@ -432,26 +419,26 @@ async def test_seed_error_cases(ws: Workspace, transport: str) -> None:
             ("decision_record_signal", {"decision_id": missing, "signal_type": "ci_passed", "valence": "positive"}),
             ("decision_record_outcome", {"decision_id": missing, "final_status": "success"}),
         ):
-            body = await tool_failure(conn, tool, arguments)
+            body = await conn.failure(tool, arguments)
             assert (body["error"], body["decision_id"]) == ("decision_not_found", missing), body
         # Illegal transitions name the allowed ones.
-        error = await rpc_error(conn, "decision_update", {"decision_id": decision, "status": "completed"})
+        error = await conn.rpc_error("decision_update", {"decision_id": decision, "status": "completed"})
         assert_field_error(error, "status", "completed")
         assert "executed" in error.data["suggestion"]
-        assert_field_error(await rpc_error(conn, "decision_record_signal", {"decision_id": decision, "signal_type": "deployed",
+        assert_field_error(await conn.rpc_error("decision_record_signal", {"decision_id": decision, "signal_type": "deployed",
                                                                             "valence": "positive"}), "signal_type", "deployed")
-        assert_field_error(await rpc_error(conn, "decision_record_outcome", {"decision_id": decision, "final_status": "success",
+        assert_field_error(await conn.rpc_error("decision_record_outcome", {"decision_id": decision, "final_status": "success",
                                                                              "final_score": 2}), "final_score", 2)
         await conn.ok("decision_record_outcome", {"decision_id": decision, "final_status": "success"})
-        error = await rpc_error(conn, "decision_record_outcome", {"decision_id": decision, "final_status": "failure"})
+        error = await conn.rpc_error("decision_record_outcome", {"decision_id": decision, "final_status": "failure"})
         assert_field_error(error, "decision_id", decision)
         # Calibration with fewer than 3 outcomes is no error: it says insufficient_data.
         calibration = (await conn.ok("decision_calibration", {"module": "database"}))["calibration"]
         assert (calibration["status"], calibration["sample_size"]) == ("insufficient_data", 1)
         guidance = (await conn.ok("decision_calibration", {"module": "database", "confidence": 0.8}))["guidance"]
         assert guidance["status"] == "no_data" and "suggested_confidence" not in guidance
-        assert_field_error(await rpc_error(conn, "decision_calibration", {"mode": "everything"}), "mode", "everything")
-        assert_field_error(await rpc_error(conn, "decision_context", {"statement": "Anything at all here", "depth": "deep"}), "depth", "deep")
+        assert_field_error(await conn.rpc_error("decision_calibration", {"mode": "everything"}), "mode", "everything")
+        assert_field_error(await conn.rpc_error("decision_context", {"statement": "Anything at all here", "depth": "deep"}), "depth", "deep")
         # Resources: a bad address is invalid params, an unknown decision is not found.
         with pytest.raises(MCPError) as caught:
             await conn.session.read_resource("kenning://calibration/auth?page=2")
@@ -468,9 +455,9 @@ async def test_seed_error_cases(ws: Workspace, transport: str) -> None:
         store = ws.repo / ".git" / "kenning" / "project.db"
         with sqlite3.connect(store) as db:
             db.execute("DROP TABLE decisions")
-        body = await tool_failure(conn, "decision_capture", valid)
+        body = await conn.failure("decision_capture", valid)
         assert body["error"] == "storage_failure", body
-        body = await tool_failure(conn, "decision_calibration", {})
+        body = await conn.failure("decision_calibration", {})
         assert body["error"] == "storage_failure", body
 
 

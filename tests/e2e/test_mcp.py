@@ -29,12 +29,6 @@ READ_ONLY_TOOLS = {"memory_recall", "memory_get", "memory_history", "memory_stat
 PROJECT_PREFIX = f"kenning://{PROJECT_DOMAIN}/"
 
 
-async def rpc_error(conn: Connection, tool: str, arguments: dict[str, Any]) -> MCPError:
-    """Calls a tool that must fail with a JSON-RPC error and returns the error."""
-    with pytest.raises(MCPError) as caught:
-        await conn.call(tool, arguments)
-    return caught.value
-
 
 def urns(page: dict[str, Any]) -> list[str]:
     return [hit["urn"] for hit in page["results"]]
@@ -378,7 +372,7 @@ async def test_server_and_cli_share_the_stores(ws: Workspace, transport: str) ->
 
 async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
     async with connect(ws, transport) as conn:
-        error = await rpc_error(conn, "memory_capture", {"content": "Confidence is too high here.", "confidence": 1.5})
+        error = await conn.rpc_error("memory_capture", {"content": "Confidence is too high here.", "confidence": 1.5})
         assert error.code == -32602
         assert error.data["field"] == "confidence"
         assert error.data["received"] == 1.5
@@ -386,25 +380,25 @@ async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
         assert error.data["suggestion"]
         assert "confidence" in error.message
 
-        error = await rpc_error(conn, "memory_recall", {"query": "anything", "limit": "ten"})
+        error = await conn.rpc_error("memory_recall", {"query": "anything", "limit": "ten"})
         assert error.code == -32602
         assert error.data["field"] == "limit"
         assert error.data["received"] == "ten"
         assert error.data["suggestion"]
 
-        error = await rpc_error(conn, "memory_recall", {"query": "anything", "limit": 0})
+        error = await conn.rpc_error("memory_recall", {"query": "anything", "limit": 0})
         assert error.code == -32602 and error.data["field"] == "limit"
 
-        error = await rpc_error(conn, "memory_get", {"urn": "not-a-urn"})
+        error = await conn.rpc_error("memory_get", {"urn": "not-a-urn"})
         assert error.code == -32602
         assert error.data["field"] == "urn"
         assert error.data["received"] == "not-a-urn"
         assert "kenning://" in error.data["suggestion"]
 
-        error = await rpc_error(conn, "memory_capture", {"content": "x", "colour": "blue"})
+        error = await conn.rpc_error("memory_capture", {"content": "x", "colour": "blue"})
         assert error.code == -32602
 
-        error = await rpc_error(conn, "memory_capture", {})
+        error = await conn.rpc_error("memory_capture", {})
         assert error.code == -32602
 
         missing = f"kenning://{PROJECT_DOMAIN}/decisions/01jzzzzzzzzzzzzzzzzzzzzzzz"
@@ -425,7 +419,7 @@ async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
 
 async def test_bad_kinds_entry_names_the_kinds_argument(ws: Workspace) -> None:
     async with connect(ws, "stdio") as conn:
-        error = await rpc_error(conn, "memory_recall", {"query": "anything", "kinds": ["mythical"]})
+        error = await conn.rpc_error("memory_recall", {"query": "anything", "kinds": ["mythical"]})
         assert error.code == -32602
         assert error.data["received"] == "mythical"
         assert error.data["field"] == "kinds", error.data

@@ -57,13 +57,6 @@ def closed_port_url() -> str:
     return f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable&connect_timeout=2"
 
 
-async def tool_failure(conn: Connection, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await conn.call(tool, arguments)
-    assert result.is_error is True, (tool, result)
-    body = result.structured_content
-    assert body is not None and body["error"] and body["message"] and body["suggestion"], body
-    return body
-
 
 async def test_memory_promote_copies_into_org_with_a_link_back(ws: Workspace, transport: str) -> None:
     async with connect(ws, transport, ARGS, env=org_env()) as conn:
@@ -107,7 +100,7 @@ async def test_memory_promote_copies_into_org_with_a_link_back(ws: Workspace, tr
         # A URN no store holds is not found; an org memory promoted into the org domain is
         # refused as bad input, naming the field.
         missing = f"kenning://{PROJECT_DOMAIN}/learnings/{UNKNOWN_ID}"
-        body = await tool_failure(conn, "memory_promote", {"urn": missing})
+        body = await conn.failure("memory_promote", {"urn": missing})
         assert body["error"] == "not_found" and body["urn"] == missing, body
         with pytest.raises(MCPError) as refused:
             await conn.call("memory_promote", {"urn": copy_urn})
@@ -118,7 +111,7 @@ async def test_memory_promote_copies_into_org_with_a_link_back(ws: Workspace, tr
 async def test_memory_promote_to_an_unreachable_org_fails_and_writes_nothing(ws: Workspace) -> None:
     async with connect(ws, "stdio", ARGS, env=org_env(closed_port_url())) as conn:
         original = await conn.ok("memory_capture", {"content": "Pin the base image by digest, not by tag.", "namespace": "learnings"})
-        body = await tool_failure(conn, "memory_promote", {"urn": original["urn"]})
+        body = await conn.failure("memory_promote", {"urn": original["urn"]})
         assert body["error"] == "domain_unavailable", body
         assert "unreachable" in body["message"], body
         # Nothing was written anywhere else in its place: a recall over every domain finds only

@@ -30,10 +30,9 @@ PLAN = {
 }
 
 
-async def rpc_error(conn: Connection, tool: str, arguments: dict[str, Any]) -> MCPError:
-    with pytest.raises(MCPError) as caught:
-        await conn.call(tool, arguments)
-    error = caught.value
+async def invalid_params(conn: Connection, tool: str, arguments: dict[str, Any]) -> MCPError:
+    """A request refused as invalid params, naming the problem and a suggestion."""
+    error = await conn.rpc_error(tool, arguments)
     assert error.code == -32602, error
     assert error.data["problem"] and error.data["suggestion"], error.data
     return error
@@ -49,10 +48,10 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
         assert WORKFLOW_TOOLS <= names
 
         cyclic = {**PLAN, "steps": [{"id": "a", "description": "a", "dependencies": ["b"]}, {"id": "b", "description": "b", "dependencies": ["a"]}]}
-        error = await rpc_error(conn, "workflow_create", cyclic)
+        error = await invalid_params(conn, "workflow_create", cyclic)
         assert "a -> b -> a" in error.data["problem"], error.data
         unknown = {**PLAN, "steps": [{"id": "a", "description": "a", "dependencies": ["desing"]}]}
-        error = await rpc_error(conn, "workflow_create", unknown)
+        error = await invalid_params(conn, "workflow_create", unknown)
         assert error.data["field"] == "steps[0].dependencies[0]" and error.data["received"] == "desing", error.data
         assert (await conn.ok("workflow_list"))["workflows"] == [], "nothing is kept of a refused plan"
 
@@ -64,7 +63,7 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
 
         decision = await conn.ok("memory_capture", {"content": "User lookups are cached for 60 seconds in process.", "namespace": "decisions"})
         await step(conn, workflow_id, "design", "completed", notes="in-process cache, 60 s", produced=[decision["urn"]])
-        error = await rpc_error(conn, "workflow_update_step", {"workflow_id": workflow_id, "step_id": "ship", "status": "in_progress"})
+        error = await invalid_params(conn, "workflow_update_step", {"workflow_id": workflow_id, "step_id": "ship", "status": "in_progress"})
         assert "before its dependencies are done" in error.data["problem"], error.data
         started = await step(conn, workflow_id, "build", "in_progress")
         assert (started["in_progress"], started["ready"], started["done"]) == (["build"], ["docs"], ["design"])
@@ -107,7 +106,7 @@ async def test_abandoning_writes_the_workflow_up(ws: Workspace, transport: str) 
         assert abandoned["status"] == "abandoned"
         memory = await conn.ok("memory_get", {"urn": abandoned["memory"]})
         assert "the cache moved to the gateway" in memory["content"]
-        error = await rpc_error(conn, "workflow_update_step", {"workflow_id": created["workflow_id"], "step_id": "design", "status": "completed"})
+        error = await invalid_params(conn, "workflow_update_step", {"workflow_id": created["workflow_id"], "step_id": "design", "status": "completed"})
         assert error.data["field"] == "workflow_id", error.data
 
 

@@ -26,6 +26,8 @@ mod hnsw;
 mod migration;
 #[path = "postgres/outage.rs"]
 mod outage;
+#[path = "postgres/text.rs"]
+mod text;
 #[path = "postgres/tls.rs"]
 mod tls;
 
