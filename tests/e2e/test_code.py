@@ -7,12 +7,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
-from harness import Connection, Workspace, connect
+from harness import Workspace, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -30,13 +28,6 @@ def shop(ws: Workspace) -> None:
     git = ["git", "-C", str(ws.repo), "-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.com"]
     subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
     subprocess.run([*git, "commit", "-qm", "Open the shop"], check=True, capture_output=True)
-
-
-async def field_error(conn: Connection, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    with pytest.raises(MCPError) as caught:
-        await conn.call(tool, arguments)
-    assert caught.value.code == -32602, caught.value
-    return caught.value.data
 
 
 async def test_code_tools_answer_about_the_repository(ws: Workspace, transport: str) -> None:
@@ -67,7 +58,9 @@ async def test_code_tools_answer_about_the_repository(ws: Workspace, transport: 
         assert structure["languages"] == {"rust": 4}, structure
 
         for hostile in ("../outside.rs", "/etc/passwd", ".git/config", "src/../../x"):
-            data = await field_error(conn, "repo_understand", {"path": hostile})
+            error = await conn.rpc_error("repo_understand", {"path": hostile})
+            assert error.code == -32602, error
+            data = error.data
             assert data["field"] == "path" and data["received"] == hostile, data
             assert data["problem"] and data["suggestion"], data
 
@@ -86,5 +79,5 @@ async def test_an_empty_repository_is_answered_too(ws: Workspace) -> None:
         understood = await conn.ok("repo_understand", {"path": "."})
         assert understood["kind"] == "directory" and understood["outline"] == []
         assert "last_modified" not in understood
-        body = await conn.call("test_run", {"scope": "all"})
-        assert body.is_error and body.structured_content["error"] == "not_available", body
+        body = await conn.failure("test_run", {"scope": "all"})
+        assert body["error"] == "not_available", body
