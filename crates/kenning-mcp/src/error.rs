@@ -115,23 +115,37 @@ impl From<EngineError> for ToolError {
 /// How long a tool call may work before it is called off.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 
+/// The deadline of the tools that run the project's own tests, linter or type checker: past the
+/// longest run they accept, so that a run is stopped by its own `timeout_seconds` (and answers
+/// with what it saw) rather than cut off at [`REQUEST_DEADLINE`].
+pub const RUN_DEADLINE: Duration = Duration::from_secs(kenning_engine::code::MAX_TIMEOUT.as_secs() + 30);
+
+/// The deadline of a call to `tool`.
+pub fn deadline_of(tool: &str) -> Duration {
+    if crate::tools::test::RUNS_PROJECT_CODE.contains(&tool) { RUN_DEADLINE } else { REQUEST_DEADLINE }
+}
+
 tokio::task_local! {
     /// The interrupt of the tool call being served (see [`interruptible`]).
     static CALL_INTERRUPT: Interrupt;
 }
 
 /// Serves `call` under an [`Interrupt`] that fires when `cancelled` completes (the client sent
-/// `notifications/cancelled`), when [`REQUEST_DEADLINE`] passes, or when the call is dropped
-/// unanswered (the connection went away): engine work started by [`blocking`] inside it then
-/// stops early instead of keeping a core busy for nobody.
-pub async fn interruptible<T>(call: impl Future<Output = T>, cancelled: impl Future<Output = ()> + Send + 'static) -> T {
+/// `notifications/cancelled`), when `deadline` passes (see [`deadline_of`]), or when the call
+/// is dropped unanswered (the connection went away): engine work started by [`blocking`] inside
+/// it then stops early instead of keeping a core busy for nobody.
+pub async fn interruptible<T>(
+    call: impl Future<Output = T>,
+    cancelled: impl Future<Output = ()> + Send + 'static,
+    deadline: Duration,
+) -> T {
     let interrupt = Interrupt::new();
     let watcher = {
         let interrupt = interrupt.clone();
         tokio::spawn(async move {
             tokio::select! {
                 () = cancelled => {}
-                () = tokio::time::sleep(REQUEST_DEADLINE) => {}
+                () = tokio::time::sleep(deadline) => {}
             }
             interrupt.trigger();
         })

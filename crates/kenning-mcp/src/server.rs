@@ -20,7 +20,7 @@ use kenning_service::Outcome;
 use crate::access::CallObserver;
 use crate::client_log::ClientLog;
 use crate::decision_resources::{self, Change, DecisionUri};
-use crate::error::{interruptible, invalid_params};
+use crate::error::{deadline_of, interruptible, invalid_params};
 use crate::resources;
 use crate::subscriptions::Subscriptions;
 
@@ -373,8 +373,12 @@ impl ServerHandler for KenningServer {
         let audit_context = self.observer.is_some().then(|| context.clone());
         let started = std::time::Instant::now();
         let cancelled = context.ct.clone();
-        let response =
-            interruptible(self.tool_router.call(ToolCallContext::new(self, request, context)), async move { cancelled.cancelled().await }).await;
+        let response = interruptible(
+            self.tool_router.call(ToolCallContext::new(self, request, context)),
+            async move { cancelled.cancelled().await },
+            deadline_of(&tool),
+        )
+        .await;
         let elapsed = started.elapsed();
         if let (Some(observer), Some(audit_context)) = (&self.observer, &audit_context) {
             let outcome = match &response {

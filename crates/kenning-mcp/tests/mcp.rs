@@ -285,9 +285,13 @@ fn a_cancelled_call_stops_its_blocking_work() {
             }
             Ok(())
         });
-        let call = tokio::spawn(interruptible(work, async move {
-            let _ = cancelled.await;
-        }));
+        let call = tokio::spawn(interruptible(
+            work,
+            async move {
+                let _ = cancelled.await;
+            },
+            kenning_mcp::error::REQUEST_DEADLINE,
+        ));
         tokio::time::sleep(Duration::from_millis(100)).await;
         cancel.send(()).unwrap();
         let outcome = tokio::time::timeout(Duration::from_secs(10), call).await.expect("the work stopped").unwrap();
@@ -297,4 +301,17 @@ fn a_cancelled_call_stops_its_blocking_work() {
         }
         assert!(started.elapsed() < Duration::from_secs(10));
     });
+}
+
+/// Regression: `test_run`, `test_lint` and `test_typecheck` accept runs of up to ten minutes,
+/// yet every call was cut off at the 30 s request deadline.
+#[test]
+fn runs_of_the_project_code_outlast_their_longest_timeout() {
+    use kenning_mcp::error::{REQUEST_DEADLINE, deadline_of};
+    for tool in ["test_run", "test_lint", "test_typecheck"] {
+        assert!(deadline_of(tool) > kenning_engine::code::MAX_TIMEOUT, "{tool}");
+    }
+    for tool in ["memory_recall", "test_suggest", "repo_search_patterns", "docs_search"] {
+        assert_eq!(deadline_of(tool), REQUEST_DEADLINE, "{tool}");
+    }
 }

@@ -14,6 +14,10 @@ use crate::KenningServer;
 use crate::error::{ToolError, blocking};
 use crate::params::{Strict, input_schema};
 
+/// The tools that run the project's code, whose calls may last as long as the run they ask for
+/// (see `crate::error::RUN_DEADLINE`).
+pub(crate) const RUNS_PROJECT_CODE: &[&str] = &["test_run", "test_lint", "test_typecheck"];
+
 #[tool_router(router = test_tools, vis = "pub(crate)")]
 impl KenningServer {
     #[tool(
