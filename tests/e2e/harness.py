@@ -189,9 +189,23 @@ def http_server(ws: Workspace, args: tuple[str, ...] = (), env: dict[str, str] |
 
     On exit asserts the server shut down cleanly and wrote nothing at all to stdout.
     """
-    stderr_path = ws.stderr_path("http")
+    with announced_server(ws, ("serve", "--http", "127.0.0.1:0", *args), SERVING, "http", env) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def announced_server(
+    ws: Workspace, args: tuple[str, ...], announcement: re.Pattern[str], label: str, env: dict[str, str] | None = None
+) -> Iterator[HttpServer]:
+    """Runs `kenning ARGS`, waits for the line on stderr matching `announcement` (its first group
+    is the URL), yields the server, then stops it with SIGINT.
+
+    On exit asserts the server shut down cleanly and wrote nothing at all to stdout.
+    """
+    command = " ".join(("kenning", *args))
+    stderr_path = ws.stderr_path(label)
     process = subprocess.Popen(
-        [ws.bin, "serve", "--http", "127.0.0.1:0", *args],
+        [ws.bin, *args],
         cwd=ws.repo, env=ws.env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     found = threading.Event()
@@ -204,7 +218,7 @@ def http_server(ws: Workspace, args: tuple[str, ...] = (), env: dict[str, str] |
             for line in process.stderr:
                 log.write(line)
                 log.flush()
-                match = SERVING.search(line.decode(errors="replace"))
+                match = announcement.search(line.decode(errors="replace"))
                 if match and not found.is_set():
                     url.append(match.group(1))
                     found.set()
@@ -222,7 +236,7 @@ def http_server(ws: Workspace, args: tuple[str, ...] = (), env: dict[str, str] |
             process.kill()
             process.wait()
             raise AssertionError(
-                f"kenning serve --http did not announce its address (exit {process.returncode}):\n"
+                f"{command} did not announce its address (exit {process.returncode}):\n"
                 f"{stderr_path.read_text(errors='replace')}"
             )
         yield HttpServer(url[0], process, stderr_path)
@@ -234,11 +248,9 @@ def http_server(ws: Workspace, args: tuple[str, ...] = (), env: dict[str, str] |
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-                raise AssertionError("kenning serve --http did not stop within 10 s of SIGINT")
+                raise AssertionError(f"{command} did not stop within 10 s of SIGINT")
         for thread in threads:
             thread.join(5)
-    assert process.returncode == 0, (
-        f"kenning serve --http exited with {process.returncode}:\n{stderr_path.read_text(errors='replace')}"
-    )
+    assert process.returncode == 0, f"{command} exited with {process.returncode}:\n{stderr_path.read_text(errors='replace')}"
     stdout = b"".join(stdout_chunks)
-    assert stdout == b"", f"kenning serve --http wrote to stdout: {stdout[:500]!r}"
+    assert stdout == b"", f"{command} wrote to stdout: {stdout[:500]!r}"

@@ -17,11 +17,9 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -31,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import Workspace
+from harness import Workspace, announced_server
 
 CHROMIUM = os.environ.get("KENNING_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("KENNING_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -165,40 +163,8 @@ def chromedriver(root: Path) -> Iterator[WebDriver]:
 @contextlib.contextmanager
 def web_view(ws: Workspace) -> Iterator[str]:
     """Runs `kenning ui --port 0`, yields its URL, stops it with SIGINT and checks it stopped cleanly."""
-    stderr_path = ws.stderr_path("ui")
-    process = subprocess.Popen([ws.bin, "ui", "--port", "0"], cwd=ws.repo, env=ws.env(),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    found = threading.Event()
-    url: list[str] = []
-
-    def pump() -> None:
-        assert process.stderr is not None
-        with stderr_path.open("wb") as log:
-            for line in process.stderr:
-                log.write(line)
-                log.flush()
-                match = SERVING.search(line.decode(errors="replace"))
-                if match and not found.is_set():
-                    url.append(match.group(1))
-                    found.set()
-        found.set()
-
-    thread = threading.Thread(target=pump, daemon=True)
-    thread.start()
-    try:
-        assert found.wait(30) and url, f"kenning ui did not announce its address:\n{stderr_path.read_text(errors='replace')}"
-        yield url[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        thread.join(5)
-    assert process.returncode == 0, f"kenning ui exited with {process.returncode}:\n{stderr_path.read_text(errors='replace')}"
-    assert process.stdout is not None and process.stdout.read() == b"", "kenning ui wrote to stdout"
+    with announced_server(ws, ("ui", "--port", "0"), SERVING, "ui") as server:
+        yield server.url
 
 
 def decode_png(data: bytes) -> tuple[int, int, list[tuple[int, ...]]]:
