@@ -61,57 +61,45 @@ fn every_toolset() -> ServerOptions {
     ServerOptions { toolsets: Some(kenning_mcp::TOOLSETS.iter().map(|name| (*name).to_owned()).collect()), ..ServerOptions::default() }
 }
 
-#[test]
-fn decisions_tools_list_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = ServerOptions { toolsets: Some(vec!["decisions".into()]), ..ServerOptions::default() };
-    let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
-    let bytes = serde_json::to_string(&tools).unwrap().len();
-    insta::assert_json_snapshot!("tools_list_decisions", tools);
-    // A model sees each tool's name, description and input schema (the Anthropic and OpenAI tool
-    // formats carry no output schema); that part is what the agent's context pays for.
-    let visible: Vec<serde_json::Value> = tools
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| serde_json::json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["inputSchema"]}))
-        .collect();
-    let visible_bytes = serde_json::to_string(&visible).unwrap().len();
-    assert!(visible_bytes < 12_000, "the decisions toolset's model-visible part grew to {visible_bytes} bytes");
-    // The output schemas describe every returned field for clients that validate them.
-    assert!(bytes < 40_000, "the decisions toolset grew to {bytes} bytes");
-}
-
-/// The smaller toolsets enabled on request, each with its own snapshot; the bytes each adds to
-/// an agent's context are printed with `--nocapture`.
+/// Every toolset enabled on request: its tools/list as a snapshot, and bounds on its size. A
+/// model sees each tool's name, description and input schema (the Anthropic and OpenAI tool
+/// formats carry no output schema): that part is what an agent's context pays for. The output
+/// schemas describe every returned field for clients that validate them. The sizes are printed
+/// with `--nocapture`.
 #[test]
 fn toolset_tools_list_snapshots() {
+    // (toolset, tools, most bytes of tools/list, most bytes a model sees)
+    const TOOLSETS: &[(&str, usize, usize, usize)] = &[
+        ("decisions", 9, 40_000, 12_000),
+        ("sync", 1, 8_000, 2_000),
+        ("org", 1, 8_000, 2_000),
+        ("repo", 4, 24_000, 6_000),
+        ("test", 4, 24_000, 6_000),
+        ("docs", 2, 24_000, 3_000),
+        ("workflows", 5, 16_000, 4_000),
+        ("protocols", 4, 12_000, 3_000),
+    ];
+    let covered: Vec<&str> = TOOLSETS.iter().map(|(toolset, ..)| *toolset).chain(kenning_mcp::DEFAULT_TOOLSETS.iter().copied()).collect();
+    assert!(kenning_mcp::TOOLSETS.iter().all(|toolset| covered.contains(toolset)), "a toolset without a snapshot");
     let dir = tempfile::tempdir().unwrap();
-    for toolset in ["sync", "org"] {
+    for &(toolset, count, most_bytes, most_visible) in TOOLSETS {
+        assert!(!kenning_mcp::DEFAULT_TOOLSETS.contains(&toolset), "{toolset} is enabled by default");
         let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
         let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
-        let bytes = serde_json::to_string(&tools).unwrap().len();
-        println!("{toolset}: {bytes} bytes");
+        assert_eq!(tools.as_array().unwrap().len(), count, "{toolset}");
         insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
-        assert!(bytes < 8_000, "the {toolset} toolset grew to {bytes} bytes");
-    }
-}
-
-/// The code toolsets, each off by default: their tools/list as a snapshot, and their size
-/// bounded like the decisions toolset's.
-#[test]
-fn code_tools_list_snapshots() {
-    let dir = tempfile::tempdir().unwrap();
-    for (toolset, tools_expected) in [("repo", 4), ("test", 4), ("docs", 2)] {
-        let options = ServerOptions { toolsets: Some(vec![toolset.into()]), ..ServerOptions::default() };
-        let tools = serde_json::to_value(server(&dir, &options).unwrap().tools()).unwrap();
-        assert_eq!(tools.as_array().unwrap().len(), tools_expected, "{toolset}");
         let bytes = serde_json::to_string(&tools).unwrap().len();
-        println!("{toolset}: {bytes} bytes");
-        insta::assert_json_snapshot!(format!("tools_list_{toolset}"), tools);
-        assert!(bytes < 24_000, "the {toolset} toolset grew to {bytes} bytes");
+        let visible: Vec<serde_json::Value> = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| serde_json::json!({"name": tool["name"], "description": tool["description"], "inputSchema": tool["inputSchema"]}))
+            .collect();
+        let visible_bytes = serde_json::to_string(&visible).unwrap().len();
+        println!("{toolset}: tools/list {bytes} bytes, model-visible {visible_bytes} bytes");
+        assert!(bytes < most_bytes, "the {toolset} toolset grew to {bytes} bytes");
+        assert!(visible_bytes < most_visible, "the {toolset} toolset's model-visible part grew to {visible_bytes} bytes");
     }
-    assert!(["repo", "test", "docs"].iter().all(|toolset| !kenning_mcp::DEFAULT_TOOLSETS.contains(toolset)));
 }
 
 #[test]
