@@ -290,3 +290,11 @@ mod tests {
         assert_eq!(query_words("Ünïcödé ünïcödé"), ["ünïcödé"]);
     }
 }
+
+/// The change mark: where the `memory_changes` sequence stands (see migration 5). Until its
+/// first use the sequence reports 1 as its last value, as after the first; `is_called` tells
+/// the two apart.
+pub(crate) async fn change_mark(client: &impl GenericClient) -> Result<String> {
+    let row = client.query_one("SELECT last_value, is_called FROM memory_changes", &[]).await?;
+    Ok(format!("{}{}", row.get::<_, i64>(0), if row.get::<_, bool>(1) { "" } else { "-" }))
+}

@@ -149,6 +149,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX state_by_time ON state (kind, updated_us DESC, id);
     "#,
+    // 5: the change mark (`MemoryStore::change_mark`): a sequence every statement that writes
+    // memories moves, through a trigger, so that front ends see the writes of every process.
+    // `UPDATE OF body, status` leaves out the access counts a read updates. A rolled-back write
+    // moves it too (sequences are not transactional), which costs a needless refresh at most.
+    r#"
+    CREATE SEQUENCE memory_changes;
+    CREATE FUNCTION note_memory_change() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM nextval('memory_changes');
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER memories_changed AFTER INSERT OR DELETE OR UPDATE OF body, status ON memories
+        FOR EACH STATEMENT EXECUTE FUNCTION note_memory_change();
+    "#,
 ];
 
 /// The migration that added the facets column, counted from 1.

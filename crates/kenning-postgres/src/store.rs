@@ -265,6 +265,10 @@ impl MemoryStore for PostgresStore {
     fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
         Some(self)
     }
+
+    fn change_mark(&self) -> CoreResult<Option<String>> {
+        Ok(Some(on_connection!(self, |client| read::change_mark(client).await?)?))
+    }
 }
 
 impl DecisionStore for PostgresStore {

@@ -104,3 +104,20 @@ fn org_decision_memories_carry_the_configured_author() {
         assert_eq!(memory.author.as_deref(), Some("ada@acme.example"), "{urn}");
     }
 }
+
+/// The org store keeps a change mark, so front ends that poll it (the web view's live updates)
+/// see writes made by any process on the database, and not reads.
+#[test]
+fn the_org_store_keeps_a_change_mark() {
+    let schema = fresh_schema("change_mark");
+    let (service, _dir) = three_domains(PostgresStore::open(&settings(&schema)).unwrap());
+    // Another handle on the same database, as another process would hold.
+    let org = PostgresStore::open(&settings(&schema)).unwrap();
+    let before = org.change_mark().unwrap().expect("PostgreSQL keeps a change mark");
+    let urn = capture(&service, "org", "Company standard: every service exports Prometheus metrics.");
+    let captured = org.change_mark().unwrap().unwrap();
+    assert_ne!(captured, before);
+    service.get(&urn).unwrap();
+    recall(&service, "Prometheus metrics");
+    assert_eq!(org.change_mark().unwrap().unwrap(), captured, "reads leave the mark alone");
+}
