@@ -78,7 +78,9 @@ class WebDriver:
     def get(self, url: str) -> None:
         self._session("POST", "/url", {"url": url})
 
-    def find(self, css: str, timeout: float = 15.0) -> str:
+    # Generous waits: on a loaded CI machine one navigation has taken over 15 s, and a wait only
+    # lasts that long when something is wrong anyway.
+    def find(self, css: str, timeout: float = 60.0) -> str:
         deadline = time.monotonic() + timeout
         while True:
             found = self._session("POST", "/elements", {"using": "css selector", "value": css})
@@ -100,7 +102,7 @@ class WebDriver:
     def script(self, script: str, *args: Any) -> Any:
         return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 
-    def wait(self, script: str, timeout: float = 20.0) -> Any:
+    def wait(self, script: str, timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.script(script)
