@@ -31,6 +31,7 @@
 pub mod calibration;
 pub mod decision;
 pub mod error;
+pub mod graph;
 pub mod input;
 pub mod interrupt;
 pub mod memory;

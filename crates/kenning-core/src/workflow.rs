@@ -308,51 +308,13 @@ pub fn build_workflow(input: CreateWorkflow, id: String, now: DateTime<Utc>) -> 
 }
 
 /// A cycle among the steps' dependencies as the path of ids that closes it (first id repeated
-/// at the end), or `None` when the steps form a DAG. Iterative, so a long chain cannot
-/// overflow the stack.
+/// at the end), or `None` when the steps form a DAG. A dependency on an unknown step is no edge.
 fn find_cycle(steps: &[Step]) -> Option<Vec<String>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        OnPath,
-        Finished,
-    }
     let index: BTreeMap<&str, usize> = steps.iter().enumerate().map(|(i, step)| (step.id.as_str(), i)).collect();
-    let mut marks = vec![Mark::New; steps.len()];
-    for start in 0..steps.len() {
-        if marks[start] != Mark::New {
-            continue;
-        }
-        // Each frame: a step and how many of its dependencies were looked at.
-        let mut path: Vec<(usize, usize)> = vec![(start, 0)];
-        marks[start] = Mark::OnPath;
-        while let Some(&mut (node, ref mut next)) = path.last_mut() {
-            match steps[node].dependencies.get(*next) {
-                Some(dependency) => {
-                    *next += 1;
-                    let Some(&target) = index.get(dependency.as_str()) else { continue };
-                    match marks[target] {
-                        Mark::New => {
-                            marks[target] = Mark::OnPath;
-                            path.push((target, 0));
-                        }
-                        Mark::OnPath => {
-                            let from = path.iter().position(|&(step, _)| step == target).unwrap_or(0);
-                            let mut cycle: Vec<String> = path[from..].iter().map(|&(step, _)| steps[step].id.clone()).collect();
-                            cycle.push(steps[target].id.clone());
-                            return Some(cycle);
-                        }
-                        Mark::Finished => {}
-                    }
-                }
-                None => {
-                    marks[node] = Mark::Finished;
-                    path.pop();
-                }
-            }
-        }
-    }
-    None
+    let edges: Vec<Vec<usize>> =
+        steps.iter().map(|step| step.dependencies.iter().filter_map(|dependency| index.get(dependency.as_str()).copied()).collect()).collect();
+    let ids: Vec<String> = steps.iter().map(|step| step.id.clone()).collect();
+    crate::graph::find_cycle(&edges, &ids)
 }
 
 impl Workflow {

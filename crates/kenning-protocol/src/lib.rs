@@ -19,7 +19,6 @@
 //! store, recall and the clock come from its caller.
 
 pub mod answer;
-mod graph;
 pub mod load;
 pub mod machine;
 pub mod model;

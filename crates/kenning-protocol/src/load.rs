@@ -280,7 +280,7 @@ fn find_cycle(protocol: &Protocol) -> Option<Vec<String>> {
         .map(|i| successors(protocol, i).into_iter().filter_map(|(_, target)| index.get(target.as_str()).copied()).collect())
         .collect();
     let ids: Vec<String> = protocol.steps.iter().map(|step| step.value.id.clone()).collect();
-    crate::graph::find_cycle(&edges, &ids)
+    kenning_core::graph::find_cycle(&edges, &ids)
 }
 
 /// The protocols a run can use: the shipped ones, then folders whose files replace shipped
@@ -437,7 +437,7 @@ impl Library {
                 loaded.protocol.steps.iter().filter(|step| step.value.kind == "call_protocol").filter_map(|step| step.value.protocol.as_deref().and_then(|callee| index.get(callee).copied())).collect()
             })
             .collect();
-        crate::graph::find_cycle(&edges, &names)
+        kenning_core::graph::find_cycle(&edges, &names)
     }
 
     pub fn get(&self, name: &str) -> Option<&Loaded> {

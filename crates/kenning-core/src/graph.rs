@@ -1,8 +1,9 @@
-//! Cycles in a small directed graph (steps of a protocol, protocols calling protocols).
+//! Cycles in a small directed graph: a workflow's step dependencies, a protocol's steps,
+//! protocols calling protocols.
 
 /// A cycle as the names along it, the first repeated at the end, or `None`. Iterative, so a
 /// long chain cannot overflow the stack.
-pub(crate) fn find_cycle(edges: &[Vec<usize>], names: &[String]) -> Option<Vec<String>> {
+pub fn find_cycle(edges: &[Vec<usize>], names: &[String]) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
