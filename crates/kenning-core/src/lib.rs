@@ -15,7 +15,8 @@
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
-//! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models.
+//! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models;
+//!   [`llm::LanguageModel`] is the seam to an optional language model.
 //! - [`calibration`] holds the statistics of decisions and outcomes: [`calibrate`] turns
 //!   [`Evidence`] (stated confidence, outcome score, time) into a [`Calibration`] (Beta posterior,
 //!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
@@ -34,6 +35,7 @@ pub mod error;
 pub mod graph;
 pub mod input;
 pub mod interrupt;
+pub mod llm;
 pub mod memory;
 pub mod provenance;
 pub mod search;

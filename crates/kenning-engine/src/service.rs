@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kenning_core::input::{apply_update, build_memory, change_status};
+use kenning_core::llm::LanguageModel;
 use kenning_core::secrets::{redact_capture, redact_update};
 use kenning_core::{
     CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
@@ -54,6 +55,8 @@ pub struct MemoryService {
     author: Option<String>,
     /// The top of the repository's work tree, which recall's `file` paths are relative to.
     repository_root: Option<PathBuf>,
+    /// The configured language model (or fallback chain of them), if any.
+    llm: Option<Arc<dyn LanguageModel>>,
 }
 
 impl MemoryService {
@@ -62,7 +65,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None }
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -77,6 +80,16 @@ impl MemoryService {
     pub fn with_repository_root(mut self, root: Option<PathBuf>) -> Self {
         self.repository_root = root;
         self
+    }
+
+    /// Gives the service a language model for the features that can use one.
+    pub fn with_llm(mut self, llm: Option<Arc<dyn LanguageModel>>) -> Self {
+        self.llm = llm;
+        self
+    }
+
+    pub fn llm(&self) -> Option<&Arc<dyn LanguageModel>> {
+        self.llm.as_ref()
     }
 
     pub fn repository_root(&self) -> Option<&Path> {
