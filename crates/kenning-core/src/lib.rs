@@ -31,6 +31,7 @@
 
 pub mod calibration;
 pub mod decision;
+pub mod dynamics;
 pub mod error;
 pub mod graph;
 pub mod input;
