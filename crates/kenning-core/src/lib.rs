@@ -30,6 +30,7 @@
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
 pub mod calibration;
+pub mod contradiction;
 pub mod decision;
 pub mod dynamics;
 pub mod error;
