@@ -218,7 +218,7 @@ pub fn change_status(
     Ok(Some(supersede(current, next, reason, now)))
 }
 
-fn supersede(current: &Memory, mut next: Memory, reason: String, now: DateTime<Utc>) -> (Memory, MemoryVersion) {
+pub(crate) fn supersede(current: &Memory, mut next: Memory, reason: String, now: DateTime<Utc>) -> (Memory, MemoryVersion) {
     next.version = current.version + 1;
     next.updated_at = now;
     let previous = MemoryVersion {

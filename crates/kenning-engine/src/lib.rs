@@ -16,6 +16,8 @@
 //!   domain's working state, writing what they create only when they complete ([`protocols`]).
 //! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
+//! - Contradictions between memories are found at capture, kept in each domain's working state
+//!   and settled by [`MemoryService::resolve_truth`] (`contradictions`).
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -24,6 +26,7 @@
 
 mod access;
 pub mod code;
+mod contradictions;
 pub mod decisions;
 pub mod error;
 pub mod ids;

@@ -38,6 +38,14 @@ const NEIGHBOUR_WINDOW: TimeDelta = TimeDelta::hours(1);
 /// memories of that span: half the range of a fused score.
 const TIME_PREFERENCE: f64 = 0.5;
 
+/// How much of its score a memory keeps when a newer memory superseded it (it carries a
+/// `superseded-by` link, see `kenning_core::contradiction`): half, so that the replacement,
+/// about as relevant, comes first, while the old statement is still found as history.
+const SUPERSEDED_SHARE: f64 = 0.5;
+/// How many of the best hits are checked for being superseded. A fixed window, so the order of
+/// the first pages does not depend on the page size asked for.
+const SUPERSEDED_WINDOW: usize = 20;
+
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RecallRequest {
@@ -119,6 +127,7 @@ impl MemoryService {
         check_interrupt()?;
         let fused = self.spread_to_neighbours(&plan, fused)?;
         check_interrupt()?;
+        let fused = demote_superseded(&plan, fused)?;
 
         let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
         let memories = fetch(&plan, page.iter().map(|(key, _)| key))?;
@@ -361,6 +370,24 @@ impl MemoryService {
         shares.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(add_scores(fused, shares))
     }
+}
+
+/// Lowers the score of each of the best hits that a newer memory superseded to
+/// [`SUPERSEDED_SHARE`] of it, and ranks again.
+fn demote_superseded(plan: &RecallPlan<'_>, mut fused: Ranking) -> Result<Ranking> {
+    let window = fused.len().min(SUPERSEDED_WINDOW);
+    let memories = fetch(plan, fused[..window].iter().map(|(key, _)| key))?;
+    let mut demoted = false;
+    for (key, score) in &mut fused[..window] {
+        if memories.get(key).is_some_and(kenning_core::contradiction::is_superseded) {
+            *score *= SUPERSEDED_SHARE;
+            demoted = true;
+        }
+    }
+    if demoted {
+        fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+    }
+    Ok(fused)
 }
 
 /// Adds `extra` scores to a ranking (appending what it lacks) and ranks again. The sort is

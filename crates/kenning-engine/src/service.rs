@@ -162,7 +162,7 @@ impl MemoryService {
         })
     }
 
-    fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
+    pub(crate) fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
         let urn = MemoryUrn::parse(field, text)?;
         let entry = self.store_for(&urn.domain).map_err(|_| Error::NotFound { urn: urn.to_string() })?;
         Ok((urn, entry))
@@ -210,6 +210,10 @@ impl MemoryService {
         let embeddings = self.embed_memories(&memories)?;
         let batch: Vec<(Memory, Option<Embedding>)> = memories.into_iter().zip(embeddings).collect();
         let inserted = entry.store.insert(&batch)?;
+        let batch_ids: Vec<MemoryId> = batch.iter().map(|(memory, _)| memory.id.clone()).collect();
+        // A bulk load (an import, a benchmark's corpus) is not checked for contradictions: each
+        // check is a search, and a load is not a statement an agent is waiting to be told about.
+        let check_contradictions = batch.len() <= crate::contradictions::MAX_CHECKED_BATCH;
         batch
             .iter()
             .zip(inserted)
@@ -224,14 +228,22 @@ impl MemoryService {
                 }
                 warnings.extend(redaction_warning(&redacted));
                 Ok(match inserted {
-                    Inserted::Created => CaptureOutcome {
-                        urn: memory.urn().to_string(),
-                        title: memory.title.clone(),
-                        created: true,
-                        embedded: embedding.is_some(),
-                        warnings,
-                        redacted,
-                    },
+                    Inserted::Created => {
+                        let contradictions = if check_contradictions {
+                            self.contradictions_at_capture(entry, memory, embedding.as_ref(), &batch_ids, &mut warnings)
+                        } else {
+                            Vec::new()
+                        };
+                        CaptureOutcome {
+                            urn: memory.urn().to_string(),
+                            title: memory.title.clone(),
+                            created: true,
+                            embedded: embedding.is_some(),
+                            warnings,
+                            redacted,
+                            contradictions,
+                        }
+                    }
                     Inserted::Duplicate(existing_id) => {
                         warnings.push("an identical memory already exists in this namespace; nothing new was stored".into());
                         let existing = entry.store.get(&existing_id)?;
@@ -242,6 +254,7 @@ impl MemoryService {
                             embedded: embedding.is_some(),
                             warnings,
                             redacted,
+                            contradictions: Vec::new(),
                         }
                     }
                 })
@@ -296,6 +309,7 @@ impl MemoryService {
                 embedded,
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
                 redacted: Vec::new(),
+                contradictions: Vec::new(),
             },
             // The original was redacted when it was captured, so its copy has nothing left to redact.
             _ => CaptureOutcome {
@@ -305,6 +319,7 @@ impl MemoryService {
                 embedded,
                 warnings: Vec::new(),
                 redacted: Vec::new(),
+                contradictions: Vec::new(),
             },
         })
     }
@@ -354,7 +369,7 @@ impl MemoryService {
     }
 
     /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
-    fn change(
+    pub(crate) fn change(
         &self,
         field: &str,
         urn: &str,

@@ -128,6 +128,174 @@ pub struct CaptureOutcome {
     /// Secrets replaced by `[REDACTED:kind]` before the memory was stored, per field and kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<RedactionView>,
+    /// Existing memories this one contradicts, each kept as a contradiction record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contradictions: Vec<ContradictionNote>,
+}
+
+/// A contradiction a capture found, as the capture reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContradictionNote {
+    /// The record's id, for `memory_resolve_truth`.
+    pub id: String,
+    /// `negation`, `changed_value` or `superseded`.
+    pub kind: String,
+    /// The URN of the existing memory contradicted.
+    pub with: String,
+    /// `open`, or `resolved` when the new memory says itself that it replaces the old one.
+    pub state: String,
+}
+
+/// The words of each memory that conflict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EvidenceView {
+    pub a: Vec<String>,
+    pub b: Vec<String>,
+}
+
+/// How a contradiction was settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SettlementView {
+    /// `a_wins`, `b_wins` or `context_dependent`.
+    pub resolution: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<String>,
+    pub explanation: String,
+    /// `rule:recency`, `rule:source_reliability`, `rule:supersession` or `llm:{model}`.
+    pub decided_by: String,
+}
+
+/// One move of a contradiction's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TransitionView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub to: String,
+    pub at: String,
+    pub reason: String,
+}
+
+/// A contradiction between two memories: `a` the older, `b` the newer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContradictionView {
+    pub id: String,
+    pub a: String,
+    pub b: String,
+    pub kind: String,
+    pub evidence: EvidenceView,
+    /// `open`, `resolved`, `context_dependent` or `reopened`.
+    pub state: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<SettlementView>,
+    pub history: Vec<TransitionView>,
+}
+
+impl From<&kenning_core::contradiction::Contradiction> for ContradictionView {
+    fn from(record: &kenning_core::contradiction::Contradiction) -> Self {
+        ContradictionView {
+            id: record.id.clone(),
+            a: record.a.clone(),
+            b: record.b.clone(),
+            kind: record.kind.to_string(),
+            evidence: EvidenceView { a: record.evidence.a.clone(), b: record.evidence.b.clone() },
+            state: record.state.to_string(),
+            created_at: timestamp(record.created_at),
+            updated_at: timestamp(record.updated_at),
+            settlement: record.resolution.as_ref().map(SettlementView::from),
+            history: record
+                .history
+                .iter()
+                .map(|step| TransitionView {
+                    from: step.from.map(|state| state.to_string()),
+                    to: step.to.to_string(),
+                    at: timestamp(step.at),
+                    reason: step.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<&kenning_core::contradiction::Resolution> for SettlementView {
+    fn from(resolution: &kenning_core::contradiction::Resolution) -> Self {
+        SettlementView {
+            resolution: resolution.verdict.to_string(),
+            conditions: resolution.conditions.clone(),
+            explanation: resolution.explanation.clone(),
+            decided_by: resolution.decided_by.clone(),
+        }
+    }
+}
+
+/// A page of contradictions, most recently changed first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ContradictionPage {
+    pub contradictions: Vec<ContradictionView>,
+    /// Every contradiction passing the filter.
+    pub total: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// How many contradictions are in each state, over every domain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContradictionCounts {
+    pub open: u64,
+    pub resolved: u64,
+    pub context_dependent: u64,
+    pub reopened: u64,
+}
+
+/// Whether a language model did work a rule could also do, and which rule did it if not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LlmUseView {
+    /// `used`, `not_configured` or `failed`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The rule that did the work when no model did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl From<&kenning_core::llm::LlmUse> for LlmUseView {
+    fn from(value: &kenning_core::llm::LlmUse) -> Self {
+        use kenning_core::llm::LlmUse;
+        match value {
+            LlmUse::Used { model } => LlmUseView { status: "used".into(), model: Some(model.clone()), error: None, fallback: None },
+            LlmUse::NotConfigured { fallback } => {
+                LlmUseView { status: "not_configured".into(), model: None, error: None, fallback: Some(fallback.clone()) }
+            }
+            LlmUse::Failed { error, fallback } => {
+                LlmUseView { status: "failed".into(), model: None, error: Some(error.clone()), fallback: Some(fallback.clone()) }
+            }
+        }
+    }
+}
+
+/// What `resolve_truth` decided: `{resolution, conditions, explanation}` and who decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ResolutionView {
+    pub contradiction_id: String,
+    /// `a_wins`, `b_wins` or `context_dependent`.
+    pub resolution: String,
+    /// When each memory holds, for `context_dependent`.
+    pub conditions: Option<String>,
+    pub explanation: String,
+    /// `rule:recency`, `rule:source_reliability` or `llm:{model}`.
+    pub decided_by: String,
+    pub llm: LlmUseView,
+    /// The record's state now: `resolved` or `context_dependent`.
+    pub state: String,
+    pub a: String,
+    pub b: String,
+    /// The memory given contradicting evidence (a new version of it); none for `context_dependent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalised: Option<String>,
 }
 
 /// Secrets of one kind that were replaced in one field before anything was stored.

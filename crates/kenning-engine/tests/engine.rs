@@ -4,6 +4,8 @@
 
 #[path = "engine/code.rs"]
 mod code;
+#[path = "engine/contradictions.rs"]
+mod contradictions;
 #[path = "engine/decisions.rs"]
 mod decisions;
 

@@ -97,10 +97,6 @@ impl Sentence {
     fn subject(&self) -> BTreeSet<String> {
         self.content.iter().filter(|word| !has_digit(word)).cloned().collect()
     }
-
-    fn has(&self, word: &str) -> bool {
-        self.tokens.iter().any(|token| token == word)
-    }
 }
 
 fn sentences(text: &str) -> Vec<Sentence> {
@@ -435,8 +431,8 @@ fn word_before(tokens: &[String], to: usize) -> Vec<String> {
     tokens[..to].iter().rev().find(|token| is_content(token)).cloned().into_iter().collect()
 }
 
-/// What the newer sentence says was replaced (`old`, empty when it does not say) and by what
-/// (`new`, empty for "no longer"), and whether it is a "no longer" statement.
+/// What a sentence says was replaced (`old`, empty when it does not say) and by what (`new`,
+/// empty for "no longer").
 struct Change {
     old: Vec<String>,
     new: Vec<String>,

@@ -19,9 +19,11 @@ pub mod judge;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::dynamics::add_contradicting;
 use crate::error::FieldError;
-use crate::input::default_confidence;
-use crate::memory::{Memory, vocabulary};
+use crate::input::{MAX_LINKS, default_confidence, supersede};
+use crate::memory::{Link, Memory, MemoryVersion, vocabulary};
+use crate::urn::MemoryUrn;
 
 pub use detect::{Detection, detect};
 
@@ -207,6 +209,31 @@ impl Contradiction {
     pub fn from_body(body: &str) -> Result<Contradiction, crate::Error> {
         serde_json::from_str(body).map_err(|error| crate::Error::Storage(format!("an unreadable contradiction record: {error}")))
     }
+}
+
+/// The relation of the link a memory settled against by supersession gets to its replacement.
+pub const SUPERSEDED_BY: &str = "superseded-by";
+
+/// The next version of a memory a contradiction was settled against: one more contradicting
+/// observation ([`crate::dynamics::add_contradicting`]) and, when a newer memory replaced it, a
+/// [`SUPERSEDED_BY`] link to that one (unless the memory already has it or has no room for
+/// another link). `reason` is kept in the memory's history, cut to what a reason may hold.
+pub fn settled_against(current: &Memory, replaced_by: Option<&MemoryUrn>, reason: &str, now: DateTime<Utc>) -> (Memory, MemoryVersion) {
+    let mut next = current.clone();
+    add_contradicting(&mut next);
+    if let Some(target) = replaced_by {
+        let linked = next.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == target);
+        if !linked && next.links.len() < MAX_LINKS {
+            next.links.push(Link { target: target.clone(), relation: SUPERSEDED_BY.to_owned() });
+        }
+    }
+    let reason: String = reason.trim().chars().take(1000).collect();
+    supersede(current, next, reason, now)
+}
+
+/// Whether a memory was replaced by a newer one (it carries a [`SUPERSEDED_BY`] link).
+pub fn is_superseded(memory: &Memory) -> bool {
+    memory.links.iter().any(|link| link.relation == SUPERSEDED_BY)
 }
 
 /// Checks a contradiction id a caller gave.

@@ -1,0 +1,366 @@
+//! Contradictions between memories: found when a memory is captured, kept as records in the
+//! domain's working state (`StateKind::Contradiction`), listed, counted, and settled by
+//! [`MemoryService::resolve_truth`].
+//!
+//! At capture the new memory is compared with its few nearest active memories of the same
+//! domain (the vector search with an embedder, else the full-text search) by the core's rules
+//! ([`kenning_core::contradiction::detect`]); with a language model configured, each conflict the
+//! rules find is put to the model, which may dismiss it. A newer memory that says itself that the
+//! older one's fact changed ("we moved from MySQL to PostgreSQL") settles the contradiction at
+//! once: the older memory gets contradicting evidence and a `superseded-by` link, which recall
+//! ranks below its replacement. Any other contradiction stays open until `resolve_truth`, and a
+//! new conflict with the winner of a settled one reopens that one.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
+use kenning_core::contradiction::{
+    Contradiction, ContradictionKind, ContradictionState, Detection, ID_PREFIX, Resolution, Verdict, check_id, detect,
+    rule_resolution, settled_against, supersession_resolution,
+};
+use kenning_core::llm::LlmUse;
+use kenning_core::state::{StateKind, StateRecord, StateStore};
+use kenning_core::{Cursor, Embedding, FieldError, Memory, MemoryId, SearchFilter};
+
+use crate::error::{Error, Result};
+use crate::ids::new_memory_id;
+use crate::service::{CAS_ATTEMPTS, DomainStore, MemoryService, backoff};
+use crate::views::{ContradictionCounts, ContradictionNote, ContradictionPage, ContradictionView, LlmUseView, ResolutionView, timestamp};
+
+/// Captures in a batch of at most this many memories are checked for contradictions.
+pub(crate) const MAX_CHECKED_BATCH: usize = 32;
+/// How many of the nearest memories a new one is compared with: the conflicting statement of
+/// the same fact is among the closest, and each comparison is cheap but not free.
+const CANDIDATES: usize = 5;
+/// The longest prefix of a memory's content used as a full-text query for its neighbours.
+const QUERY_BYTES: usize = 512;
+/// The most contradiction records of one domain read when looking for those to reopen, list or
+/// count; a domain with more is read up to this many, most recently changed first.
+const MAX_RECORDS: usize = 10_000;
+/// Records read per page of the state store.
+const PAGE: usize = 500;
+/// Namespaces whose memories are renderings of other records (decisions and mined patterns),
+/// changed only with those records, so never settled against here.
+const DERIVED_NAMESPACES: &[&str] = &["decisions", "patterns"];
+pub const DEFAULT_CONTRADICTION_LIMIT: usize = 20;
+pub const MAX_CONTRADICTION_LIMIT: usize = 100;
+
+/// A contradiction found at capture, before it is recorded.
+struct Found {
+    older: Memory,
+    detection: Detection,
+}
+
+impl MemoryService {
+    /// Checks a memory just captured against its nearest neighbours and records each
+    /// contradiction found. A failure here does not fail the capture, which is already stored:
+    /// it becomes a warning.
+    pub(crate) fn contradictions_at_capture(
+        &self,
+        entry: &DomainStore,
+        memory: &Memory,
+        embedding: Option<&Embedding>,
+        batch: &[MemoryId],
+        warnings: &mut Vec<String>,
+    ) -> Vec<ContradictionNote> {
+        let Some(state) = entry.store.state() else { return Vec::new() };
+        let found = match self.find_conflicts(entry, memory, embedding, batch, warnings) {
+            Ok(found) => found,
+            Err(error) => {
+                warnings.push(format!("contradictions could not be checked: {error}"));
+                return Vec::new();
+            }
+        };
+        let mut notes = Vec::new();
+        for conflict in found {
+            match self.record_conflict(state, memory, conflict) {
+                Ok(note) => notes.push(note),
+                Err(error) => warnings.push(format!("a contradiction could not be recorded: {error}")),
+            }
+        }
+        notes
+    }
+
+    /// The nearest active memories that the new one contradicts, by the rules and, with a
+    /// model, confirmed by it.
+    fn find_conflicts(
+        &self,
+        entry: &DomainStore,
+        memory: &Memory,
+        embedding: Option<&Embedding>,
+        batch: &[MemoryId],
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<Found>> {
+        let filter = SearchFilter::active();
+        let limit = CANDIDATES + batch.len();
+        let hits = match embedding {
+            Some(embedding) => entry.store.search_vector(&embedding.vector, &embedding.model, &filter, limit)?,
+            None => entry.store.search_text(prefix(&memory.content, QUERY_BYTES), &filter, limit)?,
+        };
+        let similarity: HashMap<MemoryId, f64> = hits
+            .iter()
+            .filter(|hit| !batch.contains(&hit.id))
+            .take(CANDIDATES)
+            .map(|hit| (hit.id.clone(), hit.score))
+            .collect();
+        if similarity.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<MemoryId> = similarity.keys().cloned().collect();
+        let mut candidates = entry.store.get_many(&ids)?;
+        // Oldest first, so the report reads in the order things were said.
+        candidates.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        let mut found = Vec::new();
+        for older in candidates {
+            if older.status != kenning_core::Status::Active || DERIVED_NAMESPACES.contains(&older.namespace.as_str()) {
+                continue;
+            }
+            let vector = embedding.and(similarity.get(&older.id).copied());
+            let Some(mut detection) = detect(&older.content, &memory.content, vector) else { continue };
+            if let Some(llm) = self.llm() {
+                let (older_time, newer_time) = (timestamp(older.created_at), timestamp(memory.created_at));
+                let request = judge_request(note(&older, &older_time), note(memory, &newer_time), &detection);
+                match llm.complete(&request).map_err(|error| error.to_string()).and_then(|answer| parse_judgement(&answer.text)) {
+                    Ok(judgement) if !judgement.conflict => continue,
+                    Ok(judgement) => {
+                        if let Some(kind) = judgement.kind
+                            && kind != detection.kind
+                        {
+                            // Recency settles only what the rules saw stated as a change.
+                            detection.newer_states_change &= kind == ContradictionKind::Superseded;
+                            detection.kind = kind;
+                        }
+                    }
+                    Err(error) => warnings.push(format!(
+                        "the language model could not judge a possible contradiction with {} ({error}); the rule's finding was kept",
+                        older.urn()
+                    )),
+                }
+            }
+            found.push(Found { older, detection });
+        }
+        Ok(found)
+    }
+
+    /// Writes the record of one contradiction found at capture; settles it at once when the new
+    /// memory states the change itself, and otherwise reopens the settled contradictions the
+    /// contradicted memory had won.
+    fn record_conflict(&self, state: &dyn StateStore, memory: &Memory, found: Found) -> Result<ContradictionNote> {
+        let now = self.now();
+        let (older_urn, newer_urn) = (found.older.urn(), memory.urn());
+        let id = format!("{ID_PREFIX}{}", new_memory_id(now));
+        let mut record = Contradiction::open(id, older_urn.to_string(), newer_urn.to_string(), &found.detection, "found when the newer memory was captured", now);
+        let settle_now = found.detection.kind == ContradictionKind::Superseded && found.detection.newer_states_change;
+        if settle_now {
+            record.settle(supersession_resolution(&found.detection), now)?;
+        }
+        state.put_state(&StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() })?;
+        if settle_now {
+            let reason = format!("superseded by {newer_urn} (contradiction {})", record.id);
+            self.change("urn", &older_urn.to_string(), |current, now| Ok(Some(settled_against(current, Some(&newer_urn), &reason, now))))?;
+        } else {
+            self.reopen_won_by(state, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
+        }
+        Ok(ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() })
+    }
+
+    /// Reopens every settled contradiction that `contradicted` won, or that was found to depend
+    /// on context with it, now that `by` contradicts it.
+    fn reopen_won_by(&self, state: &dyn StateStore, contradicted: &str, by: &str, except: &str) -> Result<()> {
+        for (stored, mut record) in read_records(state)? {
+            let won = record.winner() == Some(contradicted);
+            let context = record.state == ContradictionState::ContextDependent && record.involves(contradicted);
+            if record.id == except || !(won || context) {
+                continue;
+            }
+            let now = self.now();
+            record.reopen(by, now)?;
+            match state.put_state(&StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored }) {
+                // Another writer changed the record meanwhile; its own check of this capture's
+                // conflict is not needed, as the record has moved on.
+                Ok(()) | Err(kenning_core::Error::Conflict { .. }) => {}
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles an open or reopened contradiction. With a language model, the model decides
+    /// (`a_wins`, `b_wins`, or `context_dependent` with its conditions); without one, or when it
+    /// fails, the rule: the newer statement wins unless the older one's source is more reliable
+    /// by a margin. The losing memory gets contradicting evidence in a new version that says
+    /// why; `context_dependent` penalises neither.
+    pub fn resolve_truth(&self, contradiction_id: &str) -> Result<ResolutionView> {
+        let id = check_id("contradiction_id", contradiction_id)?;
+        let (state, stored, record) = self.find_record(&id)?;
+        check_unsettled(&record)?;
+        let a = self.memory_of(&record.a)?;
+        let b = self.memory_of(&record.b)?;
+        let (resolution, llm) = match self.llm() {
+            None => (rule_resolution(&a, &b), LlmUse::NotConfigured { fallback: "rule".into() }),
+            Some(model) => {
+                let (a_time, b_time) = (timestamp(a.created_at), timestamp(b.created_at));
+                let request = resolve_request(&record, note(&a, &a_time), note(&b, &b_time));
+                match model.complete(&request) {
+                    Ok(answer) => match parse_resolution(&answer.text, &answer.model) {
+                        Ok(resolution) => (resolution, LlmUse::Used { model: answer.model.clone() }),
+                        Err(error) => (rule_resolution(&a, &b), LlmUse::Failed { error: format!("{}: {error}", model.name()), fallback: "rule".into() }),
+                    },
+                    Err(error) => (rule_resolution(&a, &b), LlmUse::Failed { error: error.to_string(), fallback: "rule".into() }),
+                }
+            }
+        };
+        let record = self.write_settlement(state, stored, record, &resolution)?;
+        let loser = match resolution.verdict {
+            Verdict::AWins => Some(&record.b),
+            Verdict::BWins => Some(&record.a),
+            Verdict::ContextDependent => None,
+        };
+        if let Some(loser) = loser {
+            let reason = format!("contradiction {} settled against it ({}): {}", record.id, resolution.decided_by, resolution.explanation);
+            self.change("urn", loser, |current, now| Ok(Some(settled_against(current, None, &reason, now))))?;
+        }
+        Ok(ResolutionView {
+            contradiction_id: record.id.clone(),
+            resolution: resolution.verdict.to_string(),
+            conditions: resolution.conditions.clone(),
+            explanation: resolution.explanation.clone(),
+            decided_by: resolution.decided_by.clone(),
+            llm: LlmUseView::from(&llm),
+            state: record.state.to_string(),
+            a: record.a.clone(),
+            b: record.b.clone(),
+            penalised: loser.cloned(),
+        })
+    }
+
+    /// Writes a settlement with compare-and-swap, re-reading the record after a lost race (and
+    /// refusing if the other writer settled it).
+    fn write_settlement(&self, state: &dyn StateStore, mut stored: StateRecord, mut record: Contradiction, resolution: &Resolution) -> Result<Contradiction> {
+        for attempt in 0..CAS_ATTEMPTS {
+            let now = self.now();
+            record.settle(resolution.clone(), now)?;
+            let next = StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored.clone() };
+            match state.put_state(&next) {
+                Ok(()) => return Ok(record),
+                Err(kenning_core::Error::Conflict { .. }) => {
+                    backoff(attempt);
+                    stored = state.get_state(StateKind::Contradiction, &stored.id)?.ok_or_else(|| Error::NotFound { urn: stored.id.clone() })?;
+                    record = Contradiction::from_body(&stored.body)?;
+                    check_unsettled(&record)?;
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(Error::Busy { urn: record.id })
+    }
+
+    /// One contradiction with its history.
+    pub fn contradiction(&self, contradiction_id: &str) -> Result<ContradictionView> {
+        let id = check_id("contradiction_id", contradiction_id)?;
+        let (_, _, record) = self.find_record(&id)?;
+        Ok(ContradictionView::from(&record))
+    }
+
+    /// Contradictions of every domain, most recently changed first, in `state` if given.
+    pub fn contradictions(&self, state: Option<&str>, cursor: Option<&str>, limit: Option<usize>) -> Result<ContradictionPage> {
+        let state = state.map(|text| ContradictionState::parse(text.trim())).transpose()?;
+        let limit = limit.unwrap_or(DEFAULT_CONTRADICTION_LIMIT);
+        if !(1..=MAX_CONTRADICTION_LIMIT).contains(&limit) {
+            return Err(FieldError::new("limit", format!("must be between 1 and {MAX_CONTRADICTION_LIMIT}"), limit, "use the cursor to page through more").into());
+        }
+        let offset = cursor.map(Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+        let mut records: Vec<Contradiction> = self.all_records()?.into_iter().filter(|record| state.is_none_or(|state| record.state == state)).collect();
+        records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| b.id.cmp(&a.id)));
+        let total = records.len();
+        let page: Vec<ContradictionView> = records.iter().skip(offset).take(limit).map(ContradictionView::from).collect();
+        let end = offset + page.len();
+        Ok(ContradictionPage { contradictions: page, total: total as u64, next_cursor: (end < total).then(|| Cursor { offset: end }.encode()) })
+    }
+
+    /// How many contradictions are in each state, over every domain (for introspection).
+    pub fn contradiction_counts(&self) -> Result<ContradictionCounts> {
+        let mut counts = ContradictionCounts::default();
+        for record in self.all_records()? {
+            *match record.state {
+                ContradictionState::Open => &mut counts.open,
+                ContradictionState::Resolved => &mut counts.resolved,
+                ContradictionState::ContextDependent => &mut counts.context_dependent,
+                ContradictionState::Reopened => &mut counts.reopened,
+            } += 1;
+        }
+        Ok(counts)
+    }
+
+    fn all_records(&self) -> Result<Vec<Contradiction>> {
+        let mut all = Vec::new();
+        for entry in self.domain_stores() {
+            let Some(state) = entry.store.state() else { continue };
+            all.extend(read_records(state)?.into_iter().map(|(_, record)| record));
+        }
+        Ok(all)
+    }
+
+    fn find_record(&self, id: &str) -> Result<(&dyn StateStore, StateRecord, Contradiction)> {
+        for entry in self.domain_stores() {
+            let Some(state) = entry.store.state() else { continue };
+            if let Some(stored) = state.get_state(StateKind::Contradiction, id)? {
+                let record = Contradiction::from_body(&stored.body)?;
+                return Ok((state, stored, record));
+            }
+        }
+        Err(Error::Invalid(FieldError::new(
+            "contradiction_id",
+            "names no contradiction in any configured domain",
+            id,
+            "use an id a capture reported or `memory_contradictions` lists",
+        )))
+    }
+
+    fn memory_of(&self, urn: &str) -> Result<Memory> {
+        let (urn, entry) = self.parse_memory_urn("urn", urn)?;
+        entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })
+    }
+}
+
+/// Refuses to settle a contradiction that is settled already, with the error of the state move.
+fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
+    if record.state.is_unsettled() {
+        return Ok(());
+    }
+    let mut probe = record.clone();
+    probe.transition(ContradictionState::Resolved, "probe", DateTime::<Utc>::UNIX_EPOCH).map_err(|error| FieldError { field: "contradiction_id".into(), ..error })
+}
+
+/// Every contradiction record of one domain, most recently changed first, up to [`MAX_RECORDS`].
+fn read_records(state: &dyn StateStore) -> Result<Vec<(StateRecord, Contradiction)>> {
+    let mut records = Vec::new();
+    while records.len() < MAX_RECORDS {
+        let page = state.list_state(StateKind::Contradiction, records.len(), PAGE)?;
+        let full = page.len() == PAGE;
+        for stored in page {
+            let record = Contradiction::from_body(&stored.body)?;
+            records.push((stored, record));
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(records)
+}
+
+fn note<'a>(memory: &'a Memory, captured: &'a str) -> Note<'a> {
+    Note { content: &memory.content, source: memory.source.as_str(), captured }
+}
+
+fn prefix(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

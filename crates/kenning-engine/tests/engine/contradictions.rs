@@ -1,0 +1,170 @@
+//! Contradictions over real SQLite stores with the built-in embedder: found and reported at
+//! capture, settled by the rule, superseded facts ranked below their replacement, reopened, and
+//! kept across a reopen of the store.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use kenning_core::dynamics::evidence_counts;
+use kenning_core::{CaptureInput, Domain, Embedder, MemoryStore};
+use kenning_engine::{Clock, DomainStore, Error, MemoryService, RecallRequest};
+use kenning_sqlite::SqliteStore;
+
+/// A clock that moves on by a minute each time it is read, so captures are ordered.
+struct Ticking(AtomicI64);
+
+impl Clock for Ticking {
+    fn now(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_780_000_000 + 60 * self.0.fetch_add(1, Ordering::SeqCst), 0).unwrap()
+    }
+}
+
+fn service(dir: &tempfile::TempDir) -> MemoryService {
+    let embedder: Arc<dyn Embedder> = Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap());
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("project.db")).unwrap());
+    MemoryService::new(vec![DomainStore { domain: Domain::Project("app".into()), store }], Some(embedder)).with_clock(Arc::new(Ticking(AtomicI64::new(0))))
+}
+
+fn capture(memory: &MemoryService, content: &str, source: &str) -> kenning_engine::views::CaptureOutcome {
+    let input = CaptureInput { content: content.into(), namespace: Some("config".into()), source: Some(source.into()), ..CaptureInput::default() };
+    memory.capture(input, None).unwrap()
+}
+
+fn contradicting(memory: &MemoryService, urn: &str) -> (u32, u32) {
+    let view = memory.get(urn).unwrap();
+    let counts = evidence_counts(&view.metadata);
+    (view.version, counts.contradicting)
+}
+
+#[test]
+fn a_capture_reports_the_contradiction_it_finds_and_keeps_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let old = capture(&memory, "The billing API request timeout is 30s.", "told-by-user");
+    let unrelated = capture(&memory, "The parser keeps comments as trivia tokens.", "inference");
+    assert!(old.contradictions.is_empty() && unrelated.contradictions.is_empty());
+    let new = capture(&memory, "The billing API request timeout is 60s.", "tool-result");
+    assert_eq!(new.contradictions.len(), 1, "{new:?}");
+    let note = &new.contradictions[0];
+    assert_eq!((note.kind.as_str(), note.with.as_str(), note.state.as_str()), ("changed_value", old.urn.as_str(), "open"));
+    assert!(note.id.starts_with("ctr_"));
+    let json = serde_json::to_value(&new).unwrap();
+    assert_eq!(json["contradictions"][0]["kind"], "changed_value");
+    assert!(serde_json::to_value(&unrelated).unwrap().get("contradictions").is_none(), "no empty list in a capture's answer");
+
+    let record = memory.contradiction(&note.id).unwrap();
+    assert_eq!((record.a.as_str(), record.b.as_str(), record.state.as_str()), (old.urn.as_str(), new.urn.as_str(), "open"));
+    assert_eq!((record.evidence.a.clone(), record.evidence.b.clone()), (vec!["timeout".to_owned(), "30s".to_owned()], vec!["timeout".to_owned(), "60s".to_owned()]));
+    assert_eq!(record.history.len(), 1);
+    let open = memory.contradictions(Some("open"), None, None).unwrap();
+    assert_eq!((open.total, open.contradictions[0].id.as_str()), (1, note.id.as_str()));
+    assert_eq!(memory.contradictions(Some("resolved"), None, None).unwrap().total, 0);
+    assert_eq!(memory.contradiction_counts().unwrap().open, 1);
+    let Err(Error::Invalid(error)) = memory.contradictions(Some("closed"), None, None) else { panic!("an unknown state was accepted") };
+    assert_eq!(error.field, "state");
+}
+
+#[test]
+fn without_a_model_the_newer_statement_wins_by_recency() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let old = capture(&memory, "The cache TTL is 5 minutes.", "inference");
+    let new = capture(&memory, "The cache TTL is 10 minutes.", "tool-result");
+    let id = new.contradictions[0].id.clone();
+    let resolved = memory.resolve_truth(&id).unwrap();
+    assert_eq!((resolved.resolution.as_str(), resolved.decided_by.as_str(), resolved.state.as_str()), ("b_wins", "rule:recency", "resolved"));
+    assert_eq!((resolved.llm.status.as_str(), resolved.llm.fallback.as_deref()), ("not_configured", Some("rule")));
+    assert_eq!(resolved.penalised.as_deref(), Some(old.urn.as_str()));
+    assert_eq!(resolved.conditions, None);
+    assert_eq!(contradicting(&memory, &old.urn), (2, 1), "the loser gets a version with contradicting evidence");
+    assert_eq!(contradicting(&memory, &new.urn), (1, 0));
+    let history = memory.history(&old.urn).unwrap();
+    assert!(history.versions[0].reason.contains(&id), "{:?}", history.versions[0].reason);
+
+    let Err(Error::Invalid(error)) = memory.resolve_truth(&id) else { panic!("a settled contradiction was settled again") };
+    assert_eq!(error.field, "contradiction_id");
+    assert!(error.problem.contains("from `resolved`"), "{error:?}");
+    let Err(Error::Invalid(error)) = memory.resolve_truth("ctr_nothing") else { panic!("an unknown id was accepted") };
+    assert_eq!(error.field, "contradiction_id");
+    let Err(Error::Invalid(error)) = memory.resolve_truth("dec_1") else { panic!("a malformed id was accepted") };
+    assert!(error.problem.contains("not a contradiction id"));
+    assert_eq!(memory.contradiction_counts().unwrap().resolved, 1);
+}
+
+#[test]
+fn without_a_model_a_much_more_reliable_older_source_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let observed = capture(&memory, "The staging database port is 5432.", "direct-observation");
+    let guessed = capture(&memory, "The staging database port is 5433.", "model-generated");
+    let resolved = memory.resolve_truth(&guessed.contradictions[0].id).unwrap();
+    assert_eq!((resolved.resolution.as_str(), resolved.decided_by.as_str()), ("a_wins", "rule:source_reliability"));
+    assert!(resolved.explanation.contains("direct-observation"), "{}", resolved.explanation);
+    assert_eq!(contradicting(&memory, &guessed.urn), (2, 1));
+    assert_eq!(contradicting(&memory, &observed.urn), (1, 0));
+}
+
+#[test]
+fn a_superseded_fact_ranks_below_its_replacement() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let query = RecallRequest { query: "orders service database MySQL".into(), detail: Some("full".into()), ..RecallRequest::default() };
+    let old = capture(&memory, "The orders service keeps its data in a MySQL database.", "told-by-user");
+    capture(&memory, "The search service indexes products nightly.", "inference");
+    let new = capture(&memory, "We moved the orders service database from MySQL to PostgreSQL.", "told-by-user");
+    let note = &new.contradictions[0];
+    assert_eq!((note.kind.as_str(), note.state.as_str(), note.with.as_str()), ("superseded", "resolved", old.urn.as_str()));
+    let record = memory.contradiction(&note.id).unwrap();
+    assert_eq!(record.settlement.as_ref().map(|settlement| settlement.decided_by.as_str()), Some("rule:supersession"));
+    assert_eq!(record.history.len(), 2);
+
+    let stale = memory.get(&old.urn).unwrap();
+    assert_eq!(evidence_counts(&stale.metadata).contradicting, 1);
+    assert!(stale.links.iter().any(|link| link.relation == "superseded-by" && link.target == new.urn), "{:?}", stale.links);
+    let page = memory.recall(query).unwrap();
+    let order: Vec<&str> = page.results.iter().map(|hit| hit.urn.as_str()).collect();
+    let (new_at, old_at) = (order.iter().position(|urn| *urn == new.urn).unwrap(), order.iter().position(|urn| *urn == old.urn).unwrap());
+    assert!(new_at < old_at, "the replacement comes first: {order:?}");
+    // Without the supersession the old statement, closer in words to the query, came first.
+    assert!(page.results[old_at].score * 2.0 > page.results[new_at].score, "{:?}", page.results);
+}
+
+#[test]
+fn a_new_conflict_with_the_winner_reopens_the_settled_contradiction() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    capture(&memory, "The worker pool size is 4.", "inference");
+    let second = capture(&memory, "The worker pool size is 8.", "tool-result");
+    let first_id = second.contradictions[0].id.clone();
+    assert_eq!(memory.resolve_truth(&first_id).unwrap().resolution, "b_wins");
+    let third = capture(&memory, "The worker pool size is 16.", "tool-result");
+    assert!(third.contradictions.iter().any(|note| note.with == second.urn), "{third:?}");
+    let reopened = memory.contradiction(&first_id).unwrap();
+    assert_eq!(reopened.state, "reopened");
+    let last = reopened.history.last().unwrap();
+    assert_eq!((last.from.as_deref(), last.to.as_str()), (Some("resolved"), "reopened"));
+    assert!(last.reason.contains(&third.urn), "{last:?}");
+    assert_eq!(memory.contradiction_counts().unwrap().reopened, 1);
+    let again = memory.resolve_truth(&first_id).unwrap();
+    assert_eq!(again.state, "resolved");
+    assert_eq!(memory.contradiction(&first_id).unwrap().history.len(), 4);
+}
+
+#[test]
+fn a_contradiction_survives_a_reopen_of_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, before) = {
+        let memory = service(&dir);
+        capture(&memory, "The default branch is main.", "told-by-user");
+        let new = capture(&memory, "The default branch is master.", "told-by-user");
+        let id = new.contradictions[0].id.clone();
+        memory.resolve_truth(&id).unwrap();
+        (id.clone(), memory.contradiction(&id).unwrap())
+    };
+    let memory = service(&dir);
+    assert_eq!(memory.contradiction(&id).unwrap(), before);
+    assert_eq!(before.state, "resolved");
+    let counts = memory.contradiction_counts().unwrap();
+    assert_eq!((counts.open, counts.resolved), (0, 1));
+}
