@@ -56,6 +56,7 @@ macro_rules! state_conformance_tests {
             state_put_is_compare_and_swap,
             state_lists_newest_first_per_kind,
             state_delete_removes_one_record,
+            state_every_kind_is_kept_apart,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

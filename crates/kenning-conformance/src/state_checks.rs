@@ -84,3 +84,26 @@ pub fn state_delete_removes_one_record(make: MakeStore) {
         assert_eq!(state.get_state(StateKind::ProtocolSession, "ps_1").unwrap().unwrap().body, "again", "a deleted id can be created anew");
     });
 }
+
+/// Every kind of state, contradictions included, is kept apart: one id under each kind is
+/// three records, each read, listed, changed and deleted on its own.
+pub fn state_every_kind_is_kept_apart(make: MakeStore) {
+    with_state(make, |state| {
+        let kinds = [StateKind::Workflow, StateKind::ProtocolSession, StateKind::Contradiction];
+        for (minutes, kind) in kinds.iter().enumerate() {
+            state.put_state(&record(*kind, "same_1", 1, minutes as i64, kind.as_str())).unwrap();
+        }
+        for kind in kinds {
+            assert_eq!(state.get_state(kind, "same_1").unwrap().unwrap().body, kind.as_str());
+            let listed = state.list_state(kind, 0, 10).unwrap();
+            assert_eq!(listed.iter().map(|record| record.body.as_str()).collect::<Vec<_>>(), [kind.as_str()]);
+        }
+        let update = record(StateKind::Contradiction, "same_1", 2, 9, r#"{"state":"resolved"}"#);
+        state.put_state(&update).unwrap();
+        assert_eq!(state.get_state(StateKind::Contradiction, "same_1").unwrap(), Some(update));
+        assert!(matches!(state.put_state(&record(StateKind::Contradiction, "same_1", 2, 10, "stale")), Err(Error::Conflict { .. })));
+        assert_eq!(state.get_state(StateKind::Workflow, "same_1").unwrap().unwrap().revision, 1, "another kind's record did not move");
+        assert!(state.delete_state(StateKind::Contradiction, "same_1").unwrap());
+        assert!(state.get_state(StateKind::ProtocolSession, "same_1").unwrap().is_some());
+    });
+}
