@@ -107,15 +107,20 @@ pub fn ranking_factor(confidence: f64) -> f64 {
 
 /// Whether two texts say the same thing in nearly the same words, so that a capture of the second
 /// should reinforce the first rather than be stored beside it. The vector similarity of the two
-/// is checked by the caller; this is the lexical half, strict where a claim could differ: the
-/// two must share at least [`DUPLICATE_WORD_OVERLAP`] of their words (Dice), the same numbers
-/// and versions, and the same negations. "The timeout is 30 s" and "the timeout is 60 s" are a
-/// changed value, not a duplicate; "X is not thread-safe" and "X is thread-safe" are opposite claims.
+/// is checked by the caller; this is the lexical half, and strict, because a false match loses
+/// the new claim while a missed one only stores a second copy: every word of one text must be in
+/// the other (case, punctuation, filler words and plurals aside), the two must have the same
+/// negations and numbers, and together they must share
+/// at least [`DUPLICATE_WORD_OVERLAP`] of their words (Dice). So a restatement that adds a word
+/// matches, and one that swaps a word does not: "the tests depend on the timezone" and "the
+/// tests depend on the locale" are two claims, and so are "the timeout is 30 s" and "the timeout
+/// is 60 s", or "X is thread-safe" and "X isn't thread-safe".
 pub fn same_claim(a: &str, b: &str) -> bool {
     let (words_a, words_b) = (claim_words(a), claim_words(b));
-    if words_a.is_empty() || words_b.is_empty() {
+    if words_a.is_empty() || words_b.is_empty() || !(words_a.is_subset(&words_b) || words_b.is_subset(&words_a)) {
         return false;
     }
+    // An added negation or number turns a claim around or narrows it: "X is not thread-safe".
     let fixed = |words: &BTreeSet<String>| -> BTreeSet<String> {
         words.iter().filter(|word| word.chars().any(|c| c.is_ascii_digit()) || NEGATIONS.contains(&word.as_str())).cloned().collect()
     };
@@ -124,6 +129,33 @@ pub fn same_claim(a: &str, b: &str) -> bool {
     }
     let shared = words_a.intersection(&words_b).count();
     2.0 * shared as f64 / (words_a.len() + words_b.len()) as f64 >= DUPLICATE_WORD_OVERLAP
+}
+
+/// The vector similarity (cosine) above which a capture is compared with a stored memory as a
+/// possible near-duplicate, by default and per namespace; `None` turns deduplication off.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Deduplication {
+    pub default_threshold: Option<f64>,
+    pub namespaces: BTreeMap<String, Option<f64>>,
+}
+
+/// The default threshold: rewordings of one sentence score above it with the built-in model,
+/// while the lexical check ([`same_claim`]) keeps changed claims apart.
+pub const DEFAULT_DUPLICATE_SIMILARITY: f64 = 0.9;
+
+impl Default for Deduplication {
+    fn default() -> Self {
+        Deduplication { default_threshold: Some(DEFAULT_DUPLICATE_SIMILARITY), namespaces: BTreeMap::new() }
+    }
+}
+
+impl Deduplication {
+    pub fn threshold(&self, namespace: &crate::Namespace) -> Option<f64> {
+        match self.namespaces.get(namespace.as_str()) {
+            Some(threshold) => *threshold,
+            None => self.default_threshold,
+        }
+    }
 }
 
 /// The share of words (Dice) two texts must have in common to be one claim.
@@ -135,14 +167,18 @@ const NEGATIONS: &[&str] = &["not", "no", "never", "nothing", "none", "without",
 const FILLER_WORDS: &[&str] = &["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "was", "were", "be", "it", "this", "that", "we", "our"];
 
 /// Lower-cased words of a text with filler words dropped, contractions of "not" spelled out,
-/// and numbers kept with their decimal points ("1.2.3", "0.5").
+/// a plural `s` folded, and numbers kept with their decimal points ("1.2.3", "0.5").
 fn claim_words(text: &str) -> BTreeSet<String> {
     let lowered = text.to_lowercase().replace('’', "'").replace("cannot", "can not").replace("can't", "can not").replace("won't", "will not").replace("n't", " not");
     lowered
         .split(|c: char| !(c.is_alphanumeric() || c == '.'))
         .map(|word| word.trim_matches('.'))
         .filter(|word| !word.is_empty() && !FILLER_WORDS.contains(word))
-        .map(str::to_owned)
+        .map(|word| match (word.strip_suffix("ies"), word.strip_suffix('s')) {
+            (Some(stem), _) if stem.len() > 2 => format!("{stem}y"),
+            (_, Some(stem)) if stem.len() > 3 && !stem.ends_with('s') => stem.to_owned(),
+            _ => word.to_owned(),
+        })
         .collect()
 }
 
@@ -300,6 +336,9 @@ mod tests {
             ("We upgraded tokio to 1.38.0 for the fix.", "We upgraded tokio to 1.39.0 for the fix.", false),
             ("Postgres runs on port 5432 in staging.", "Redis runs on port 6379 in staging.", false),
             ("Flaky test: auth::login times out on CI.", "The billing export writes CSV files nightly.", false),
+            ("The flaky login test depends on the system timezone.", "The flaky login test depends on the system locale.", false),
+            ("Deploys go through the staging cluster first.", "Deploys go through the staging cluster first, always.", true),
+            ("Bump the lockfile when dependencies change.", "Bump the lockfile when dependency changes.", true),
         ];
         for (a, b, expected) in cases {
             assert_eq!(same_claim(a, b), expected, "{a} / {b}");
