@@ -118,8 +118,11 @@ impl From<&Memory> for MemoryRef {
 pub struct CaptureOutcome {
     pub urn: String,
     pub title: String,
-    /// False when an identical active memory already existed; `urn` is then that memory's URN.
+    /// False when an identical or near-identical active memory already existed; `urn` is then that memory's URN.
     pub created: bool,
+    /// True when a near-duplicate was found and confirmed (its confidence rises) instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reinforced: bool,
     /// True when the memory has a vector for semantic search (an embedder is configured).
     pub embedded: bool,
     /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.
@@ -128,7 +131,7 @@ pub struct CaptureOutcome {
     /// Secrets replaced by `[REDACTED:kind]` before the memory was stored, per field and kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<RedactionView>,
-    /// Existing memories this one contradicts, each kept as a contradiction record.
+    /// Memories this one contradicts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contradictions: Vec<ContradictionNote>,
 }
@@ -136,13 +139,12 @@ pub struct CaptureOutcome {
 /// A contradiction a capture found, as the capture reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ContradictionNote {
-    /// The record's id, for `memory_resolve_truth`.
     pub id: String,
     /// `negation`, `changed_value` or `superseded`.
     pub kind: String,
-    /// The URN of the existing memory contradicted.
+    /// The contradicted memory's URN.
     pub with: String,
-    /// `open`, or `resolved` when the new memory says itself that it replaces the old one.
+    /// `open`, or `resolved` when this memory states the change itself.
     pub state: String,
 }
 
@@ -337,9 +339,15 @@ pub struct RecallHit {
     pub namespace: String,
     pub kind: String,
     pub tags: Vec<String>,
-    /// Fused relevance, 0..1, comparable within one response.
+    /// What results are ordered by: relevance × (0.5 + 0.5 × confidence), 0..1, comparable within one response.
     pub score: f64,
+    /// Fused relevance to the query, 0..1.
+    pub relevance: f64,
+    /// Confidence now: stated confidence adjusted by evidence, times recency retention.
     pub confidence: f64,
+    /// Under the dormancy threshold (returned only with `include_dormant`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dormant: bool,
     /// Event time if the memory has one, else capture time.
     pub occurred_at: String,
     /// A passage of the content around the query terms (light detail).

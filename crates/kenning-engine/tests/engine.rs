@@ -8,6 +8,8 @@ mod code;
 mod contradictions;
 #[path = "engine/decisions.rs"]
 mod decisions;
+#[path = "engine/dynamics.rs"]
+mod dynamics;
 
 use std::path::PathBuf;
 use std::sync::Arc;
