@@ -169,3 +169,29 @@ fn a_contradiction_survives_a_reopen_of_the_store() {
     let counts = memory.contradiction_counts().unwrap();
     assert_eq!((counts.open, counts.resolved), (0, 1));
 }
+
+#[test]
+fn a_negated_claim_is_a_contradiction_not_a_near_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let old = capture(&memory, "The API gateway uses JWT for authentication.", "told-by-user");
+    let new = capture(&memory, "The API gateway does not use JWT for authentication.", "told-by-user");
+    assert!(new.created && !new.reinforced, "{new:?}");
+    assert_eq!(new.contradictions.len(), 1, "{new:?}");
+    assert_eq!((new.contradictions[0].kind.as_str(), new.contradictions[0].with.as_str()), ("negation", old.urn.as_str()));
+}
+
+#[test]
+fn a_bulk_load_is_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    capture(&memory, "The export job timeout is 6 hours.", "told-by-user");
+    let mut batch: Vec<CaptureInput> = (0..40)
+        .map(|index| CaptureInput { content: format!("Note {index} about the release checklist item {index}."), ..CaptureInput::default() })
+        .collect();
+    batch.push(CaptureInput { content: "The export job timeout is 12 hours.".into(), ..CaptureInput::default() });
+    let outcomes = memory.capture_many(batch, None).unwrap();
+    assert!(outcomes.iter().all(|outcome| outcome.contradictions.is_empty()));
+    let single = memory.capture(CaptureInput { content: "The export job timeout is 3 hours.".into(), ..CaptureInput::default() }, None).unwrap();
+    assert!(!single.contradictions.is_empty(), "{single:?}");
+}
