@@ -678,3 +678,26 @@ mod tests {
         assert_eq!(slug("feature-flag client"), "feature-flag-client");
     }
 }
+
+#[cfg(test)]
+mod contradiction_precision {
+    /// The synthetic corpus writes many notes from the same templates with different values,
+    /// components and tickets ("latency went from 851 ms to 207 ms", "moving to X is tracked in
+    /// KEN-1"): look-alike sentences that do not conflict, which is what contradiction detection
+    /// must leave alone. Among every pair of 250 memories (31,125 pairs) at most two may be
+    /// reported.
+    #[test]
+    fn look_alike_notes_are_not_contradictions() {
+        let corpus = super::Corpus::new(42);
+        let memories: Vec<String> = (0..250).map(|index| corpus.memory(index).content).collect();
+        let mut reported = Vec::new();
+        for (index, newer) in memories.iter().enumerate() {
+            for older in &memories[..index] {
+                if let Some(detection) = kenning_core::contradiction::detect(older, newer, None) {
+                    reported.push(format!("{:?}: {:?} / {:?}", detection.kind, detection.older, detection.newer));
+                }
+            }
+        }
+        assert!(reported.len() <= 2, "{} pairs reported:\n{}", reported.len(), reported.join("\n"));
+    }
+}

@@ -26,13 +26,22 @@ use super::ContradictionKind;
 /// not run on main" differ in one word and do not conflict.
 const NEGATION_SUBJECT: f64 = 0.9;
 /// Sentences giving a key a value share at least this much of the rest of their words.
-const VALUE_SUBJECT: f64 = 0.75;
+const VALUE_SUBJECT: f64 = 0.8;
 /// A "switched to Y" sentence, with Y and the older choice set aside, shares at least this
 /// much with the older sentence.
 const SWITCH_SUBJECT: f64 = 0.6;
+/// A sentence saying a choice was replaced shares at least this many words with the older
+/// sentence besides the choices themselves: "moving to X is tracked in KEN-1" and "tracked in
+/// KEN-2" share one word and are not about one thing.
+const MIN_SHARED: usize = 2;
 /// A vector similarity (cosine) at which the caller's embedder says two memories are about
 /// the same thing; it lowers the word-overlap bar of a changed value, never the conflict sign.
 const VECTOR_SUBJECT: f64 = 0.9;
+/// Two memories are about the same thing only if at least this much of their words (values
+/// aside) are shared, whatever their sentences say: a long note and another that share one
+/// boilerplate sentence ("latency went from 851 ms to 207 ms at p95") are about different
+/// components. A vector similarity of [`VECTOR_SUBJECT`] or more stands in for it.
+const MEMORY_SUBJECT: f64 = 0.4;
 /// Sentences compared per memory; a long memory is compared by its first sentences only, which
 /// bounds the work of one capture.
 const MAX_SENTENCES: usize = 12;
@@ -58,6 +67,11 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
     }
     let olds: Vec<Sentence> = sentences(older).into_iter().take(MAX_SENTENCES).collect();
     let news: Vec<Sentence> = sentences(newer).into_iter().take(MAX_SENTENCES).collect();
+    let close = vector_similarity.is_some_and(|value| value >= VECTOR_SUBJECT);
+    let subject = |sentences: &[Sentence]| sentences.iter().flat_map(Sentence::subject).collect::<BTreeSet<String>>();
+    if !close && dice(&subject(&olds), &subject(&news)) < MEMORY_SUBJECT {
+        return None;
+    }
     let pairs = || news.iter().flat_map(|new| olds.iter().map(move |old| (old, new)));
     if let Some(found) = pairs().find_map(|(old, new)| superseded(old, new)) {
         return Some(Detection { kind: ContradictionKind::Superseded, older: found.0, newer: found.1, newer_states_change: true });
@@ -67,7 +81,6 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
     if let Some(found) = pairs().find_map(|(old, new)| superseded(new, old)) {
         return Some(Detection { kind: ContradictionKind::Superseded, older: found.1, newer: found.0, newer_states_change: false });
     }
-    let close = vector_similarity.is_some_and(|value| value >= VECTOR_SUBJECT);
     if let Some(found) = pairs().find_map(|(old, new)| changed_value(old, new, close)) {
         return Some(Detection { kind: ContradictionKind::ChangedValue, older: found.0, newer: found.1, newer_states_change: false });
     }
@@ -339,7 +352,9 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
             break;
         }
         let Some((key, adjacent)) = key else { continue };
-        if !is_content(key) || has_digit(key) || is_negation(key) {
+        // A key is a plain word: not a file name (`api.conf:537` is a place, not a setting)
+        // and not a verb of change or a past tense ("moved 6 of 17 endpoints").
+        if !is_content(key) || has_digit(key) || is_negation(key) || key.contains('.') || key.ends_with("ed") || CHANGE_VERBS.contains(&key) {
             continue;
         }
         let key_noun = KEY_NOUNS.contains(&key) || KEY_NOUNS.contains(&stem(key).as_str());
@@ -349,7 +364,11 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
             // A word as a value only where the sentence plainly assigns it to a setting.
             is_content(token)
                 && unit_factor(token).is_none()
-                && ((tokens[index - 1] == "=" || tokens[index - 1] == ":") || (key_noun && marked && !adjacent))
+                && match tokens[index - 1].as_str() {
+                    "=" | ":" => true,
+                    "is" | "are" | "was" | "were" => key_noun,
+                    _ => false,
+                }
         };
         if !accepted {
             continue;
@@ -364,8 +383,14 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
     found
 }
 
+/// Whether a sentence tells of a change or a range ("went from 851 ms to 207 ms", "from 3 to
+/// 5 replicas"): history, not a value it holds now, so it is compared as a supersession only.
+fn from_to(sentence: &Sentence) -> bool {
+    sentence.tokens.iter().position(|token| token == "from").is_some_and(|from| sentence.tokens[from..].iter().any(|token| token == "to"))
+}
+
 fn changed_value(old: &Sentence, new: &Sentence, close: bool) -> Option<(Vec<String>, Vec<String>)> {
-    if old.negated != new.negated {
+    if old.negated != new.negated || from_to(old) || from_to(new) {
         return None;
     }
     let old_settings = settings(old);
@@ -557,7 +582,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
         }
         let old_rest: BTreeSet<String> = old.content.intersection(&new.content).cloned().collect();
         let new_rest: BTreeSet<String> = new.content.difference(&new_words).filter(|word| !CHANGE_VERBS.contains(&word.as_str())).cloned().collect();
-        if old_rest.is_empty() || dice(&old_rest, &new_rest) < SWITCH_SUBJECT {
+        if old_rest.len() < MIN_SHARED || dice(&old_rest, &new_rest) < SWITCH_SUBJECT {
             return None;
         }
         let mut older = original(&replaced);
@@ -582,7 +607,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
     }
     // "from X to Y", "Y replaces X", "Y instead of X": the subject apart from X and Y is shared.
     let shared = old.content.iter().filter(|word| !old_words.contains(*word) && !new_words.contains(*word) && new.content.contains(*word)).count();
-    if shared == 0 || old.negated {
+    if shared < MIN_SHARED || old.negated {
         return None;
     }
     let mut older = original(&named);
