@@ -43,7 +43,9 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
     let memory = Arc::new(
         MemoryService::new(memory_domains, embedder(config)?)
             .with_author(config.author())
-            .with_repository_root(project.map(|project| project.root.clone())),
+            .with_repository_root(project.map(|project| project.root.clone()))
+            .with_decay(config.decay)
+            .with_deduplication(config.deduplication.clone()),
     );
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
