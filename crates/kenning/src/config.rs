@@ -39,6 +39,10 @@ pub struct Config {
     pub decay: DecayPolicy,
     /// Near-duplicate thresholds, by default and per namespace (`[dynamics]`).
     pub deduplication: Deduplication,
+    /// The project's own synonym groups, added to the built-in ones (`[recall] synonyms`).
+    pub synonyms: Vec<Vec<String>>,
+    /// Whether recall asks the configured language model for other search terms (`[recall] rewrite_with_llm`).
+    pub rewrite_queries: bool,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
 }
@@ -91,6 +95,16 @@ struct FileConfig {
     domains: Option<DomainsSection>,
     user: Option<UserSection>,
     dynamics: Option<DynamicsSection>,
+    recall: Option<RecallSection>,
+}
+
+/// `[recall]`: how queries are widened.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallSection {
+    /// Groups of terms that mean the same in this project, e.g. `[["ledger", "billing service"]]`.
+    synonyms: Option<Vec<Vec<String>>>,
+    rewrite_with_llm: Option<bool>,
 }
 
 /// `[dynamics]`: how confidence decays and when a capture is a near-duplicate.
@@ -258,6 +272,15 @@ impl Config {
         }
         if let Some(dynamics) = file.dynamics {
             self.apply_dynamics(&origin, dynamics)?;
+        }
+        if let Some(recall) = file.recall {
+            for group in recall.synonyms.unwrap_or_default() {
+                if group.iter().filter(|term| !term.trim().is_empty()).count() < 2 {
+                    bail!("{origin}: recall.synonyms has the group {group:?}, which names fewer than two terms; list each group's terms together, e.g. [\"ledger\", \"billing service\"]");
+                }
+                self.synonyms.push(group);
+            }
+            self.rewrite_queries = recall.rewrite_with_llm.unwrap_or(self.rewrite_queries);
         }
         self.sources.push(path.to_owned());
         Ok(())
@@ -534,6 +557,20 @@ mod tests {
             let error = Config::default().apply_file(&file).unwrap_err().to_string();
             assert!(error.contains("kenning.toml") && error.contains(named), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn recall_synonyms_are_groups_of_at_least_two_terms() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[recall]\nsynonyms = [[\"ledger\", \"billing service\"]]\nrewrite_with_llm = true\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.synonyms, [vec!["ledger".to_owned(), "billing service".to_owned()]]);
+        assert!(config.rewrite_queries);
+        std::fs::write(&file, "[recall]\nsynonyms = [[\"ledger\"]]\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err().to_string();
+        assert!(error.contains("recall.synonyms") && error.contains("ledger"), "{error}");
     }
 
     #[test]
