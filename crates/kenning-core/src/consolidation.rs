@@ -7,9 +7,12 @@
 //!   cluster whose centroid (the mean of its members' vectors) is most similar to it, if that
 //!   similarity reaches the threshold and the cluster has fewer than [`MAX_CLUSTER_SIZE`]
 //!   members; otherwise it opens a cluster of its own. Ties go to the cluster opened first.
-//!   Clusters smaller than the minimum size are dropped: their episodes stay as they are. The
-//!   rule is deterministic (the same vectors in the same order give the same clusters) and needs
-//!   one pass, at the cost of comparing each episode with every open cluster.
+//!   A second sweep then merges each cluster into the earlier one whose centroid is most
+//!   similar to its own, by the same threshold and cap, so that an episode that came before
+//!   its topic's cluster formed is not left alone. Clusters smaller than the minimum size are
+//!   dropped: their episodes stay as they are. The rule is deterministic (the same vectors in
+//!   the same order give the same clusters) and costs two comparisons of each episode or
+//!   cluster with every cluster open before it.
 //! - [`extractive_principle`] writes a principle from a cluster without a language model: its
 //!   title is the most central episode's, its content the members' sentences that carry most of
 //!   the words the cluster shares, with those shared terms; it says that it is extractive.
@@ -165,6 +168,7 @@ pub fn cluster(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn 
     if !progress(total, total) {
         return None;
     }
+    let open = merge_close_clusters(open, params.similarity_threshold);
     Some(
         open.into_iter()
             .filter(|candidate| candidate.members.len() >= params.min_cluster_size)
@@ -179,6 +183,44 @@ pub fn cluster(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn 
             })
             .collect(),
     )
+}
+
+/// The second sweep of [`cluster`]: each cluster, in the order they were opened, joins the
+/// earlier one whose centroid is most similar to its own, if that similarity reaches the
+/// threshold and the two fit in [`MAX_CLUSTER_SIZE`]. The first pass compares an episode with
+/// a cluster of one by their two vectors alone; this lets an episode that came too early for
+/// the cluster that grew later (or two halves of one topic) come together by their centroids.
+fn merge_close_clusters(open: Vec<Open>, threshold: f64) -> Vec<Open> {
+    let mut kept: Vec<Open> = Vec::with_capacity(open.len());
+    for candidate in open {
+        let mut best: Option<(usize, f64)> = None;
+        for (index, earlier) in kept.iter().enumerate() {
+            if earlier.members.len() + candidate.members.len() > MAX_CLUSTER_SIZE
+                || earlier.sum.len() != candidate.sum.len()
+                || earlier.norm == 0.0
+                || candidate.norm == 0.0
+            {
+                continue;
+            }
+            let dot: f64 = earlier.sum.iter().zip(&candidate.sum).map(|(x, y)| x * y).sum();
+            let similarity = dot / (earlier.norm * candidate.norm);
+            if similarity >= threshold && best.is_none_or(|(_, top)| similarity > top) {
+                best = Some((index, similarity));
+            }
+        }
+        match best {
+            Some((index, _)) => {
+                let target = &mut kept[index];
+                for (sum, x) in target.sum.iter_mut().zip(&candidate.sum) {
+                    *sum += x;
+                }
+                target.norm = target.sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+                target.members.extend(candidate.members);
+            }
+            None => kept.push(candidate),
+        }
+    }
+    kept
 }
 
 /// An episode's text, as a principle is written from it.
@@ -436,6 +478,15 @@ mod tests {
         assert_eq!(first[0].members[0], 1, "the vector nearest the centroid comes first: {:?}", first[0]);
         assert!(first[0].centrality.windows(2).all(|pair| pair[0] >= pair[1]));
         assert!(first[0].cohesion() > 0.9);
+    }
+
+    #[test]
+    fn an_episode_that_came_before_its_cluster_formed_joins_it_by_centroid() {
+        // The first is below the threshold with each of the others alone, above it with their centroid.
+        let vectors = vec![unit(&[1.0, 0.0, 0.0]), unit(&[0.81, 0.586, 0.2]), unit(&[0.81, 0.586, -0.2])];
+        let single = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        assert!(single(&vectors[0], &vectors[1]) < 0.8 && single(&vectors[0], &vectors[2]) < 0.8);
+        assert_eq!(run(&vectors, &ClusterParams::default()), [vec![0, 1, 2]]);
     }
 
     #[test]
