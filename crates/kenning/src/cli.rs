@@ -86,6 +86,9 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Group related episodic memories into semantic principles linked to them, with progress
+    /// on stderr and the run's summary on stdout; `--rollback RUN` undoes a run, `--list` lists them.
+    Consolidate(crate::consolidate::ConsolidateArgs),
     /// Decisions: capture, follow through signals to an outcome, and learn from them.
     Decisions {
         #[command(subcommand)]
