@@ -19,6 +19,8 @@
 //! - [`consolidation`]: `MemoryService::consolidate` groups a domain's episodes by meaning into
 //!   semantic principles linked to them, records each run in the domain's working state, and
 //!   rolls a run back on request.
+//! - [`introspect`] reports a domain's memory at a glance: counts by kind, dormant memories,
+//!   links, evidence, contradictions and consolidation runs.
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -31,6 +33,7 @@ pub mod consolidation;
 pub mod decisions;
 pub mod error;
 pub mod ids;
+pub mod introspect;
 pub mod protocols;
 pub mod recall;
 pub mod service;

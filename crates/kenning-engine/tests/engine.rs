@@ -9,6 +9,8 @@ mod code;
 mod consolidation;
 #[path = "engine/decisions.rs"]
 mod decisions;
+#[path = "engine/dynamics.rs"]
+mod dynamics;
 
 use std::path::PathBuf;
 use std::sync::Arc;
