@@ -6,11 +6,13 @@
 //! With a language model the principle's text is the model's; when the model fails or answers
 //! out of shape, the extractive principle stands in and the run says so ([`LlmUseView`]).
 //!
-//! A run is safe against a crash midway. Its record is written as `running` before anything
-//! else, and each write is recorded before it is made: the id of a principle before the
-//! principle is stored, the URNs of its episodes before they are marked. A rollback undoes what
-//! the record names and skips what never came to be, so a run that stopped anywhere (`running`
-//! or `failed`) is rolled back like a completed one. Episodes are marked in their metadata
+//! A run is safe against a crash midway. Before it writes anything its record is saved as
+//! `running` with the whole plan: the URN each principle will have (ids are chosen up front) and
+//! the URN of every episode it will mark. A rollback undoes what the record names and skips what
+//! never came to be (a principle not stored, an episode not marked by this run), so a run that
+//! stopped anywhere is rolled back like a completed one. The record is saved once more at the
+//! end, `completed` or `failed`, naming what was actually done; two saves per run, whatever its
+//! size. Episodes are marked in their metadata
 //! ([`CONSOLIDATED_INTO_KEY`], [`CONSOLIDATION_RUN_KEY`]), which keeps later runs from grouping
 //! them again; a rollback removes the marks its run made, and no other.
 
@@ -185,20 +187,6 @@ pub mod status {
     pub const DRY_RUN: &str = "dry_run";
 }
 
-/// The run's record and the revision last written, so each save is compare-and-swap on it.
-struct Recorder<'a> {
-    state: &'a dyn StateStore,
-    revision: u64,
-}
-
-impl Recorder<'_> {
-    fn save(&mut self, run: &ConsolidationRun, now: DateTime<Utc>) -> Result<()> {
-        self.state.put_state(&encode(run, self.revision + 1, now)?)?;
-        self.revision += 1;
-        Ok(())
-    }
-}
-
 fn encode(run: &ConsolidationRun, revision: u64, now: DateTime<Utc>) -> Result<StateRecord> {
     Ok(StateRecord {
         kind: StateKind::ConsolidationRun,
@@ -315,22 +303,32 @@ impl MemoryService {
             return Ok(run);
         };
         run.run_id = Some(format!("{RUN_ID_PREFIX}{}", new_memory_id(started)));
+        // The plan, saved before the first write: the principles' URNs and every episode to mark.
+        let ids: Vec<MemoryId> =
+            clusters.iter().map(|_| MemoryId::parse(&new_memory_id(started)).expect("generated ids are valid")).collect();
+        for (view, id) in run.clusters.iter_mut().zip(&ids) {
+            view.principle = Some(MemoryUrn::new(entry.domain.clone(), Namespace::parse(&view.namespace)?, id.clone()).to_string());
+        }
+        run.created = run.clusters.iter().filter_map(|view| view.principle.clone()).collect();
+        run.changed = run.clusters.iter().flat_map(|view| view.episodes.iter().cloned()).collect();
         state.put_state(&encode(&run, 1, started)?)?;
-        let mut recorder = Recorder { state, revision: 1 };
-        match self.write_principles(entry, &mut recorder, &mut run, &episodes, &clusters, progress) {
+        // From here on the run's lists say what was done, for the closing save.
+        run.created.clear();
+        run.changed.clear();
+        let outcome = self.write_principles(entry, &mut run, &episodes, &clusters, ids, progress);
+        run.finished_at = Some(timestamp(self.now()));
+        match outcome {
             Ok(()) => {
                 run.status = status::COMPLETED.to_owned();
-                run.finished_at = Some(timestamp(self.now()));
-                recorder.save(&run, self.now())?;
+                state.put_state(&encode(&run, 2, self.now())?)?;
                 Ok(run)
             }
             Err(error) => {
                 run.status = status::FAILED.to_owned();
                 run.error = Some(error.to_string());
-                run.finished_at = Some(timestamp(self.now()));
                 // The error that stopped the run is the one to report; a record that cannot
-                // be saved as failed stays `running`, which a rollback treats alike.
-                if let Err(record_error) = recorder.save(&run, self.now()) {
+                // be saved as failed stays `running` with its plan, which a rollback undoes alike.
+                if let Err(record_error) = encode(&run, 2, self.now()).and_then(|record| Ok(state.put_state(&record)?)) {
                     tracing::warn!(run = ?run.run_id, %record_error, "could not record a consolidation run as failed");
                 }
                 Err(error)
@@ -378,22 +376,22 @@ impl MemoryService {
         Ok(vectors)
     }
 
-    /// Writes each cluster's principle and marks its episodes, recording each step before it
-    /// is taken.
+    /// Writes each cluster's principle under the id planned for it and marks its episodes,
+    /// adding to the run's lists what it did.
     fn write_principles(
         &self,
         entry: &DomainStore,
-        recorder: &mut Recorder<'_>,
         run: &mut ConsolidationRun,
         episodes: &[Memory],
         clusters: &[Cluster],
+        ids: Vec<MemoryId>,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<()> {
         let run_id = run.run_id.clone().unwrap_or_default();
         let reason = format!("consolidated by run {run_id}");
         let mut answered = 0;
         let mut failures: Vec<String> = Vec::new();
-        for (number, group) in clusters.iter().enumerate() {
+        for ((number, group), id) in clusters.iter().enumerate().zip(ids) {
             check_interrupt()?;
             let members: Vec<&Memory> = group.members.iter().map(|&position| &episodes[position]).collect();
             let texts: Vec<EpisodeText<'_>> =
@@ -411,30 +409,23 @@ impl MemoryService {
                     }
                 },
             };
-            let namespace = run.clusters[number].namespace.clone();
-            let now = self.now();
-            let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
-            let urn = MemoryUrn::new(entry.domain.clone(), Namespace::parse(&namespace)?, id.clone()).to_string();
-            run.created.push(urn.clone());
-            recorder.save(run, now)?;
-            let principle_urn = match self.store_principle(entry, id, &namespace, principle, by_model, &members, &run_id)? {
+            let namespace = Namespace::parse(&run.clusters[number].namespace)?;
+            let principle_urn = match self.store_principle(entry, id.clone(), &namespace, principle, by_model, &members, &run_id)? {
                 Inserted::Created => {
                     run.principles_extracted += 1;
+                    let urn = MemoryUrn::new(entry.domain.clone(), namespace, id).to_string();
+                    run.created.push(urn.clone());
                     urn
                 }
                 Inserted::Duplicate(existing) => {
-                    run.created.pop();
-                    let existing = MemoryUrn::new(entry.domain.clone(), Namespace::parse(&namespace)?, existing).to_string();
+                    let existing = MemoryUrn::new(entry.domain.clone(), namespace, existing).to_string();
                     run.warnings.push(format!("the principle of cluster {} already exists as {existing}; its episodes point to it", number + 1));
                     existing
                 }
             };
             run.clusters[number].principle = Some(principle_urn.clone());
-            let sources: Vec<String> = members.iter().map(|memory| memory.urn().to_string()).collect();
-            run.changed.extend(sources.iter().cloned());
-            recorder.save(run, self.now())?;
-            for source in &sources {
-                let marked = self.change("urn", source, |current, now| {
+            for source in members.iter().map(|memory| memory.urn().to_string()) {
+                let marked = self.change("urn", &source, |current, now| {
                     edit_metadata(current, &reason, now, |metadata| {
                         if !metadata.contains_key(CONSOLIDATED_INTO_KEY) {
                             metadata.insert(CONSOLIDATED_INTO_KEY.to_owned(), principle_urn.clone());
@@ -443,7 +434,8 @@ impl MemoryService {
                     })
                 });
                 match marked {
-                    Ok(_) => {}
+                    Ok(outcome) if outcome.changed => run.changed.push(source),
+                    Ok(_) => run.warnings.push(format!("{source} was consolidated by another run meanwhile and is left as it is")),
                     Err(Error::Invalid(error)) => run.warnings.push(format!("{source} could not be marked as consolidated: {error}")),
                     Err(error) => return Err(error),
                 }
@@ -469,7 +461,7 @@ impl MemoryService {
         &self,
         entry: &DomainStore,
         id: MemoryId,
-        namespace: &str,
+        namespace: &Namespace,
         principle: Principle,
         by_model: bool,
         members: &[&Memory],
@@ -483,7 +475,7 @@ impl MemoryService {
             content: principle.content,
             title: Some(principle.title),
             kind: Some(MemoryKind::Semantic.as_str().to_owned()),
-            namespace: Some(namespace.to_owned()),
+            namespace: Some(namespace.to_string()),
             tags: vec!["consolidated".to_owned()],
             source: Some(if by_model { "model-generated" } else { "inference" }.to_owned()),
             links: members
