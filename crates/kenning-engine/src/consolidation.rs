@@ -197,7 +197,7 @@ fn encode(run: &ConsolidationRun, revision: u64, now: DateTime<Utc>) -> Result<S
     })
 }
 
-fn decode(record: &StateRecord) -> Result<ConsolidationRun> {
+pub(crate) fn decode(record: &StateRecord) -> Result<ConsolidationRun> {
     serde_json::from_str(&record.body)
         .map_err(|error| Error::Storage(format!("stored consolidation run {} does not read: {error}", record.id)))
 }

@@ -140,6 +140,11 @@ fn three_topics_become_three_linked_principles_and_a_rollback_restores_everythin
     let runs = memory.consolidation_runs(None, 10).unwrap();
     assert_eq!(runs.iter().map(|run| run.run_id.clone().unwrap()).collect::<Vec<_>>(), [again.run_id.clone().unwrap(), run_id.clone()]);
     assert_eq!(memory.consolidation_run(&run_id).unwrap(), run);
+    let report = memory.introspect(None).unwrap();
+    assert_eq!(report.total_consolidation_runs, 2);
+    assert_eq!(report.last_consolidation, again.finished_at, "the newest completed run, though it found nothing to do");
+    assert_eq!(report.semantic, 3, "the three principles");
+    assert_eq!(report.links_by_relation.get("derived-from"), Some(&15));
 
     let rolled = memory.rollback_consolidation(&run_id).unwrap();
     assert_eq!(rolled.status, "rolled_back");

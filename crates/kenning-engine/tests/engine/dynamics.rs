@@ -254,6 +254,7 @@ fn introspection_counts_kinds_dormant_links_and_evidence() {
     assert_eq!(report.links_by_relation.get("derived-from"), Some(&1));
     assert_eq!((report.reinforced, report.contradicted), (1, 0));
     assert_eq!(report.domain, "user");
+    assert_eq!((report.total_consolidation_runs, report.last_consolidation), (0, None));
 }
 
 /// Regression: relevance was capped at 1 before confidence weighed it, so memories lifted past
