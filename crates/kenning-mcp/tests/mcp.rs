@@ -1,5 +1,7 @@
-//! The MCP surface in process: the tools/list snapshot, toolset selection and resource reads.
-//! End-to-end tests with a real client live in the `kenning` crate.
+//! The MCP surface in process: the tools/list snapshot, toolset selection and resource reads;
+//! the planning and dynamics toolsets (`mcp/planning.rs`, `mcp/consolidation.rs`) and the fuzz
+//! test (`mcp/fuzz.rs`) through one client session (`mcp/session.rs`). End-to-end tests with a
+//! real client live in the `kenning` crate.
 
 use std::sync::Arc;
 
@@ -10,8 +12,14 @@ use kenning_mcp::resources;
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
 
+#[path = "mcp/consolidation.rs"]
+mod consolidation;
 #[path = "mcp/fuzz.rs"]
 mod fuzz;
+#[path = "mcp/planning.rs"]
+mod planning;
+#[path = "mcp/session.rs"]
+mod session;
 
 fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
     services(dir).0
