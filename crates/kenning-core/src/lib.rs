@@ -13,6 +13,8 @@
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
+//! - [`expansion`] widens a query by the other names of what it names (built-in and project
+//!   synonyms, or a model's rewrite); [`dynamics`] assesses a memory's confidence now.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models;
@@ -22,6 +24,8 @@
 //!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
 //!   [`guidance`] advises on a proposed confidence, and [`beta_cdf`] / [`beta_quantile`] /
 //!   [`lower_credible_bound`] are the exact Beta functions underneath.
+//! - [`consolidation`] groups alike episodes by their vectors and writes a principle from each
+//!   group, extractive or through a language model's prompt and strictly read answer.
 //! - [`state`] is the seam to working state kept beside the memories ([`state::StateStore`]);
 //!   [`workflow`] validates workflows (a DAG of steps) and moves their steps along.
 //! - [`decision`] holds decisions, signals and outcomes, their similarity, and the
@@ -30,10 +34,12 @@
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
 pub mod calibration;
+pub mod consolidation;
 pub mod contradiction;
 pub mod decision;
 pub mod dynamics;
 pub mod error;
+pub mod expansion;
 pub mod graph;
 pub mod input;
 pub mod interrupt;

@@ -279,10 +279,18 @@ impl MemoryService {
         Ok(ContradictionPage { contradictions: page, total: total as u64, next_cursor: (end < total).then(|| Cursor { offset: end }.encode()) })
     }
 
-    /// How many contradictions are in each state, over every domain (for introspection).
-    pub fn contradiction_counts(&self) -> Result<ContradictionCounts> {
+    /// How many contradictions are in each state, in `domain` (`project`, `user`, `org` or a
+    /// full name) or, without one, over every domain.
+    pub fn contradiction_counts(&self, domain: Option<&str>) -> Result<ContradictionCounts> {
+        let records = match domain {
+            None => self.all_records()?,
+            Some(text) => match self.resolve_domain("domain", text)?.store.state() {
+                Some(state) => read_records(state)?.into_iter().map(|(_, record)| record).collect(),
+                None => Vec::new(),
+            },
+        };
         let mut counts = ContradictionCounts::default();
-        for record in self.all_records()? {
+        for record in records {
             *match record.state {
                 ContradictionState::Open => &mut counts.open,
                 ContradictionState::Resolved => &mut counts.resolved,

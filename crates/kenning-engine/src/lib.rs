@@ -18,6 +18,11 @@
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
 //! - Contradictions between memories are found at capture, kept in each domain's working state
 //!   and settled by [`MemoryService::resolve_truth`] (`contradictions`).
+//! - [`consolidation`]: `MemoryService::consolidate` groups a domain's episodes by meaning into
+//!   semantic principles linked to them, records each run in the domain's working state, and
+//!   rolls a run back on request.
+//! - [`introspect`] reports a domain's memory at a glance: counts by kind, dormant memories,
+//!   links, evidence, contradictions and consolidation runs.
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -26,10 +31,12 @@
 
 mod access;
 pub mod code;
+pub mod consolidation;
 mod contradictions;
 pub mod decisions;
 pub mod error;
 pub mod ids;
+pub mod introspect;
 pub mod protocols;
 pub mod recall;
 pub mod service;
@@ -38,6 +45,7 @@ pub mod views;
 pub mod workflows;
 
 pub use code::CodeService;
+pub use consolidation::{ConsolidateRequest, ConsolidationRun};
 pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;

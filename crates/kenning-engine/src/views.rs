@@ -250,37 +250,8 @@ pub struct ContradictionCounts {
     pub reopened: u64,
 }
 
-/// Whether a language model did work a rule could also do, and which rule did it if not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct LlmUseView {
-    /// `used`, `not_configured` or `failed`.
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The rule that did the work when no model did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<String>,
-}
-
-impl From<&kenning_core::llm::LlmUse> for LlmUseView {
-    fn from(value: &kenning_core::llm::LlmUse) -> Self {
-        use kenning_core::llm::LlmUse;
-        match value {
-            LlmUse::Used { model } => LlmUseView { status: "used".into(), model: Some(model.clone()), error: None, fallback: None },
-            LlmUse::NotConfigured { fallback } => {
-                LlmUseView { status: "not_configured".into(), model: None, error: None, fallback: Some(fallback.clone()) }
-            }
-            LlmUse::Failed { error, fallback } => {
-                LlmUseView { status: "failed".into(), model: None, error: Some(error.clone()), fallback: Some(fallback.clone()) }
-            }
-        }
-    }
-}
-
 /// What `resolve_truth` decided: `{resolution, conditions, explanation}` and who decided it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResolutionView {
     pub contradiction_id: String,
     /// `a_wins`, `b_wins` or `context_dependent`.
@@ -382,6 +353,12 @@ pub struct RecallPage {
     /// results come from the others. Absent when every domain answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<UnavailableDomain>,
+    /// Other names of what the query names (synonyms, or a model's rewrite), also searched with less weight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expanded_with: Vec<String>,
+    /// How the model rewrite of the query went, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_rewrite: Option<String>,
 }
 
 /// A domain a recall had to leave out, and why.
@@ -541,4 +518,34 @@ pub struct ReindexReport {
     pub model: Option<String>,
     pub embedded: u64,
     pub text_indexed: u64,
+}
+
+/// How a response that could use a language model came about (`kenning_core::llm::LlmUse`):
+/// `used` with the model, or `not_configured` / `failed` with the rule that did the work instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LlmUseView {
+    /// used, not_configured or failed.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The rule that did the work without a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl From<&kenning_core::llm::LlmUse> for LlmUseView {
+    fn from(value: &kenning_core::llm::LlmUse) -> Self {
+        use kenning_core::llm::LlmUse;
+        match value {
+            LlmUse::Used { model } => LlmUseView { status: "used".into(), model: Some(model.clone()), error: None, fallback: None },
+            LlmUse::NotConfigured { fallback } => {
+                LlmUseView { status: "not_configured".into(), model: None, error: None, fallback: Some(fallback.clone()) }
+            }
+            LlmUse::Failed { error, fallback } => {
+                LlmUseView { status: "failed".into(), model: None, error: Some(error.clone()), fallback: Some(fallback.clone()) }
+            }
+        }
+    }
 }

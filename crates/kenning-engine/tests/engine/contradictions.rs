@@ -60,7 +60,9 @@ fn a_capture_reports_the_contradiction_it_finds_and_keeps_a_record() {
     let open = memory.contradictions(Some("open"), None, None).unwrap();
     assert_eq!((open.total, open.contradictions[0].id.as_str()), (1, note.id.as_str()));
     assert_eq!(memory.contradictions(Some("resolved"), None, None).unwrap().total, 0);
-    assert_eq!(memory.contradiction_counts().unwrap().open, 1);
+    assert_eq!(memory.contradiction_counts(None).unwrap().open, 1);
+    assert_eq!(memory.contradiction_counts(Some("project")).unwrap().open, 1);
+    assert_eq!(memory.introspect(None).unwrap().contradictions.open, 1);
     let Err(Error::Invalid(error)) = memory.contradictions(Some("closed"), None, None) else { panic!("an unknown state was accepted") };
     assert_eq!(error.field, "state");
 }
@@ -89,7 +91,7 @@ fn without_a_model_the_newer_statement_wins_by_recency() {
     assert_eq!(error.field, "contradiction_id");
     let Err(Error::Invalid(error)) = memory.resolve_truth("dec_1") else { panic!("a malformed id was accepted") };
     assert!(error.problem.contains("not a contradiction id"));
-    assert_eq!(memory.contradiction_counts().unwrap().resolved, 1);
+    assert_eq!(memory.contradiction_counts(None).unwrap().resolved, 1);
 }
 
 #[test]
@@ -146,7 +148,7 @@ fn a_new_conflict_with_the_winner_reopens_the_settled_contradiction() {
     let last = reopened.history.last().unwrap();
     assert_eq!((last.from.as_deref(), last.to.as_str()), (Some("resolved"), "reopened"));
     assert!(last.reason.contains(&third.urn), "{last:?}");
-    assert_eq!(memory.contradiction_counts().unwrap().reopened, 1);
+    assert_eq!(memory.contradiction_counts(None).unwrap().reopened, 1);
     let again = memory.resolve_truth(&first_id).unwrap();
     assert_eq!(again.state, "resolved");
     assert_eq!(memory.contradiction(&first_id).unwrap().history.len(), 4);
@@ -166,7 +168,7 @@ fn a_contradiction_survives_a_reopen_of_the_store() {
     let memory = service(&dir);
     assert_eq!(memory.contradiction(&id).unwrap(), before);
     assert_eq!(before.state, "resolved");
-    let counts = memory.contradiction_counts().unwrap();
+    let counts = memory.contradiction_counts(None).unwrap();
     assert_eq!((counts.open, counts.resolved), (0, 1));
 }
 

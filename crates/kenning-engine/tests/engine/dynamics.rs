@@ -208,3 +208,72 @@ fn a_namespace_can_turn_deduplication_off() {
     assert!(again.created && !again.reinforced);
     assert_eq!(store.stats().unwrap().by_status["active"], 2);
 }
+
+#[test]
+fn recall_widens_a_query_by_built_in_and_project_synonyms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], None);
+    let pods = memory.capture(note("Kubernetes pods restart after every node pool upgrade", "semantic"), None).unwrap().urn;
+    let ledger = memory.capture(note("The billing service rounds invoice totals half-even", "semantic"), None).unwrap().urn;
+    let exact = memory.capture(note("k8s upgrade checklist: drain nodes first", "procedural"), None).unwrap().urn;
+
+    let page = recall(&memory, "k8s upgrade");
+    assert_eq!(page.expanded_with, ["kubernetes"]);
+    let order: Vec<&str> = page.results.iter().map(|hit| hit.urn.as_str()).collect();
+    assert_eq!(order, [exact.as_str(), pods.as_str()], "the caller's own words first, the synonym's match after");
+
+    assert!(recall(&memory, "ledger").results.is_empty(), "no project vocabulary yet");
+    let mut vocabulary = kenning_core::expansion::Vocabulary::built_in();
+    vocabulary.add_group(["ledger", "billing service"]);
+    let memory = memory.with_vocabulary(vocabulary);
+    let page = recall(&memory, "ledger");
+    assert_eq!(page.expanded_with, ["billing service"]);
+    assert_eq!(page.results[0].urn, ledger);
+    assert_eq!(page.query_rewrite, None, "no model, no rewrite");
+}
+
+#[test]
+fn introspection_counts_kinds_dormant_links_and_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let episode = memory.capture(note("The release train was delayed by a failing migration on Friday", "episodic"), None).unwrap().urn;
+    memory.capture(note("Run migrations with --lock-timeout 5s on the primary", "procedural"), None).unwrap();
+    let principle = CaptureInput {
+        links: vec![kenning_core::LinkInput { target: episode.clone(), relation: Some("derived-from".into()) }],
+        ..note("Migrations that rewrite large tables must run outside the release train", "semantic")
+    };
+    memory.capture(principle, None).unwrap();
+    memory.capture(note("migrations that rewrite large tables must run outside the release train!", "semantic"), None).unwrap();
+
+    clock.set_days(30.0);
+    let report = memory.introspect(None).unwrap();
+    assert_eq!((report.episodic, report.semantic, report.procedural), (1, 1, 1));
+    assert_eq!(report.dormant, 1, "the unused episode has decayed");
+    assert_eq!(report.causal_links, 1);
+    assert_eq!(report.links_by_relation.get("derived-from"), Some(&1));
+    assert_eq!((report.reinforced, report.contradicted), (1, 0));
+    assert_eq!(report.domain, "user");
+    assert_eq!((report.total_consolidation_runs, report.last_consolidation), (0, None));
+}
+
+/// Regression: relevance was capped at 1 before confidence weighed it, so memories lifted past
+/// 1 (by a neighbour in their session, or by the time span the query names) tied, and a
+/// confirmed memory outranked the one the query matched best.
+#[test]
+fn a_confirmed_memory_does_not_outrank_a_better_match_lifted_past_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, _) = service(&dir);
+    let in_session = |content: &str| CaptureInput {
+        event_time: Some("2025-05-20T09:00:00Z".into()),
+        metadata: [("session_id".to_owned(), "s1".to_owned())].into(),
+        ..note(content, "episodic")
+    };
+    let captured = memory.capture_many(vec![in_session("The deploy key failed"), in_session("The deploy key failed again on the runners")], None).unwrap();
+    let (best, weaker) = (captured[0].urn.clone(), captured[1].urn.clone());
+    assert!(memory.capture(note("the deploy key failed again on the runners!", "episodic"), None).unwrap().reinforced);
+    let page = recall(&memory, "deploy key failed");
+    assert_eq!(page.results[0].urn, best, "{:?}", page.results);
+    assert_eq!(page.results[1].urn, weaker);
+    assert!(page.results.iter().all(|hit| hit.score <= 1.0 && hit.relevance <= 1.0), "shown scores stay within 0..1");
+}
