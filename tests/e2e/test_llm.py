@@ -6,6 +6,8 @@ environment; a missing key stops startup naming its variable; no [llm] section m
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
 from fake_llm import ANTHROPIC_VERSION, FakeLLM
 from harness import Workspace
@@ -69,3 +71,35 @@ def test_without_an_llm_section_there_is_no_model(ws: Workspace) -> None:
     check = llm_check(ws, {})
     assert check["status"] == "ok" and "no language model configured" in check["message"], check
     assert ws.run("status").returncode == 0
+
+
+def _post(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+def test_the_fake_answers_each_format_from_its_queue() -> None:
+    """The fake the engine's end-to-end tests rely on: scripted answers in order, in the format of
+    whoever asks, errors as each API documents them, keys checked."""
+    anthropic_headers = {"x-api-key": KEY, "anthropic-version": ANTHROPIC_VERSION}
+    openai_headers = {"authorization": "Bearer sk-openai-e2e"}
+    question = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "?"}]}
+    with FakeLLM(anthropic_key=KEY, openai_key="sk-openai-e2e") as llm:
+        llm.say('{"winner": "a"}')
+        llm.fail(429, "slow down", retry_after=1)
+        llm.say("second")
+        status, _, body = _post(f"{llm.url}/v1/messages", question, anthropic_headers)
+        assert (status, body["content"][0]["text"], body["stop_reason"]) == (200, '{"winner": "a"}', "end_turn")
+        status, headers, body = _post(f"{llm.url}/v1/chat/completions", question, openai_headers)
+        assert (status, headers.get("retry-after"), body["error"]["code"]) == (429, "1", "rate_limit_exceeded")
+        status, _, body = _post(f"{llm.url}/v1/chat/completions", question, openai_headers)
+        assert (status, body["choices"][0]["message"]["content"]) == (200, "second")
+        status, _, body = _post(f"{llm.url}/v1/messages", question, anthropic_headers)
+        assert (status, body["error"]["type"]) == (500, "api_error"), "an empty queue fails visibly"
+        status, _, body = _post(f"{llm.url}/v1/messages", question, {**anthropic_headers, "x-api-key": "wrong"})
+        assert (status, body["type"], body["error"]["type"]) == (401, "error", "authentication_error")
+        assert [request.path for request in llm.completions()] == ["/v1/messages", "/v1/chat/completions", "/v1/chat/completions", "/v1/messages", "/v1/messages"]
