@@ -218,6 +218,27 @@ pub fn change_status(
     Ok(Some(supersede(current, next, reason, now)))
 }
 
+/// What a new piece of evidence says of a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvidenceKind {
+    /// A later observation confirmed it.
+    Supporting,
+    /// A settled contradiction went against it.
+    Contradicting,
+}
+
+/// Adds one piece of evidence to a memory ([`crate::dynamics`] counts it in the memory's
+/// confidence), as a new version whose history records `reason`.
+pub fn record_evidence(current: &Memory, kind: EvidenceKind, reason: &str, now: DateTime<Utc>) -> Result<(Memory, MemoryVersion), FieldError> {
+    let reason = validate_reason(reason)?;
+    let mut next = current.clone();
+    match kind {
+        EvidenceKind::Supporting => crate::dynamics::add_supporting(&mut next),
+        EvidenceKind::Contradicting => crate::dynamics::add_contradicting(&mut next),
+    }
+    Ok(supersede(current, next, reason, now))
+}
+
 fn supersede(current: &Memory, mut next: Memory, reason: String, now: DateTime<Utc>) -> (Memory, MemoryVersion) {
     next.version = current.version + 1;
     next.updated_at = now;

@@ -1,12 +1,15 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
 //! scores; the best hits then lend part of their score to the memories captured next to them in
-//! the same session. The ranking is paged by cursor and cut to a token budget.
+//! the same session. Each candidate's relevance is then weighed by its confidence now
+//! ([`kenning_core::dynamics`]): dormant memories and those under `min_confidence` drop out. The
+//! ranking is paged by cursor and cut to a token budget.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use kenning_core::dynamics::{Assessment, assess, ranking_factor};
 use kenning_core::input::parse_time;
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
@@ -61,6 +64,8 @@ pub struct RecallRequest {
     /// The time relative expressions in the query count from ("yesterday", "last May", "since
     /// March"), RFC 3339 or YYYY-MM-DD; the clock when absent.
     pub as_of: Option<String>,
+    /// Also return dormant memories (confidence under the dormancy threshold).
+    pub include_dormant: bool,
 }
 
 /// A recall request after validation.
@@ -73,10 +78,15 @@ struct RecallPlan<'a> {
     filter: SearchFilter,
     /// What "now" is for the query's relative time expressions.
     now: DateTime<Utc>,
+    /// The least confidence (as assessed now, not as stated) a hit may have.
+    min_confidence: Option<f64>,
+    include_dormant: bool,
     stores: Vec<&'a DomainStore>,
     /// Stores (by index) that could not be reached during this recall, with the reason; they
     /// are left out of the rest of it, and the page says so.
     unavailable: RefCell<Vec<(usize, String)>>,
+    /// The records read so far in this recall, so that no step reads one twice.
+    fetched: RefCell<HashMap<(usize, MemoryId), Memory>>,
 }
 
 impl RecallPlan<'_> {
@@ -119,17 +129,17 @@ impl MemoryService {
         check_interrupt()?;
         let fused = self.spread_to_neighbours(&plan, fused)?;
         check_interrupt()?;
+        let (weighed, more) = self.weigh_by_confidence(&plan, &fused)?;
 
-        let page: Vec<&((usize, MemoryId), f64)> = fused.iter().skip(plan.offset).take(plan.limit).collect();
-        let memories = fetch(&plan, page.iter().map(|(key, _)| key))?;
+        let page: Vec<&Weighed> = weighed.iter().skip(plan.offset).take(plan.limit).collect();
+        let memories = plan.fetched.take();
 
         let mut results = Vec::with_capacity(page.len());
         let mut used_tokens = 0;
         let mut truncated = false;
-        for ((index, id), score) in page.iter().map(|entry| (&entry.0, entry.1)) {
-            let Some(memory) = memories.get(&(*index, id.clone())) else { continue };
-            // A hit that is also the neighbour of others can score above 1; relevance tops out there.
-            let mut hit = render_hit(memory, score.min(1.0), plan.detail, &plan.query);
+        for candidate in &page {
+            let Some(memory) = memories.get(&candidate.key) else { continue };
+            let mut hit = render_hit(memory, candidate, plan.detail, &plan.query);
             let mut cost = hit_tokens(&hit);
             if used_tokens + cost > plan.max_tokens {
                 if !results.is_empty() {
@@ -152,12 +162,12 @@ impl MemoryService {
         let end = plan.offset + results.len();
         let now = self.now();
         for (index, entry) in plan.stores.iter().enumerate() {
-            let ids = page.iter().take(results.len()).filter(|((store, _), _)| *store == index).map(|((_, id), _)| id.clone());
+            let ids = page.iter().take(results.len()).filter(|candidate| candidate.key.0 == index).map(|candidate| candidate.key.1.clone());
             self.access.record(&entry.domain, ids, now);
         }
         Ok(RecallPage {
             results,
-            next_cursor: (end < fused.len()).then(|| Cursor { offset: end }.encode()),
+            next_cursor: (end < weighed.len() || more).then(|| Cursor { offset: end }.encode()),
             mode: if query_vector.is_some() { "hybrid" } else { "text" }.to_owned(),
             truncated,
             estimated_tokens: used_tokens,
@@ -316,7 +326,9 @@ impl MemoryService {
             Some(text) => parse_time("as_of", text)?,
             None => self.now(),
         };
-        let filter = self.recall_filter(&request)?;
+        let mut filter = self.recall_filter(&request)?;
+        // Recall weighs the confidence assessed now; the stores only know the stated one.
+        let min_confidence = filter.min_confidence.take();
         let stores = if request.domains.is_empty() {
             self.domains.iter().collect()
         } else {
@@ -329,7 +341,20 @@ impl MemoryService {
             }
             stores
         };
-        Ok(RecallPlan { query, offset, limit, max_tokens, detail, filter, now, stores, unavailable: RefCell::default() })
+        Ok(RecallPlan {
+            query,
+            offset,
+            limit,
+            max_tokens,
+            detail,
+            filter,
+            now,
+            min_confidence,
+            include_dormant: request.include_dormant,
+            stores,
+            unavailable: RefCell::default(),
+            fetched: RefCell::default(),
+        })
     }
 
     /// Gives the memories captured just before and after each of the best hits, in the hit's
@@ -339,14 +364,15 @@ impl MemoryService {
     /// them.
     fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).collect();
-        let memories = fetch(plan, sources.iter().map(|(key, _)| key))?;
+        fetch(plan, sources.iter().map(|(key, _)| key))?;
         let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
         for ((index, id), score) in sources {
-            let Some(session) = memories.get(&(*index, id.clone())).and_then(session_of) else { continue };
+            let session = plan.fetched.borrow().get(&(*index, id.clone())).and_then(session_of).map(str::to_owned);
+            let Some(session) = session else { continue };
             if !plan.is_available(*index) {
                 continue;
             }
-            let in_session = SearchFilter { session: Some(session.to_owned()), ..plan.filter.clone() };
+            let in_session = SearchFilter { session: Some(session), ..plan.filter.clone() };
             let store = &plan.stores[*index].store;
             let Some(neighbours) = plan.answer(*index, store.neighbours(std::slice::from_ref(id), &in_session, NEIGHBOUR_WINDOW))? else {
                 continue;
@@ -361,6 +387,57 @@ impl MemoryService {
         shares.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(add_scores(fused, shares))
     }
+
+    /// Multiplies each candidate's relevance by its confidence's [`ranking_factor`] and ranks
+    /// again, leaving out dormant memories (unless asked for) and those under `min_confidence`.
+    /// Only as many records are read as the requested page needs: a factor is at most 1, so
+    /// once the page's last weighed score is at least the next candidate's unweighed relevance,
+    /// nothing further down can enter the page. Returns the weighed candidates, best first, and
+    /// whether candidates were left unread.
+    fn weigh_by_confidence(&self, plan: &RecallPlan<'_>, fused: &Ranking) -> Result<(Vec<Weighed>, bool)> {
+        let needed = plan.offset + plan.limit;
+        let batch = needed.max(CONFIDENCE_BATCH);
+        let now = self.now();
+        let mut weighed: Vec<Weighed> = Vec::with_capacity(needed + batch);
+        let mut next = 0;
+        while next < fused.len() {
+            if weighed.len() >= needed {
+                weighed.sort_by(|a, b| b.score.total_cmp(&a.score));
+                if fused[next].1 <= weighed[needed - 1].score {
+                    break;
+                }
+            }
+            let candidates = &fused[next..(next + batch).min(fused.len())];
+            fetch(plan, candidates.iter().map(|(key, _)| key))?;
+            let fetched = plan.fetched.borrow();
+            for (key, relevance) in candidates {
+                let Some(memory) = fetched.get(key) else { continue };
+                let assessment = assess(memory, now, &self.decay);
+                if (assessment.dormant && !plan.include_dormant) || plan.min_confidence.is_some_and(|least| assessment.confidence < least) {
+                    continue;
+                }
+                // A hit that is also the neighbour of others can score above 1; relevance tops out there.
+                let relevance = relevance.min(1.0);
+                weighed.push(Weighed { key: key.clone(), relevance, score: relevance * ranking_factor(assessment.confidence), assessment });
+            }
+            next += candidates.len();
+            check_interrupt()?;
+        }
+        weighed.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok((weighed, next < fused.len()))
+    }
+}
+
+/// How many candidates [`MemoryService::weigh_by_confidence`] reads at least at a time.
+const CONFIDENCE_BATCH: usize = 10;
+
+/// A recall candidate with its relevance weighed by its confidence.
+struct Weighed {
+    key: (usize, MemoryId),
+    relevance: f64,
+    /// Relevance times the confidence's ranking factor: what the results are ordered by.
+    score: f64,
+    assessment: Assessment,
 }
 
 /// Adds `extra` scores to a ranking (appending what it lacks) and ranks again. The sort is
@@ -397,26 +474,28 @@ fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Ranking {
     hits.into_iter().take(depth).map(|(score, key)| (key, score)).collect()
 }
 
-fn fetch<'k>(
-    plan: &RecallPlan<'_>,
-    keys: impl Iterator<Item = &'k (usize, MemoryId)>,
-) -> Result<HashMap<(usize, MemoryId), Memory>> {
+/// Reads the records of `keys` not read yet in this recall into `plan.fetched`.
+fn fetch<'k>(plan: &RecallPlan<'_>, keys: impl Iterator<Item = &'k (usize, MemoryId)>) -> Result<()> {
     let mut by_store: HashMap<usize, Vec<MemoryId>> = HashMap::new();
-    for (index, id) in keys {
-        by_store.entry(*index).or_default().push(id.clone());
-    }
-    let mut memories = HashMap::new();
-    for (index, ids) in by_store {
-        let Some(found) = plan.answer(index, plan.stores[index].store.get_many(&ids))? else { continue };
-        for memory in found {
-            memories.insert((index, memory.id.clone()), memory);
+    {
+        let fetched = plan.fetched.borrow();
+        for key in keys.filter(|key| !fetched.contains_key(*key)) {
+            by_store.entry(key.0).or_default().push(key.1.clone());
         }
     }
-    Ok(memories)
+    for (index, ids) in by_store {
+        let Some(found) = plan.answer(index, plan.stores[index].store.get_many(&ids))? else { continue };
+        let mut fetched = plan.fetched.borrow_mut();
+        for memory in found {
+            fetched.insert((index, memory.id.clone()), memory);
+        }
+    }
+    Ok(())
 }
 
-fn render_hit(memory: &Memory, score: f64, detail: Detail, query: &str) -> RecallHit {
+fn render_hit(memory: &Memory, candidate: &Weighed, detail: Detail, query: &str) -> RecallHit {
     let full = detail == Detail::Full;
+    let round = |value: f64| (value * 1000.0).round() / 1000.0;
     RecallHit {
         urn: memory.urn().to_string(),
         title: memory.title.clone(),
@@ -424,8 +503,10 @@ fn render_hit(memory: &Memory, score: f64, detail: Detail, query: &str) -> Recal
         namespace: memory.namespace.to_string(),
         kind: memory.kind.to_string(),
         tags: memory.tags.clone(),
-        score: (score * 1000.0).round() / 1000.0,
-        confidence: memory.confidence,
+        score: round(candidate.score),
+        relevance: round(candidate.relevance),
+        confidence: round(candidate.assessment.confidence),
+        dormant: candidate.assessment.dormant,
         occurred_at: timestamp(memory.occurred_at()),
         snippet: (!full).then(|| snippet(&memory.content, query, SNIPPET_CHARS)),
         content: full.then(|| memory.content.clone()),

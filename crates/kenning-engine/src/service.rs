@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kenning_core::input::{apply_update, build_memory, change_status};
+use kenning_core::dynamics::{Deduplication, evidence_counts, same_claim};
+use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
+use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
 use kenning_core::secrets::{redact_capture, redact_update};
 use kenning_core::{
@@ -21,6 +23,9 @@ use crate::views::{
 };
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
+
+/// How many of the most alike stored memories a capture is compared with for a near-duplicate.
+const DUPLICATE_CANDIDATES: usize = 3;
 
 /// How many times a write retries after losing a compare-and-swap race to another writer.
 pub(crate) const CAS_ATTEMPTS: u32 = 40;
@@ -57,6 +62,10 @@ pub struct MemoryService {
     repository_root: Option<PathBuf>,
     /// The configured language model (or fallback chain of them), if any.
     llm: Option<Arc<dyn LanguageModel>>,
+    /// Half-lives and the dormancy threshold that recall's confidence is assessed with.
+    pub(crate) decay: DecayPolicy,
+    /// How alike a capture must be to a stored memory to reinforce it instead of being stored.
+    deduplication: Deduplication,
 }
 
 impl MemoryService {
@@ -65,7 +74,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default() }
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -79,6 +88,18 @@ impl MemoryService {
     /// relative to its root, and an absolute one must lie inside it.
     pub fn with_repository_root(mut self, root: Option<PathBuf>) -> Self {
         self.repository_root = root;
+        self
+    }
+
+    /// Sets the half-lives and dormancy threshold confidence is assessed with.
+    pub fn with_decay(mut self, decay: DecayPolicy) -> Self {
+        self.decay = decay;
+        self
+    }
+
+    /// Sets the vector similarity, per namespace, above which a capture reinforces a stored memory.
+    pub fn with_deduplication(mut self, deduplication: Deduplication) -> Self {
+        self.deduplication = deduplication;
         self
     }
 
@@ -208,13 +229,28 @@ impl MemoryService {
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
-        let batch: Vec<(Memory, Option<Embedding>)> = memories.into_iter().zip(embeddings).collect();
-        let inserted = entry.store.insert(&batch)?;
-        batch
-            .iter()
-            .zip(inserted)
+        // A near-duplicate of a stored memory reinforces it instead of being stored beside it.
+        let mut outcomes: Vec<Option<CaptureOutcome>> = Vec::with_capacity(memories.len());
+        let mut batch: Vec<(Memory, Option<Embedding>)> = Vec::with_capacity(memories.len());
+        for ((memory, embedding), redacted) in memories.into_iter().zip(embeddings).zip(redactions.iter()) {
+            match self.near_duplicate(entry, &memory, embedding.as_ref())? {
+                Some(existing) => outcomes.push(Some(self.reinforce(entry, &existing, embedding.is_some(), redacted.clone())?)),
+                None => {
+                    outcomes.push(None);
+                    batch.push((memory, embedding));
+                }
+            }
+        }
+        let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
+        let mut stored = batch.iter().zip(inserted);
+        outcomes
+            .into_iter()
             .zip(redactions)
-            .map(|(((memory, embedding), inserted), redacted)| {
+            .map(|(outcome, redacted)| {
+                if let Some(outcome) = outcome {
+                    return Ok(outcome);
+                }
+                let ((memory, embedding), inserted) = stored.next().expect("one insert result per stored memory");
                 let mut warnings = Vec::new();
                 if let Some(near) = memory.namespace.near_built_in() {
                     warnings.push(format!(
@@ -228,6 +264,7 @@ impl MemoryService {
                         urn: memory.urn().to_string(),
                         title: memory.title.clone(),
                         created: true,
+                        reinforced: false,
                         embedded: embedding.is_some(),
                         warnings,
                         redacted,
@@ -239,6 +276,7 @@ impl MemoryService {
                             urn: MemoryUrn::new(entry.domain.clone(), memory.namespace.clone(), existing_id).to_string(),
                             title: existing.map_or_else(|| memory.title.clone(), |existing| existing.title),
                             created: false,
+                            reinforced: false,
                             embedded: embedding.is_some(),
                             warnings,
                             redacted,
@@ -247,6 +285,50 @@ impl MemoryService {
                 })
             })
             .collect()
+    }
+
+    /// The stored memory a new one nearly duplicates, if any: an active memory of the same
+    /// namespace and kind whose vector is at least the namespace's deduplication threshold
+    /// alike and whose text makes the same claim ([`same_claim`]: same numbers, same negations,
+    /// most words shared). An identical text is not a near-duplicate: the store's exact check
+    /// answers it, and resending a capture must not count as a confirmation.
+    fn near_duplicate(&self, entry: &DomainStore, memory: &Memory, embedding: Option<&Embedding>) -> Result<Option<Memory>> {
+        let Some(embedding) = embedding else { return Ok(None) };
+        let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Ok(None) };
+        let filter = SearchFilter {
+            namespaces: vec![memory.namespace.clone()],
+            kinds: vec![memory.kind],
+            status: Some(Status::Active),
+            ..SearchFilter::default()
+        };
+        let hits = entry.store.search_vector(&embedding.vector, &embedding.model, &filter, DUPLICATE_CANDIDATES)?;
+        let alike: Vec<MemoryId> = hits.into_iter().filter(|hit| hit.score >= threshold).map(|hit| hit.id).collect();
+        if alike.is_empty() {
+            return Ok(None);
+        }
+        let found = entry.store.get_many(&alike)?;
+        Ok(alike.iter().find_map(|id| {
+            found
+                .iter()
+                .find(|existing| &existing.id == id && existing.content.trim() != memory.content.trim() && same_claim(&existing.content, &memory.content))
+                .cloned()
+        }))
+    }
+
+    /// Adds a confirmation to `existing` (a new version recording why) and reports it as the
+    /// capture's outcome.
+    fn reinforce(&self, entry: &DomainStore, existing: &Memory, embedded: bool, redacted: Vec<RedactionView>) -> Result<CaptureOutcome> {
+        let urn = existing.urn().to_string();
+        self.change("urn", &urn, |current, now| {
+            record_evidence(current, EvidenceKind::Supporting, "confirmed by a near-duplicate capture", now).map(Some)
+        })?;
+        let confirmations = entry.store.get(&existing.id)?.map_or(1, |memory| evidence_counts(&memory.metadata).supporting);
+        let mut warnings = vec![format!(
+            "a memory saying the same already exists in this namespace; it was reinforced (confirmed {confirmations} time{}) instead of storing a second copy",
+            if confirmations == 1 { "" } else { "s" }
+        )];
+        warnings.extend(redaction_warning(&redacted));
+        Ok(CaptureOutcome { urn, title: existing.title.clone(), created: false, reinforced: true, embedded, warnings, redacted })
     }
 
     /// Copies a project or user memory into another domain (the organisation's, typically), so
@@ -294,6 +376,7 @@ impl MemoryService {
                 title: copy.title,
                 created: false,
                 embedded,
+                reinforced: false,
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
                 redacted: Vec::new(),
             },
@@ -302,6 +385,7 @@ impl MemoryService {
                 urn: copy.urn().to_string(),
                 title: copy.title.clone(),
                 created: true,
+                reinforced: false,
                 embedded,
                 warnings: Vec::new(),
                 redacted: Vec::new(),

@@ -118,8 +118,11 @@ impl From<&Memory> for MemoryRef {
 pub struct CaptureOutcome {
     pub urn: String,
     pub title: String,
-    /// False when an identical active memory already existed; `urn` is then that memory's URN.
+    /// False when an identical or near-identical active memory already existed; `urn` is then that memory's URN.
     pub created: bool,
+    /// True when a near-duplicate was found and confirmed (its confidence rises) instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reinforced: bool,
     /// True when the memory has a vector for semantic search (an embedder is configured).
     pub embedded: bool,
     /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.
@@ -169,9 +172,15 @@ pub struct RecallHit {
     pub namespace: String,
     pub kind: String,
     pub tags: Vec<String>,
-    /// Fused relevance, 0..1, comparable within one response.
+    /// What results are ordered by: relevance × (0.5 + 0.5 × confidence), 0..1, comparable within one response.
     pub score: f64,
+    /// Fused relevance to the query, 0..1.
+    pub relevance: f64,
+    /// Confidence now: stated confidence adjusted by evidence, times recency retention.
     pub confidence: f64,
+    /// Under the dormancy threshold (returned only with `include_dormant`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dormant: bool,
     /// Event time if the memory has one, else capture time.
     pub occurred_at: String,
     /// A passage of the content around the query terms (light detail).

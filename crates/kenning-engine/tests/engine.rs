@@ -6,6 +6,8 @@
 mod code;
 #[path = "engine/decisions.rs"]
 mod decisions;
+#[path = "engine/dynamics.rs"]
+mod dynamics;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -153,8 +153,10 @@ pub struct RecallArgs {
     pub since: Option<String>,
     /// Only memories that happened at or before this time.
     pub until: Option<String>,
-    /// Only memories with at least this confidence, 0 to 1.
+    /// Only memories whose confidence now (after decay and evidence) is at least this, 0 to 1.
     pub min_confidence: Option<f64>,
+    /// Also return dormant memories, whose confidence has decayed under the dormancy threshold.
+    pub include_dormant: Option<bool>,
     /// Only memories captured on this git branch.
     pub branch: Option<String>,
     /// Only memories about this file or directory (named in metadata `file`/`files` or in the text), relative to the repository root.
@@ -181,6 +183,7 @@ impl From<RecallArgs> for RecallRequest {
             branch: args.branch,
             file: args.file,
             as_of: args.as_of,
+            include_dormant: args.include_dormant.unwrap_or(false),
         }
     }
 }

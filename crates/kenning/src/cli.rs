@@ -263,8 +263,12 @@ pub struct RecallArgs {
     pub since: Option<String>,
     #[arg(long)]
     pub until: Option<String>,
+    /// Only memories whose confidence now (after decay and evidence) is at least this, 0 to 1.
     #[arg(long)]
     pub min_confidence: Option<f64>,
+    /// Also return dormant memories, whose confidence has decayed under the dormancy threshold.
+    #[arg(long)]
+    pub include_dormant: bool,
     /// Only memories captured on this git branch.
     #[arg(long)]
     pub branch: Option<String>,

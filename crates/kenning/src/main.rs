@@ -158,6 +158,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
                 branch: args.branch,
                 file: args.file.as_deref().map(project::path_from_here),
                 as_of: args.as_of,
+                include_dormant: args.include_dormant,
             })?;
             print(json, &page, render::recall)
         }

@@ -1,0 +1,210 @@
+//! Memory dynamics over real SQLite stores and the built-in embedder, on a clock the tests move:
+//! decay by kind, reinforcement by retrieval, dormancy, confidence in recall's ranking and its
+//! `min_confidence`, and near-duplicate captures reinforcing what is stored.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use kenning_core::dynamics::{Deduplication, evidence_counts};
+use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_engine::views::RecallPage;
+use kenning_engine::{Clock, DomainStore, MemoryService, RecallRequest};
+use kenning_sqlite::SqliteStore;
+
+/// A clock the test sets, in hours after its start.
+struct TestClock(AtomicI64);
+
+impl TestClock {
+    fn start() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0).unwrap()
+    }
+
+    fn set_days(&self, days: f64) {
+        self.0.store((days * 24.0).round() as i64, Ordering::Relaxed);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        TestClock::start() + TimeDelta::hours(self.0.load(Ordering::Relaxed))
+    }
+}
+
+fn service(dir: &tempfile::TempDir) -> (MemoryService, Arc<TestClock>, Arc<SqliteStore>) {
+    let store = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    let memory = MemoryService::new(
+        vec![DomainStore { domain: Domain::User, store: store.clone() as Arc<dyn MemoryStore> }],
+        super::builtin_embedder(),
+    )
+    .with_clock(clock.clone());
+    (memory, clock, store)
+}
+
+fn note(content: &str, kind: &str) -> CaptureInput {
+    CaptureInput {
+        content: content.into(),
+        kind: Some(kind.into()),
+        namespace: Some("learnings".into()),
+        source: Some("told-by-user".into()),
+        ..CaptureInput::default()
+    }
+}
+
+fn recall(memory: &MemoryService, query: &str) -> RecallPage {
+    memory.recall(RecallRequest { query: query.into(), ..RecallRequest::default() }).unwrap()
+}
+
+fn confidence_of(page: &RecallPage, urn: &str) -> Option<f64> {
+    page.results.iter().find(|hit| hit.urn == urn).map(|hit| hit.confidence)
+}
+
+#[test]
+fn confidence_decays_by_kind_over_simulated_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let episode = memory.capture(note("The nightly ingest job failed on the orders partition", "episodic"), None).unwrap().urn;
+    let fact = memory.capture(note("The orders partition is rebuilt by the nightly ingest job", "semantic"), None).unwrap().urn;
+    let procedure = memory.capture(note("To rerun the nightly ingest job for orders, clear the partition lock first", "procedural"), None).unwrap().urn;
+
+    // A week on, nothing retrieved since capture: the episode has lost half, the others less.
+    clock.set_days(7.0);
+    let week = memory.recall(RecallRequest { query: "nightly ingest orders partition".into(), include_dormant: true, ..RecallRequest::default() }).unwrap();
+    let expected = [(&episode, 0.45), (&fact, 0.9 * (-7.0f64 / 30.0).exp2()), (&procedure, 0.9 * (-7.0f64 / 90.0).exp2())];
+    for (urn, confidence) in expected {
+        let now = confidence_of(&week, urn).unwrap();
+        assert!((now - confidence).abs() < 0.001, "{urn}: {now}, expected {confidence}");
+    }
+}
+
+#[test]
+fn an_unused_episode_goes_dormant_and_include_dormant_brings_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let episode = memory.capture(note("Staging deploy blocked by an expired TLS certificate on the load balancer", "episodic"), None).unwrap().urn;
+    let fact = memory.capture(note("The load balancer certificate for staging is renewed by certbot", "semantic"), None).unwrap().urn;
+
+    clock.set_days(30.0);
+    let default = recall(&memory, "staging load balancer certificate");
+    assert_eq!(default.results.iter().map(|hit| hit.urn.as_str()).collect::<Vec<_>>(), [fact.as_str()]);
+
+    let all = memory
+        .recall(RecallRequest { query: "staging load balancer certificate".into(), include_dormant: true, ..RecallRequest::default() })
+        .unwrap();
+    let dormant = all.results.iter().find(|hit| hit.urn == episode).expect("include_dormant returns the dormant episode");
+    assert!(dormant.dormant && dormant.confidence < 0.1, "{dormant:?}");
+    assert!(!all.results.iter().find(|hit| hit.urn == fact).unwrap().dormant);
+}
+
+#[test]
+fn retrieval_reinforces_a_memory_against_decay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, store) = service(&dir);
+    let used = memory.capture(note("Run cargo test with --test-threads 1 for the migration suite", "episodic"), None).unwrap().urn;
+    let unused = memory.capture(note("Run cargo test with --release for the migration benchmarks", "episodic"), None).unwrap().urn;
+
+    // One memory is read every five days, the other never.
+    for day in [5.0, 10.0, 15.0, 20.0] {
+        clock.set_days(day);
+        memory.get(&used).unwrap();
+    }
+    clock.set_days(25.0);
+    let page = memory
+        .recall(RecallRequest { query: "cargo test migration".into(), include_dormant: true, ..RecallRequest::default() })
+        .unwrap();
+    let (used_now, unused_now) = (confidence_of(&page, &used).unwrap(), confidence_of(&page, &unused).unwrap());
+    assert!(used_now > 0.55 && unused_now < 0.1, "used {used_now}, unused {unused_now}");
+    assert_eq!(page.results[0].urn, used, "the reinforced memory ranks first");
+    // The reinforcement is persisted with the record, not kept in the process.
+    let id = used.rsplit('/').next().unwrap();
+    assert_eq!(store.get(&kenning_core::MemoryId::parse(id).unwrap()).unwrap().unwrap().access_count, 4);
+}
+
+#[test]
+fn min_confidence_applies_to_confidence_now_not_as_stated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let old = memory.capture(note("The search service caches query plans for ten minutes", "episodic"), None).unwrap().urn;
+    clock.set_days(10.0);
+    let new = memory.capture(note("The search service caches query results for one minute", "episodic"), None).unwrap().urn;
+    let page = memory
+        .recall(RecallRequest { query: "search service caches".into(), min_confidence: Some(0.5), ..RecallRequest::default() })
+        .unwrap();
+    assert_eq!(page.results.iter().map(|hit| hit.urn.as_str()).collect::<Vec<_>>(), [new.as_str()], "the older was stated at 0.9 but is at 0.34 now");
+    assert!(page.results.iter().all(|hit| hit.urn != old));
+}
+
+#[test]
+fn confidence_orders_memories_of_like_relevance() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, _) = service(&dir);
+    let text = "The flaky login test depends on the system timezone";
+    let capture = |namespace: &str, source: &str| {
+        let input = CaptureInput { namespace: Some(namespace.into()), source: Some(source.into()), ..note(text, "semantic") };
+        memory.capture(input, None).unwrap().urn
+    };
+    let guessed = capture("learnings", "model-generated");
+    let observed = capture("testing", "direct-observation");
+    let page = recall(&memory, "flaky login test timezone");
+    let order: Vec<&str> = page.results.iter().map(|hit| hit.urn.as_str()).collect();
+    assert_eq!(order, [observed.as_str(), guessed.as_str()], "equal relevance, so the better source ranks first");
+    assert_eq!(page.results[0].relevance, page.results[1].relevance);
+    assert_eq!((page.results[0].confidence, page.results[1].confidence), (0.95, 0.6));
+    assert_eq!((page.results[0].score, page.results[1].score), (0.975, 0.8));
+}
+
+#[test]
+fn a_near_duplicate_capture_reinforces_the_stored_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, store) = service(&dir);
+    let first = memory.capture(note("The CI cache must be cleared after bumping the Rust toolchain.", "semantic"), None).unwrap();
+    let again = memory.capture(note("the CI cache must be cleared after bumping the rust toolchain!", "semantic"), None).unwrap();
+    assert!(!again.created && again.reinforced, "{again:?}");
+    assert_eq!(again.urn, first.urn);
+    assert!(again.warnings.iter().any(|warning| warning.contains("reinforced (confirmed 1 time)")), "{:?}", again.warnings);
+    let third = memory.capture(note("The CI cache must be cleared after bumping the Rust toolchain version.", "semantic"), None).unwrap();
+    assert!(third.reinforced && third.urn == first.urn, "{third:?}");
+
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.by_status["active"], 1, "no second copy was stored");
+    let id = kenning_core::MemoryId::parse(first.urn.rsplit('/').next().unwrap()).unwrap();
+    let stored = store.get(&id).unwrap().unwrap();
+    assert_eq!(evidence_counts(&stored.metadata).supporting, 2);
+    assert_eq!(stored.version, 3, "each confirmation is a version with its reason");
+    let history = store.history(&id).unwrap();
+    assert!(history.iter().all(|version| version.reason == "confirmed by a near-duplicate capture"));
+    let page = recall(&memory, "CI cache Rust toolchain");
+    assert!(page.results[0].confidence > 0.9, "confirmed twice, stated 0.9: {}", page.results[0].confidence);
+}
+
+#[test]
+fn identical_changed_and_other_namespace_captures_do_not_reinforce() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, store) = service(&dir);
+    let first = memory.capture(note("The request timeout of the billing client is 30 seconds.", "semantic"), None).unwrap();
+    let resent = memory.capture(note("The request timeout of the billing client is 30 seconds.", "semantic"), None).unwrap();
+    assert!(!resent.created && !resent.reinforced, "resending a capture is not a confirmation: {resent:?}");
+    let changed = memory.capture(note("The request timeout of the billing client is 60 seconds.", "semantic"), None).unwrap();
+    assert!(changed.created && !changed.reinforced, "a changed value is a new claim: {changed:?}");
+    let negated = memory.capture(note("The request timeout of the billing client is not 30 seconds.", "semantic"), None).unwrap();
+    assert!(negated.created, "a negation is a new claim");
+    let elsewhere = memory
+        .capture(CaptureInput { namespace: Some("config".into()), ..note("the request timeout of the billing client is 30 seconds", "semantic") }, None)
+        .unwrap();
+    assert!(elsewhere.created, "deduplication stays inside a namespace");
+    assert_eq!(store.stats().unwrap().by_status["active"], 4);
+    let id = kenning_core::MemoryId::parse(first.urn.rsplit('/').next().unwrap()).unwrap();
+    assert_eq!(evidence_counts(&store.get(&id).unwrap().unwrap().metadata).supporting, 0);
+}
+
+#[test]
+fn a_namespace_can_turn_deduplication_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, store) = service(&dir);
+    let memory = memory.with_deduplication(Deduplication { namespaces: [("learnings".to_owned(), None)].into(), ..Deduplication::default() });
+    memory.capture(note("Run the linter before pushing to main.", "semantic"), None).unwrap();
+    let again = memory.capture(note("run the linter before pushing to main", "semantic"), None).unwrap();
+    assert!(again.created && !again.reinforced);
+    assert_eq!(store.stats().unwrap().by_status["active"], 2);
+}
