@@ -13,6 +13,8 @@
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
+//! - [`expansion`] widens a query by the other names of what it names (built-in and project
+//!   synonyms, or a model's rewrite); [`dynamics`] assesses a memory's confidence now.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models;
@@ -33,6 +35,7 @@ pub mod calibration;
 pub mod decision;
 pub mod dynamics;
 pub mod error;
+pub mod expansion;
 pub mod graph;
 pub mod input;
 pub mod interrupt;

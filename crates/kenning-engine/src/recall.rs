@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use kenning_core::dynamics::{Assessment, assess, ranking_factor};
+use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
 use kenning_core::input::parse_time;
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
@@ -40,6 +41,11 @@ const NEIGHBOUR_WINDOW: TimeDelta = TimeDelta::hours(1);
 /// How much a memory from the span of time a query names gains, times its relevance among the
 /// memories of that span: half the range of a fused score.
 const TIME_PREFERENCE: f64 = 0.5;
+
+/// The share of the full-text weight that goes to the query's expansion (its synonyms, or a
+/// model's rewrite): enough that a note using another name for the same thing is found, not so
+/// much that it outranks one using the caller's own words.
+const EXPANSION_SHARE: f64 = 0.3;
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -78,6 +84,10 @@ struct RecallPlan<'a> {
     filter: SearchFilter,
     /// What "now" is for the query's relative time expressions.
     now: DateTime<Utc>,
+    /// Other names of what the query names, searched as a lighter full-text leg.
+    expansion: Vec<String>,
+    /// How the model's rewrite went, when one is configured.
+    query_rewrite: Option<String>,
     /// The least confidence (as assessed now, not as stated) a hit may have.
     min_confidence: Option<f64>,
     include_dormant: bool,
@@ -178,6 +188,8 @@ impl MemoryService {
                 .into_iter()
                 .map(|(index, message)| UnavailableDomain { domain: plan.stores[index].domain.to_string(), message })
                 .collect(),
+            expanded_with: plan.expansion,
+            query_rewrite: plan.query_rewrite,
         })
     }
 
@@ -186,6 +198,7 @@ impl MemoryService {
     fn legs(&self, plan: &RecallPlan<'_>, filter: &SearchFilter, query_vector: Option<&[f32]>, depth: usize) -> Result<Vec<FusionList<(usize, MemoryId)>>> {
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
+        let mut expansion_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         for (index, entry) in plan.stores.iter().enumerate() {
             check_interrupt()?;
             if !plan.is_available(index) {
@@ -195,6 +208,12 @@ impl MemoryService {
             for hit in hits {
                 text_leg.push((hit.score, (index, hit.id)));
             }
+            if !plan.expansion.is_empty() {
+                let Some(hits) = plan.answer(index, entry.store.search_text(&plan.expansion.join(" "), filter, depth))? else { continue };
+                for hit in hits {
+                    expansion_leg.push((hit.score, (index, hit.id)));
+                }
+            }
             if let (Some(vector), Some(model)) = (query_vector, self.embedder_model()) {
                 let Some(hits) = plan.answer(index, entry.store.search_vector(vector, model, filter, depth))? else { continue };
                 for hit in hits {
@@ -202,15 +221,21 @@ impl MemoryService {
                 }
             }
         }
-        // A memory the full-text leg leaves out shares no word with the query: it scores 0.
-        let text = |weight| FusionList { weight, hits: ranked(text_leg, depth), unlisted_score: Some(0.0) };
-        Ok(match (query_vector, &self.embedder) {
-            (Some(_), Some(embedder)) => {
-                let vector_weight = embedder.recall_weight();
-                vec![text(1.0 - vector_weight), FusionList { weight: vector_weight, hits: ranked(vector_leg, depth), unlisted_score: None }]
-            }
-            _ => vec![text(1.0)],
-        })
+        let text_weight = match (query_vector, &self.embedder) {
+            (Some(_), Some(embedder)) => 1.0 - embedder.recall_weight(),
+            _ => 1.0,
+        };
+        // An expansion no memory mentions gives its weight back, so it changes no score.
+        let expansion_weight = if expansion_leg.is_empty() { 0.0 } else { EXPANSION_SHARE * text_weight };
+        // A memory a full-text leg leaves out shares no word with its query: it scores 0.
+        let mut legs = vec![FusionList { weight: text_weight - expansion_weight, hits: ranked(text_leg, depth), unlisted_score: Some(0.0) }];
+        if !expansion_leg.is_empty() {
+            legs.push(FusionList { weight: expansion_weight, hits: ranked(expansion_leg, depth), unlisted_score: Some(0.0) });
+        }
+        if query_vector.is_some() {
+            legs.push(FusionList { weight: 1.0 - text_weight, hits: ranked(vector_leg, depth), unlisted_score: None });
+        }
+        Ok(legs)
     }
 
     /// When the query names a span of time ("last May", "on 13 October, 2023"), adds to the
@@ -341,6 +366,7 @@ impl MemoryService {
             }
             stores
         };
+        let (expansion, query_rewrite) = self.expand(&query);
         Ok(RecallPlan {
             query,
             offset,
@@ -349,12 +375,38 @@ impl MemoryService {
             detail,
             filter,
             now,
+            expansion,
+            query_rewrite,
             min_confidence,
             include_dormant: request.include_dormant,
             stores,
             unavailable: RefCell::default(),
             fetched: RefCell::default(),
         })
+    }
+
+    /// The query's expansion: the vocabulary's synonyms, and with query rewriting on and a
+    /// model configured, the model's terms; with a note of how the rewrite went. A failed
+    /// rewrite leaves the synonyms, and says why.
+    fn expand(&self, query: &str) -> (Vec<String>, Option<String>) {
+        let mut terms = self.vocabulary.expand(query);
+        let Some(model) = self.llm().filter(|_| self.rewrite_queries) else { return (terms, None) };
+        let note = match model.complete(&rewrite_request(query)) {
+            Ok(completion) => match parse_rewrite(query, &completion.text) {
+                Some(rewritten) => {
+                    let note = format!("{} added {} term(s)", model.name(), rewritten.len());
+                    for term in rewritten {
+                        if !terms.contains(&term) && terms.len() < MAX_EXPANSION_TERMS {
+                            terms.push(term);
+                        }
+                    }
+                    note
+                }
+                None => format!("{} answered without a `terms` list; synonyms only", model.name()),
+            },
+            Err(error) => format!("failed ({error}); synonyms only"),
+        };
+        (terms, Some(note))
     }
 
     /// Gives the memories captured just before and after each of the best hits, in the hit's

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kenning_core::dynamics::{Deduplication, evidence_counts, same_claim};
+use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
 use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
@@ -66,6 +67,10 @@ pub struct MemoryService {
     pub(crate) decay: DecayPolicy,
     /// How alike a capture must be to a stored memory to reinforce it instead of being stored.
     deduplication: Deduplication,
+    /// The synonyms recall widens a query with: built in, plus the project's own.
+    pub(crate) vocabulary: Vocabulary,
+    /// Whether recall asks the language model (when there is one) for other search terms.
+    pub(crate) rewrite_queries: bool,
 }
 
 impl MemoryService {
@@ -74,7 +79,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default() }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), vocabulary: Vocabulary::built_in(), rewrite_queries: false }
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -100,6 +105,19 @@ impl MemoryService {
     /// Sets the vector similarity, per namespace, above which a capture reinforces a stored memory.
     pub fn with_deduplication(mut self, deduplication: Deduplication) -> Self {
         self.deduplication = deduplication;
+        self
+    }
+
+    /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
+    pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
+        self.vocabulary = vocabulary;
+        self
+    }
+
+    /// Has recall ask the language model, when one is configured, for other search terms: it
+    /// finds notes worded otherwise, at the cost of a model call per recall.
+    pub fn with_query_rewrite(mut self, rewrite: bool) -> Self {
+        self.rewrite_queries = rewrite;
         self
     }
 

@@ -215,6 +215,12 @@ pub struct RecallPage {
     /// results come from the others. Absent when every domain answered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<UnavailableDomain>,
+    /// Other names of what the query names (synonyms, or a model's rewrite), also searched with less weight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expanded_with: Vec<String>,
+    /// How the model rewrite of the query went, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_rewrite: Option<String>,
 }
 
 /// A domain a recall had to leave out, and why.

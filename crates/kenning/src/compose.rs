@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use kenning_core::expansion::Vocabulary;
 use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::llm::LanguageModel;
 use kenning_core::{Domain, Embedder, MemoryStore};
@@ -59,7 +60,11 @@ fn open_services(config: &Config, project: Option<&Project>, llm: Option<Arc<dyn
         MemoryService::new(memory_domains, embedder(config)?)
             .with_author(config.author())
             .with_repository_root(project.map(|project| project.root.clone()))
-            .with_llm(llm),
+            .with_llm(llm)
+            .with_decay(config.decay)
+            .with_deduplication(config.deduplication.clone())
+            .with_vocabulary(vocabulary(config))
+            .with_query_rewrite(config.rewrite_queries),
     );
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,
@@ -134,4 +139,13 @@ pub fn code_service(services: &Services, project: Option<&Project>, options: &ke
     let code = kenning_engine::CodeService::open(services.memory.clone(), services.decisions.clone(), &index, toolchain)
         .with_context(|| format!("opening the code index at {}", index.display()))?;
     Ok(Some(Arc::new(code)))
+}
+
+/// The built-in synonyms with the project's own groups added.
+fn vocabulary(config: &Config) -> Vocabulary {
+    let mut vocabulary = Vocabulary::built_in();
+    for group in &config.synonyms {
+        vocabulary.add_group(group);
+    }
+    vocabulary
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kenning_llm::ProviderSettings;
+use kenning_core::dynamics::{DecayPolicy, Deduplication};
 use kenning_service::RateLimits;
 use kenning_sqlite::Durability;
 use serde::Deserialize;
@@ -38,6 +39,14 @@ pub struct Config {
     /// The language model providers (`[[llm.providers]]`) in fallback order; `None` without an
     /// `[llm]` section. A later file's section replaces an earlier one's whole list.
     pub llm: Option<Vec<ProviderSettings>>,
+    /// Half-lives per kind and the dormancy threshold (`[dynamics]`).
+    pub decay: DecayPolicy,
+    /// Near-duplicate thresholds, by default and per namespace (`[dynamics]`).
+    pub deduplication: Deduplication,
+    /// The project's own synonym groups, added to the built-in ones (`[recall] synonyms`).
+    pub synonyms: Vec<Vec<String>>,
+    /// Whether recall asks the configured language model for other search terms (`[recall] rewrite_with_llm`).
+    pub rewrite_queries: bool,
     /// Files that contributed, for `kenning status`.
     pub sources: Vec<PathBuf>,
 }
@@ -92,6 +101,38 @@ struct FileConfig {
     /// Checked field by field by `crate::llm::parse_section`, so that every bad entry gets a
     /// FieldError rather than a parser message.
     llm: Option<toml::Value>,
+    dynamics: Option<DynamicsSection>,
+    recall: Option<RecallSection>,
+}
+
+/// `[recall]`: how queries are widened.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallSection {
+    /// Groups of terms that mean the same in this project, e.g. `[["ledger", "billing service"]]`.
+    synonyms: Option<Vec<Vec<String>>>,
+    rewrite_with_llm: Option<bool>,
+}
+
+/// `[dynamics]`: how confidence decays and when a capture is a near-duplicate.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DynamicsSection {
+    episodic_half_life_days: Option<f64>,
+    semantic_half_life_days: Option<f64>,
+    procedural_half_life_days: Option<f64>,
+    dormant_below: Option<f64>,
+    dedup_threshold: Option<Threshold>,
+    /// Per namespace: a threshold, or `false` to store every capture of that namespace.
+    dedup_namespaces: Option<std::collections::BTreeMap<String, Threshold>>,
+}
+
+/// A similarity threshold, or `false` for none.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum Threshold {
+    Value(f64),
+    Switch(bool),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -243,6 +284,18 @@ impl Config {
             })?;
             self.llm = Some(providers);
         }
+        if let Some(dynamics) = file.dynamics {
+            self.apply_dynamics(&origin, dynamics)?;
+        }
+        if let Some(recall) = file.recall {
+            for group in recall.synonyms.unwrap_or_default() {
+                if group.iter().filter(|term| !term.trim().is_empty()).count() < 2 {
+                    bail!("{origin}: recall.synonyms has the group {group:?}, which names fewer than two terms; list each group's terms together, e.g. [\"ledger\", \"billing service\"]");
+                }
+                self.synonyms.push(group);
+            }
+            self.rewrite_queries = recall.rewrite_with_llm.unwrap_or(self.rewrite_queries);
+        }
         self.sources.push(path.to_owned());
         Ok(())
     }
@@ -281,6 +334,39 @@ impl Config {
         self.merge_org(var("KENNING_ORG_ID"), var("KENNING_ORG_URL"), var("KENNING_ORG_SCHEMA"), var("KENNING_ORG_VECTOR_INDEX"));
         if let Some(id) = var("KENNING_USER_ID") {
             self.user_id = Some(id);
+        }
+        Ok(())
+    }
+
+    fn apply_dynamics(&mut self, origin: &str, section: DynamicsSection) -> Result<()> {
+        for (name, value, slot) in [
+            ("episodic_half_life_days", section.episodic_half_life_days, &mut self.decay.episodic_half_life_days),
+            ("semantic_half_life_days", section.semantic_half_life_days, &mut self.decay.semantic_half_life_days),
+            ("procedural_half_life_days", section.procedural_half_life_days, &mut self.decay.procedural_half_life_days),
+        ] {
+            match value {
+                Some(days) if !(days.is_finite() && days > 0.0) => {
+                    bail!("{origin}: dynamics.{name} is {days}, which is not a number of days above 0; use e.g. {name} = 30")
+                }
+                Some(days) => *slot = days,
+                None => {}
+            }
+        }
+        if let Some(threshold) = section.dormant_below {
+            if !(0.0..=1.0).contains(&threshold) {
+                bail!("{origin}: dynamics.dormant_below is {threshold}, outside 0 to 1; use e.g. dormant_below = 0.1 (0 turns dormancy off)");
+            }
+            self.decay.dormant_below = threshold;
+        }
+        if let Some(threshold) = section.dedup_threshold {
+            self.deduplication.default_threshold = dedup_threshold(origin, "dynamics.dedup_threshold", threshold)?;
+        }
+        for (namespace, threshold) in section.dedup_namespaces.unwrap_or_default() {
+            if let Err(error) = kenning_core::Namespace::parse(&namespace) {
+                bail!("{origin}: dynamics.dedup_namespaces names `{namespace}`, which is not a namespace: {error}");
+            }
+            let field = format!("dynamics.dedup_namespaces.{namespace}");
+            self.deduplication.namespaces.insert(namespace, dedup_threshold(origin, &field, threshold)?);
         }
         Ok(())
     }
@@ -370,6 +456,16 @@ fn parse_bool(name: &str, value: &str) -> Result<bool> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         other => bail!("{name}: `{other}` is not a boolean; use true or false"),
+    }
+}
+
+/// A deduplication threshold from the file: a cosine similarity in (0, 1], or `false` for none.
+fn dedup_threshold(origin: &str, field: &str, threshold: Threshold) -> Result<Option<f64>> {
+    match threshold {
+        Threshold::Switch(false) => Ok(None),
+        Threshold::Switch(true) => bail!("{origin}: {field} is `true`; give a similarity such as 0.9, or `false` to store every capture"),
+        Threshold::Value(value) if value > 0.0 && value <= 1.0 => Ok(Some(value)),
+        Threshold::Value(value) => bail!("{origin}: {field} is {value}, outside (0, 1]; use a similarity such as 0.9, or `false` to store every capture"),
     }
 }
 
@@ -472,6 +568,50 @@ mod tests {
     }
 
     #[test]
+    fn dynamics_sets_half_lives_dormancy_and_deduplication_per_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(
+            &file,
+            "[dynamics]\nepisodic_half_life_days = 3\ndormant_below = 0.05\ndedup_threshold = 0.95\n[dynamics.dedup_namespaces]\ndecisions = false\nconfig = 0.99\n",
+        )
+        .unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.decay, DecayPolicy { episodic_half_life_days: 3.0, dormant_below: 0.05, ..DecayPolicy::default() });
+        let namespace = |name: &str| kenning_core::Namespace::parse(name).unwrap();
+        assert_eq!(config.deduplication.threshold(&namespace("learnings")), Some(0.95));
+        assert_eq!(config.deduplication.threshold(&namespace("decisions")), None);
+        assert_eq!(config.deduplication.threshold(&namespace("config")), Some(0.99));
+
+        for (text, named) in [
+            ("[dynamics]\nsemantic_half_life_days = 0\n", "semantic_half_life_days"),
+            ("[dynamics]\ndormant_below = 1.5\n", "dormant_below"),
+            ("[dynamics]\ndedup_threshold = true\n", "dedup_threshold"),
+            ("[dynamics.dedup_namespaces]\n\"Bad NS\" = 0.9\n", "Bad NS"),
+            ("[dynamics.dedup_namespaces]\nconfig = 2\n", "dedup_namespaces.config"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let error = Config::default().apply_file(&file).unwrap_err().to_string();
+            assert!(error.contains("kenning.toml") && error.contains(named), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn recall_synonyms_are_groups_of_at_least_two_terms() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[recall]\nsynonyms = [[\"ledger\", \"billing service\"]]\nrewrite_with_llm = true\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.synonyms, [vec!["ledger".to_owned(), "billing service".to_owned()]]);
+        assert!(config.rewrite_queries);
+        std::fs::write(&file, "[recall]\nsynonyms = [[\"ledger\"]]\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err().to_string();
+        assert!(error.contains("recall.synonyms") && error.contains("ledger"), "{error}");
+    }
+
+    #[test]
     fn unknown_keys_and_values_are_refused_with_the_file_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("kenning.toml");
@@ -489,3 +629,4 @@ mod tests {
         assert!(error.contains("user_dbb"), "{error}");
     }
 }
+

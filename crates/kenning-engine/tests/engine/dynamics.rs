@@ -208,3 +208,27 @@ fn a_namespace_can_turn_deduplication_off() {
     assert!(again.created && !again.reinforced);
     assert_eq!(store.stats().unwrap().by_status["active"], 2);
 }
+
+#[test]
+fn recall_widens_a_query_by_built_in_and_project_synonyms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], None);
+    let pods = memory.capture(note("Kubernetes pods restart after every node pool upgrade", "semantic"), None).unwrap().urn;
+    let ledger = memory.capture(note("The billing service rounds invoice totals half-even", "semantic"), None).unwrap().urn;
+    let exact = memory.capture(note("k8s upgrade checklist: drain nodes first", "procedural"), None).unwrap().urn;
+
+    let page = recall(&memory, "k8s upgrade");
+    assert_eq!(page.expanded_with, ["kubernetes"]);
+    let order: Vec<&str> = page.results.iter().map(|hit| hit.urn.as_str()).collect();
+    assert_eq!(order, [exact.as_str(), pods.as_str()], "the caller's own words first, the synonym's match after");
+
+    assert!(recall(&memory, "ledger").results.is_empty(), "no project vocabulary yet");
+    let mut vocabulary = kenning_core::expansion::Vocabulary::built_in();
+    vocabulary.add_group(["ledger", "billing service"]);
+    let memory = memory.with_vocabulary(vocabulary);
+    let page = recall(&memory, "ledger");
+    assert_eq!(page.expanded_with, ["billing service"]);
+    assert_eq!(page.results[0].urn, ledger);
+    assert_eq!(page.query_rewrite, None, "no model, no rewrite");
+}
