@@ -16,6 +16,8 @@
 //!   domain's working state, writing what they create only when they complete ([`protocols`]).
 //! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
+//! - [`introspect`] reports a domain's memory at a glance: counts by kind, dormant memories,
+//!   links, evidence, contradictions and consolidation runs.
 //! - [`views`] are the serialisable shapes every front end returns.
 //! - [`transfer`] is the lossless JSON-lines export and import.
 //!
@@ -27,6 +29,7 @@ pub mod code;
 pub mod decisions;
 pub mod error;
 pub mod ids;
+pub mod introspect;
 pub mod protocols;
 pub mod recall;
 pub mod service;

@@ -3,11 +3,16 @@
 //! user) a standing preference. Each becomes a memory with `source: hook` in its metadata and
 //! the tag `hook`; the store's exact-duplicate check keeps a sentence from being stored twice
 //! when the same transcript is read again at the next stop.
+//!
+//! With a language model configured, the model reads the same turns instead
+//! ([`extraction_request`], [`parse_extraction`]) and states each finding in its own words,
+//! which catches what no cue word marks; if it fails or answers out of shape, the rules run.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 
 use kenning_core::CaptureInput;
+use kenning_core::llm::{CompletionRequest, Message};
 use serde_json::Value;
 
 use crate::{Error, HookEvent, HookInput, Hooks};
@@ -144,6 +149,70 @@ pub fn findings(transcript: &str, limit: usize) -> Vec<Finding> {
     found
 }
 
+/// The most transcript text a model is given, from the end: enough for the turns since the last
+/// stop and some before, well inside any model's context.
+const MAX_MODEL_TEXT_CHARS: usize = 24_000;
+
+/// The namespaces a model's finding may go to, as the rules use them.
+const FINDING_NAMESPACES: &[&str] = &["decisions", "learnings", "blockers", "preferences"];
+
+/// The request asking a model what in these turns is worth remembering.
+pub fn extraction_request(turns: &[(Speaker, String)]) -> CompletionRequest {
+    let mut text = String::new();
+    for (speaker, said) in turns.iter().rev() {
+        let line = format!("{}: {}\n", if *speaker == Speaker::User { "USER" } else { "ASSISTANT" }, said.trim());
+        if text.chars().count() + line.chars().count() > MAX_MODEL_TEXT_CHARS {
+            break;
+        }
+        text.insert_str(0, &line);
+    }
+    CompletionRequest {
+        system: Some(format!(
+            "You read a coding session between a user and an assistant and note what a later session on the same project \
+             should remember: decisions and why, causes and fixes of failures, blockers, and the user's standing \
+             preferences. Skip chit-chat, plans not carried out and anything only true for this session. Write each \
+             finding as one self-contained sentence of at most 300 characters. Answer with one JSON object only: \
+             {{\"memories\": [{{\"namespace\": one of {FINDING_NAMESPACES:?}, \"speaker\": \"user\" or \"assistant\" (who \
+             said it), \"content\": \"...\"}}]}}, at most {MAX_CAPTURES} findings, most important first; an empty list when \
+             nothing is worth keeping."
+        )),
+        messages: vec![Message::user(text)],
+        max_tokens: 1500,
+        temperature: Some(0.0),
+        json: true,
+    }
+}
+
+/// Reads a model's answer to [`extraction_request`]. `None` when it is not a JSON object with a
+/// `memories` list; findings with an unknown namespace or speaker, or a sentence out of bounds,
+/// are dropped, as are repeats; at most [`MAX_CAPTURES`] are kept.
+pub fn parse_extraction(answer: &str) -> Option<Vec<Finding>> {
+    let start = answer.find('{')?;
+    let end = answer.rfind('}')?;
+    let value: Value = serde_json::from_str(answer.get(start..=end)?).ok()?;
+    let memories = value.get("memories")?.as_array()?;
+    let mut found: Vec<Finding> = Vec::new();
+    for memory in memories {
+        let Some(namespace) = memory.get("namespace").and_then(Value::as_str).and_then(|name| FINDING_NAMESPACES.iter().find(|known| **known == name)) else {
+            continue;
+        };
+        let speaker = match memory.get("speaker").and_then(Value::as_str) {
+            Some("user") => Speaker::User,
+            Some("assistant") => Speaker::Assistant,
+            _ => continue,
+        };
+        let Some(sentence) = memory.get("content").and_then(Value::as_str).map(str::trim) else { continue };
+        if !(MIN_SENTENCE_CHARS..=MAX_SENTENCE_CHARS).contains(&sentence.chars().count()) || found.iter().any(|finding| finding.sentence == sentence) {
+            continue;
+        }
+        found.push(Finding { namespace, speaker, sentence: sentence.to_owned() });
+        if found.len() == MAX_CAPTURES {
+            break;
+        }
+    }
+    Some(found)
+}
+
 /// Reads the end of the transcript (all of it up to [`MAX_TRANSCRIPT_BYTES`]).
 fn read_transcript(path: &str) -> Result<String, Error> {
     let error = |message: String| Error::Transcript { path: path.to_owned(), message };
@@ -167,17 +236,39 @@ pub fn capture_session(hooks: &Hooks, event: HookEvent, input: &HookInput) -> Re
     } else {
         transcript
     };
-    let found = findings(&transcript, MAX_CAPTURES);
+    let rules = || (findings(&transcript, MAX_CAPTURES), "rules".to_owned());
+    let (found, extractor) = match hooks.memory.llm() {
+        Some(model) => {
+            let turns = texts(&transcript);
+            match model.complete(&extraction_request(&turns)).map(|completion| parse_extraction(&completion.text)) {
+                Ok(Some(found)) => (found, model.name()),
+                Ok(None) => {
+                    tracing::warn!(model = %model.name(), "the model's findings were out of shape; the rules read the transcript");
+                    rules()
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the model could not read the transcript; the rules read it");
+                    rules()
+                }
+            }
+        }
+        None => rules(),
+    };
     if found.is_empty() {
         return Ok(0);
     }
-    let inputs: Vec<CaptureInput> = found.into_iter().map(|finding| capture_input(finding, event, input)).collect();
+    let inputs: Vec<CaptureInput> = found.into_iter().map(|finding| capture_input(finding, event, input, &extractor)).collect();
     let outcomes = hooks.memory.capture_many(inputs, None)?;
     Ok(outcomes.iter().filter(|outcome| outcome.created).count())
 }
 
-fn capture_input(finding: Finding, event: HookEvent, input: &HookInput) -> CaptureInput {
-    let mut metadata = BTreeMap::from([("source".to_owned(), "hook".to_owned()), ("hook_event".to_owned(), event.to_string())]);
+/// The capture of one finding; `extractor` is `rules` or the model that found it.
+fn capture_input(finding: Finding, event: HookEvent, input: &HookInput, extractor: &str) -> CaptureInput {
+    let mut metadata = BTreeMap::from([
+        ("source".to_owned(), "hook".to_owned()),
+        ("hook_event".to_owned(), event.to_string()),
+        ("extracted_by".to_owned(), extractor.chars().take(128).collect()),
+    ]);
     if let Some(session) = input.session_id.as_deref().filter(|session| !session.is_empty()) {
         metadata.insert("session_id".to_owned(), session.chars().take(128).collect());
     }
@@ -192,5 +283,43 @@ fn capture_input(finding: Finding, event: HookEvent, input: &HookInput) -> Captu
         tags: vec!["hook".to_owned()],
         metadata,
         ..CaptureInput::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_extraction_is_read_strictly() {
+        let answer = r#"Here you go:
+        {"memories": [
+            {"namespace": "decisions", "speaker": "assistant", "content": "We chose SQLite WAL mode so that readers never block the writer."},
+            {"namespace": "learnings", "speaker": "user", "content": "The flaky auth test failed because the CI clock runs in UTC."},
+            {"namespace": "gossip", "speaker": "user", "content": "Someone said the coffee machine is broken again today."},
+            {"namespace": "blockers", "speaker": "robot", "content": "Waiting on the security review before the release."},
+            {"namespace": "learnings", "speaker": "user", "content": "too short"},
+            {"namespace": "decisions", "speaker": "assistant", "content": "We chose SQLite WAL mode so that readers never block the writer."}
+        ]}"#;
+        let found = parse_extraction(answer).unwrap();
+        assert_eq!(
+            found.iter().map(|finding| (finding.namespace, finding.speaker)).collect::<Vec<_>>(),
+            [("decisions", Speaker::Assistant), ("learnings", Speaker::User)]
+        );
+        assert_eq!(parse_extraction(r#"{"memories": []}"#), Some(Vec::new()));
+        assert_eq!(parse_extraction("Nothing worth keeping."), None);
+        assert_eq!(parse_extraction(r#"{"notes": []}"#), None);
+    }
+
+    #[test]
+    fn the_model_reads_the_latest_turns_within_a_bound() {
+        let long = "x".repeat(10_000);
+        let turns: Vec<(Speaker, String)> =
+            (0..10).map(|turn| (if turn % 2 == 0 { Speaker::User } else { Speaker::Assistant }, format!("turn {turn} {long}"))).collect();
+        let request = extraction_request(&turns);
+        let text = &request.messages[0].content;
+        assert!(text.chars().count() <= MAX_MODEL_TEXT_CHARS);
+        assert!(text.contains("turn 9") && !text.contains("turn 0"), "the newest turns are kept");
+        assert!(request.json && request.system.unwrap().contains("\"memories\""));
     }
 }

@@ -232,3 +232,26 @@ fn recall_widens_a_query_by_built_in_and_project_synonyms() {
     assert_eq!(page.results[0].urn, ledger);
     assert_eq!(page.query_rewrite, None, "no model, no rewrite");
 }
+
+#[test]
+fn introspection_counts_kinds_dormant_links_and_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let episode = memory.capture(note("The release train was delayed by a failing migration on Friday", "episodic"), None).unwrap().urn;
+    memory.capture(note("Run migrations with --lock-timeout 5s on the primary", "procedural"), None).unwrap();
+    let principle = CaptureInput {
+        links: vec![kenning_core::LinkInput { target: episode.clone(), relation: Some("derived-from".into()) }],
+        ..note("Migrations that rewrite large tables must run outside the release train", "semantic")
+    };
+    memory.capture(principle, None).unwrap();
+    memory.capture(note("migrations that rewrite large tables must run outside the release train!", "semantic"), None).unwrap();
+
+    clock.set_days(30.0);
+    let report = memory.introspect(None).unwrap();
+    assert_eq!((report.episodic, report.semantic, report.procedural), (1, 1, 1));
+    assert_eq!(report.dormant, 1, "the unused episode has decayed");
+    assert_eq!(report.causal_links, 1);
+    assert_eq!(report.links_by_relation.get("derived-from"), Some(&1));
+    assert_eq!((report.reinforced, report.contradicted), (1, 0));
+    assert_eq!(report.domain, "user");
+}
