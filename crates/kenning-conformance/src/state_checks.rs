@@ -25,6 +25,9 @@ pub fn state_put_get_round_trip(make: MakeStore) {
         state.put_state(&first).unwrap();
         assert_eq!(state.get_state(StateKind::Workflow, "wf_1").unwrap(), Some(first.clone()));
         assert_eq!(state.get_state(StateKind::ProtocolSession, "wf_1").unwrap(), None, "kinds have their own ids");
+        let run = record(StateKind::ConsolidationRun, "wf_1", 1, 1, r#"{"status":"running"}"#);
+        state.put_state(&run).unwrap();
+        assert_eq!(state.get_state(StateKind::ConsolidationRun, "wf_1").unwrap(), Some(run), "every kind is kept");
         assert_eq!(state.get_state(StateKind::Workflow, "wf_2").unwrap(), None);
         let second = record(StateKind::Workflow, "wf_1", 2, 5, r#"{"name":"ship","step":"done"}"#);
         state.put_state(&second).unwrap();

@@ -24,6 +24,8 @@
 //!   exact credible interval, confidence gap, status, trend, Brier score, reliability table),
 //!   [`guidance`] advises on a proposed confidence, and [`beta_cdf`] / [`beta_quantile`] /
 //!   [`lower_credible_bound`] are the exact Beta functions underneath.
+//! - [`consolidation`] groups alike episodes by their vectors and writes a principle from each
+//!   group, extractive or through a language model's prompt and strictly read answer.
 //! - [`state`] is the seam to working state kept beside the memories ([`state::StateStore`]);
 //!   [`workflow`] validates workflows (a DAG of steps) and moves their steps along.
 //! - [`decision`] holds decisions, signals and outcomes, their similarity, and the
@@ -32,6 +34,7 @@
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
 pub mod calibration;
+pub mod consolidation;
 pub mod decision;
 pub mod dynamics;
 pub mod error;

@@ -1,4 +1,5 @@
-//! Working state kept beside a domain's memories: workflows and guided-protocol sessions.
+//! Working state kept beside a domain's memories: workflows, guided-protocol sessions and the
+//! records of consolidation runs.
 //!
 //! These are not memories (nothing recalls them and they change on every step) but they must
 //! outlive the process that made them, so that an agent that crashed resumes where it was. A
@@ -15,6 +16,8 @@ use crate::error::Result;
 pub enum StateKind {
     Workflow,
     ProtocolSession,
+    /// What one consolidation run did, so that it can be listed and rolled back.
+    ConsolidationRun,
 }
 
 impl StateKind {
@@ -22,6 +25,7 @@ impl StateKind {
         match self {
             StateKind::Workflow => "workflow",
             StateKind::ProtocolSession => "protocol_session",
+            StateKind::ConsolidationRun => "consolidation_run",
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use kenning_core::dynamics::assess;
+use kenning_core::state::StateKind;
 use kenning_core::{SearchFilter, Status};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,12 @@ pub struct Introspection {
     /// Active memories carrying supporting or contradicting evidence.
     pub reinforced: u64,
     pub contradicted: u64,
+    /// When the newest completed consolidation run of the domain finished.
+    #[serde(rename = "lastConsolidation", default, skip_serializing_if = "Option::is_none")]
+    pub last_consolidation: Option<String>,
+    /// Consolidation runs recorded in the domain, whatever their status.
+    #[serde(rename = "totalConsolidationRuns")]
+    pub total_consolidation_runs: u64,
 }
 
 impl MemoryService {
@@ -59,7 +66,26 @@ impl MemoryService {
             links_by_relation: BTreeMap::new(),
             reinforced: 0,
             contradicted: 0,
+            last_consolidation: None,
+            total_consolidation_runs: 0,
         };
+        if let Some(state) = entry.store.state() {
+            let mut offset = 0;
+            loop {
+                let page = state.list_state(StateKind::ConsolidationRun, offset, SCAN_PAGE)?;
+                for record in &page {
+                    introspection.total_consolidation_runs += 1;
+                    let run = crate::consolidation::decode(record)?;
+                    if run.status == "completed" && run.finished_at > introspection.last_consolidation {
+                        introspection.last_consolidation = run.finished_at;
+                    }
+                }
+                if page.len() < SCAN_PAGE {
+                    break;
+                }
+                offset += page.len();
+            }
+        }
         let active = SearchFilter { status: Some(Status::Active), ..SearchFilter::default() };
         let now = self.now();
         let mut offset = 0;

@@ -16,6 +16,9 @@
 //!   domain's working state, writing what they create only when they complete ([`protocols`]).
 //! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
+//! - [`consolidation`]: `MemoryService::consolidate` groups a domain's episodes by meaning into
+//!   semantic principles linked to them, records each run in the domain's working state, and
+//!   rolls a run back on request.
 //! - [`introspect`] reports a domain's memory at a glance: counts by kind, dormant memories,
 //!   links, evidence, contradictions and consolidation runs.
 //! - [`views`] are the serialisable shapes every front end returns.
@@ -26,6 +29,7 @@
 
 mod access;
 pub mod code;
+pub mod consolidation;
 pub mod decisions;
 pub mod error;
 pub mod ids;
@@ -38,6 +42,7 @@ pub mod views;
 pub mod workflows;
 
 pub use code::CodeService;
+pub use consolidation::{ConsolidateRequest, ConsolidationRun};
 pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;

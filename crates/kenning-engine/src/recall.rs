@@ -468,9 +468,9 @@ impl MemoryService {
                 if (assessment.dormant && !plan.include_dormant) || plan.min_confidence.is_some_and(|least| assessment.confidence < least) {
                     continue;
                 }
-                // A hit that is also the neighbour of others can score above 1; relevance tops out there.
-                let relevance = relevance.min(1.0);
-                weighed.push(Weighed { key: key.clone(), relevance, score: relevance * ranking_factor(assessment.confidence), assessment });
+                // A hit that is also the neighbour of others, or in the time span the query
+                // names, can score above 1: it ranks by that, though it shows no more than 1.
+                weighed.push(Weighed { key: key.clone(), relevance: *relevance, score: relevance * ranking_factor(assessment.confidence), assessment });
             }
             next += candidates.len();
             check_interrupt()?;
@@ -555,8 +555,8 @@ fn render_hit(memory: &Memory, candidate: &Weighed, detail: Detail, query: &str)
         namespace: memory.namespace.to_string(),
         kind: memory.kind.to_string(),
         tags: memory.tags.clone(),
-        score: round(candidate.score),
-        relevance: round(candidate.relevance),
+        score: round(candidate.score.min(1.0)),
+        relevance: round(candidate.relevance.min(1.0)),
         confidence: round(candidate.assessment.confidence),
         dormant: candidate.assessment.dormant,
         occurred_at: timestamp(memory.occurred_at()),

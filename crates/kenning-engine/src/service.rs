@@ -456,7 +456,7 @@ impl MemoryService {
     }
 
     /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
-    fn change(
+    pub(crate) fn change(
         &self,
         field: &str,
         urn: &str,

@@ -381,3 +381,33 @@ pub struct ReindexReport {
     pub embedded: u64,
     pub text_indexed: u64,
 }
+
+/// How a response that could use a language model came about (`kenning_core::llm::LlmUse`):
+/// `used` with the model, or `not_configured` / `failed` with the rule that did the work instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LlmUseView {
+    /// used, not_configured or failed.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The rule that did the work without a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl From<&kenning_core::llm::LlmUse> for LlmUseView {
+    fn from(value: &kenning_core::llm::LlmUse) -> Self {
+        use kenning_core::llm::LlmUse;
+        match value {
+            LlmUse::Used { model } => LlmUseView { status: "used".into(), model: Some(model.clone()), error: None, fallback: None },
+            LlmUse::NotConfigured { fallback } => {
+                LlmUseView { status: "not_configured".into(), model: None, error: None, fallback: Some(fallback.clone()) }
+            }
+            LlmUse::Failed { error, fallback } => {
+                LlmUseView { status: "failed".into(), model: None, error: Some(error.clone()), fallback: Some(fallback.clone()) }
+            }
+        }
+    }
+}

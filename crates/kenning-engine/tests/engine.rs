@@ -1,9 +1,12 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
 //! paging, token budgets, concurrent updates, export and import, and hybrid search. The
-//! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`.
+//! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`,
+//! consolidation's in `engine/consolidation.rs`.
 
 #[path = "engine/code.rs"]
 mod code;
+#[path = "engine/consolidation.rs"]
+mod consolidation;
 #[path = "engine/decisions.rs"]
 mod decisions;
 #[path = "engine/dynamics.rs"]

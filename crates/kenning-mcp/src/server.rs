@@ -25,7 +25,7 @@ use crate::resources;
 use crate::subscriptions::Subscriptions;
 
 /// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols", "repo", "test", "docs"];
+pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols", "repo", "test", "docs", "dynamics"];
 
 /// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
 /// for the whole session, so the default stays at the memory tools; `decisions` (about as large
@@ -182,6 +182,7 @@ impl KenningServer {
                 "repo" => Self::repo_tools(),
                 "test" => Self::test_tools(),
                 "docs" => Self::docs_tools(),
+                "dynamics" => Self::dynamics_tools(),
                 other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
             };
         }

@@ -1,5 +1,7 @@
-//! The MCP surface in process: the tools/list snapshot, toolset selection and resource reads.
-//! End-to-end tests with a real client live in the `kenning` crate.
+//! The MCP surface in process: the tools/list snapshot, toolset selection and resource reads;
+//! the planning and dynamics toolsets (`mcp/planning.rs`, `mcp/consolidation.rs`) and the fuzz
+//! test (`mcp/fuzz.rs`) through one client session (`mcp/session.rs`). End-to-end tests with a
+//! real client live in the `kenning` crate.
 
 use std::sync::Arc;
 
@@ -10,8 +12,14 @@ use kenning_mcp::resources;
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
 
+#[path = "mcp/consolidation.rs"]
+mod consolidation;
 #[path = "mcp/fuzz.rs"]
 mod fuzz;
+#[path = "mcp/planning.rs"]
+mod planning;
+#[path = "mcp/session.rs"]
+mod session;
 
 fn service(dir: &tempfile::TempDir) -> Arc<MemoryService> {
     services(dir).0
@@ -78,6 +86,7 @@ fn toolset_tools_list_snapshots() {
         ("docs", 2, 24_000, 3_000),
         ("workflows", 5, 16_000, 4_000),
         ("protocols", 4, 12_000, 3_000),
+        ("dynamics", 1, 8_000, 2_500),
     ];
     let covered: Vec<&str> = TOOLSETS.iter().map(|(toolset, ..)| *toolset).chain(kenning_mcp::DEFAULT_TOOLSETS.iter().copied()).collect();
     assert!(kenning_mcp::TOOLSETS.iter().all(|toolset| covered.contains(toolset)), "a toolset without a snapshot");

@@ -86,6 +86,9 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Group related episodic memories into semantic principles linked to them, with progress
+    /// on stderr and the run's summary on stdout; `--rollback RUN` undoes a run, `--list` lists them.
+    Consolidate(crate::consolidate::ConsolidateArgs),
     /// Decisions: capture, follow through signals to an outcome, and learn from them.
     Decisions {
         #[command(subcommand)]
@@ -182,7 +185,7 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols, repo, test, docs, dynamics (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

@@ -3,6 +3,7 @@
 
 mod cli;
 mod compose;
+mod consolidate;
 mod config;
 mod decisions;
 mod doctor;
@@ -197,6 +198,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             let report = memory.sync(None, remote.as_deref())?;
             print(json, &report, render::sync)
         }
+        Command::Consolidate(args) => consolidate::run(&memory, json, args),
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Workflow { command } => workflows::run(&services.memory, json, command),
         Command::Protocol { command } => protocols::run(&services.decisions, json, command),

@@ -574,3 +574,36 @@ fn purge_by_author_counts_first_then_removes_everything_that_author_wrote() {
     let again = sandbox.json(&["purge", "--author", "ada", "--yes"]);
     assert!(memories(&again).iter().all(|(_, count)| *count == 0), "{again:#}");
 }
+
+#[test]
+fn consolidate_shows_progress_records_the_run_and_rolls_it_back_once() {
+    let sandbox = Sandbox::new();
+    for n in 1..=3 {
+        let content = format!("The login integration test failed on CI because the session cookie was not set before the redirect (run {n}).");
+        sandbox.json(&["capture", &content, "--kind", "episodic", "--namespace", "testing"]);
+    }
+    sandbox.json(&["capture", "Alice prefers tabs over spaces in Makefiles.", "--kind", "episodic", "--namespace", "context"]);
+
+    let output = sandbox.run(&sandbox.repo(), &["--json", "consolidate"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let progress = String::from_utf8_lossy(&output.stderr);
+    assert!(progress.contains("clustered 4 of 4 episodes"), "progress goes to stderr: {progress}");
+    let run: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((run["status"].as_str(), run["episodesEvaluated"].as_u64(), run["principlesExtracted"].as_u64()), (Some("completed"), Some(4), Some(1)), "{run:#}");
+    assert_eq!(text(&run, "/llm/status"), "not_configured");
+    assert!(text(&run, "/domain").starts_with("project:"), "the project domain, kept in git notes: {run:#}");
+    let run_id = text(&run, "/runId").to_owned();
+    let principle = sandbox.json(&["get", text(&run, "/created/0")]);
+    assert_eq!((text(&principle, "/kind"), text(&principle, "/namespace")), ("semantic", "testing"));
+
+    let listed = sandbox.json(&["consolidate", "--list"]);
+    assert_eq!(listed[0]["runId"], run_id.as_str());
+    let human = sandbox.run(&sandbox.repo(), &["consolidate", "--dry-run"]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains("0 clusters found"), "{}", String::from_utf8_lossy(&human.stdout));
+
+    let rolled = sandbox.json(&["consolidate", "--rollback", &run_id]);
+    assert_eq!(rolled["status"], "rolled_back");
+    assert_eq!(text(&sandbox.json(&["get", text(&run, "/created/0")]), "/status"), "forgotten");
+    let again = sandbox.failure(&["consolidate", "--rollback", &run_id]);
+    assert!(again.contains("rollback") && again.contains("already rolled back"), "{again}");
+}

@@ -254,4 +254,26 @@ fn introspection_counts_kinds_dormant_links_and_evidence() {
     assert_eq!(report.links_by_relation.get("derived-from"), Some(&1));
     assert_eq!((report.reinforced, report.contradicted), (1, 0));
     assert_eq!(report.domain, "user");
+    assert_eq!((report.total_consolidation_runs, report.last_consolidation), (0, None));
+}
+
+/// Regression: relevance was capped at 1 before confidence weighed it, so memories lifted past
+/// 1 (by a neighbour in their session, or by the time span the query names) tied, and a
+/// confirmed memory outranked the one the query matched best.
+#[test]
+fn a_confirmed_memory_does_not_outrank_a_better_match_lifted_past_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _, _) = service(&dir);
+    let in_session = |content: &str| CaptureInput {
+        event_time: Some("2025-05-20T09:00:00Z".into()),
+        metadata: [("session_id".to_owned(), "s1".to_owned())].into(),
+        ..note(content, "episodic")
+    };
+    let captured = memory.capture_many(vec![in_session("The deploy key failed"), in_session("The deploy key failed again on the runners")], None).unwrap();
+    let (best, weaker) = (captured[0].urn.clone(), captured[1].urn.clone());
+    assert!(memory.capture(note("the deploy key failed again on the runners!", "episodic"), None).unwrap().reinforced);
+    let page = recall(&memory, "deploy key failed");
+    assert_eq!(page.results[0].urn, best, "{:?}", page.results);
+    assert_eq!(page.results[1].urn, weaker);
+    assert!(page.results.iter().all(|hit| hit.score <= 1.0 && hit.relevance <= 1.0), "shown scores stay within 0..1");
 }

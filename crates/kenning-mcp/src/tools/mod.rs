@@ -2,6 +2,7 @@
 
 pub mod decisions;
 pub mod docs;
+pub mod dynamics;
 pub mod memory;
 pub mod org;
 pub mod protocols;

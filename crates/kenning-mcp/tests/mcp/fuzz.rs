@@ -10,12 +10,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
@@ -23,40 +21,7 @@ use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::{Durability, SqliteStore};
 
-/// One MCP client session over an in-memory pipe to a server with every toolset.
-struct Session {
-    read: BufReader<ReadHalf<DuplexStream>>,
-    write: WriteHalf<DuplexStream>,
-    next_id: u64,
-}
-
-impl Session {
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.send(&message).await;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let read = tokio::time::timeout(Duration::from_secs(60), self.read.read_line(&mut line)).await;
-            let read = read.unwrap_or_else(|_| panic!("no answer within 60 s to {message}"));
-            assert!(read.expect("the pipe stays open") > 0, "the server closed the session on {message}");
-            let answer: Value = serde_json::from_str(&line).unwrap_or_else(|error| panic!("unreadable answer {line:?}: {error}"));
-            // Log notifications and the like come in between; the answer carries the request's id.
-            if answer.get("id") == Some(&json!(id)) {
-                return answer;
-            }
-        }
-    }
-
-    async fn send(&mut self, message: &Value) {
-        let mut line = serde_json::to_vec(message).unwrap();
-        line.push(b'\n');
-        self.write.write_all(&line).await.unwrap();
-        self.write.flush().await.unwrap();
-    }
-}
+use crate::session::Session;
 
 /// What the cases are drawn from: each tool's argument names, and values known to exist.
 struct Vocabulary {
@@ -134,20 +99,10 @@ fn start(runtime: &tokio::runtime::Runtime, dir: &tempfile::TempDir) -> (Session
             Tool { name: tool.name.into_owned(), keys: keys.unwrap_or_default(), required: required.unwrap_or_default(), types }
         })
         .collect();
-    let (client, server_end) = tokio::io::duplex(1 << 20);
-    let (server_read, server_write) = tokio::io::split(server_end);
-    runtime.spawn(async move {
-        let _ = kenning_mcp::serve_lines(server, server_read, server_write).await;
-    });
-    let (read, write) = tokio::io::split(client);
-    let mut session = Session { read: BufReader::new(read), write, next_id: 0 };
-    runtime.block_on(async {
-        let answer = session
-            .request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}))
-            .await;
-        assert!(answer.get("result").is_some(), "{answer}");
-        session.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let session = runtime.block_on(async {
+        let mut session = Session::start(server, "fuzz").await;
         session.request("logging/setLevel", json!({"level": "debug"})).await;
+        session
     });
     let urn = captured.urn;
     let known = vec![
