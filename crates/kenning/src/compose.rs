@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use kenning_core::expansion::Vocabulary;
 use kenning_core::decision::{DecisionStore, ModuleList};
+use kenning_core::llm::LanguageModel;
 use kenning_core::{Domain, Embedder, MemoryStore};
 use kenning_embed::{StaticEmbedder, TransformerEmbedder};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
@@ -27,7 +28,21 @@ pub struct Services {
 /// store on PostgreSQL, and the embedder. Each domain's store keeps both its memories and its
 /// decisions. The org store connects on first use: a database that is down leaves the other
 /// domains working.
+///
+/// With an `[llm]` section the engine gets the chain of its providers; a provider whose key
+/// variable is unset stops startup with an error naming the variable.
 pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> {
+    let llm = crate::llm::language_model(config.llm.as_deref())?;
+    open_services(config, project, llm.map(|chain| chain as Arc<dyn LanguageModel>))
+}
+
+/// The services without a language model, for `kenning doctor`, which checks the stores and the
+/// providers separately so that a missing key does not hide the state of the stores.
+pub fn services_without_llm(config: &Config, project: Option<&Project>) -> Result<Services> {
+    open_services(config, project, None)
+}
+
+fn open_services(config: &Config, project: Option<&Project>, llm: Option<Arc<dyn LanguageModel>>) -> Result<Services> {
     let mut stores: Vec<(Domain, Arc<dyn DecisionStore>)> = Vec::new();
     if let Some(project) = project.filter(|_| !config.project_disabled) {
         stores.push(open_project(project, config)?);
@@ -45,6 +60,7 @@ pub fn services(config: &Config, project: Option<&Project>) -> Result<Services> 
         MemoryService::new(memory_domains, embedder(config)?)
             .with_author(config.author())
             .with_repository_root(project.map(|project| project.root.clone()))
+            .with_llm(llm)
             .with_decay(config.decay)
             .with_deduplication(config.deduplication.clone())
             .with_vocabulary(vocabulary(config))

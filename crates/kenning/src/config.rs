@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use kenning_llm::ProviderSettings;
 use kenning_core::dynamics::{DecayPolicy, Deduplication};
 use kenning_service::RateLimits;
 use kenning_sqlite::Durability;
@@ -35,6 +36,9 @@ pub struct Config {
     pub user_id: Option<String>,
     /// Calls per minute each API key may make over HTTP, per class.
     pub rate_limits: RateLimits,
+    /// The language model providers (`[[llm.providers]]`) in fallback order; `None` without an
+    /// `[llm]` section. A later file's section replaces an earlier one's whole list.
+    pub llm: Option<Vec<ProviderSettings>>,
     /// Half-lives per kind and the dormancy threshold (`[dynamics]`).
     pub decay: DecayPolicy,
     /// Near-duplicate thresholds, by default and per namespace (`[dynamics]`).
@@ -94,6 +98,9 @@ struct FileConfig {
     decisions: Option<DecisionsSection>,
     domains: Option<DomainsSection>,
     user: Option<UserSection>,
+    /// Checked field by field by `crate::llm::parse_section`, so that every bad entry gets a
+    /// FieldError rather than a parser message.
+    llm: Option<toml::Value>,
     dynamics: Option<DynamicsSection>,
     recall: Option<RecallSection>,
 }
@@ -269,6 +276,13 @@ impl Config {
         }
         if let Some(id) = file.user.and_then(|user| user.id) {
             self.user_id = Some(id);
+        }
+        if let Some(section) = file.llm {
+            let providers = crate::llm::parse_section(&section).map_err(|mut error| {
+                error.problem = format!("{} (in {origin})", error.problem);
+                kenning_engine::Error::Invalid(error)
+            })?;
+            self.llm = Some(providers);
         }
         if let Some(dynamics) = file.dynamics {
             self.apply_dynamics(&origin, dynamics)?;
@@ -527,6 +541,30 @@ mod tests {
         config.apply_file(&file).unwrap();
         assert_eq!(config.embedder, EmbedderChoice::Transformer, "a model folder alone asks for the transformer");
         assert_eq!(config.model_dir, Some(dir.path().join("models/minilm")));
+    }
+
+    #[test]
+    fn the_llm_section_is_optional_and_checked_field_by_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(&file, "[user]\nid = \"ada\"\n").unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        assert_eq!(config.llm, None, "no [llm] section, no language model");
+        assert!(crate::llm::language_model(config.llm.as_deref()).unwrap().is_none());
+
+        std::fs::write(&file, "[[llm.providers]]\nprovider = \"lmstudio\"\nmodel = \"qwen2.5-7b-instruct\"\nrequests_per_minute = 20\n").unwrap();
+        config.apply_file(&file).unwrap();
+        let providers = config.llm.as_deref().unwrap();
+        assert_eq!((providers[0].label().as_str(), providers[0].requests_per_minute), ("lmstudio/qwen2.5-7b-instruct", 20));
+        let chain = crate::llm::language_model(config.llm.as_deref()).unwrap().unwrap();
+        assert_eq!(kenning_core::llm::LanguageModel::name(chain.as_ref()), "lmstudio/qwen2.5-7b-instruct");
+
+        std::fs::write(&file, "[[llm.providers]]\nprovider = \"openai\"\nmodel = \"gpt-4o-mini\"\napi_key = \"sk-live\"\n").unwrap();
+        let error = Config::default().apply_file(&file).unwrap_err();
+        let Some(kenning_engine::Error::Invalid(field)) = error.downcast_ref::<kenning_engine::Error>() else { panic!("{error:#}") };
+        assert_eq!(field.field, "llm.providers[0].api_key");
+        assert!(field.problem.contains("kenning.toml") && field.suggestion.contains("api_key_env"), "{field}");
     }
 
     #[test]

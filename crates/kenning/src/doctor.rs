@@ -48,6 +48,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
                 None => project_hint.clone(),
             };
             checks.extend(stores(&config, project.as_ref()));
+            checks.push(language_models(&config));
         }
     }
     let root = project_hint.as_ref().map_or_else(|| cwd.clone(), |project| project.root.clone());
@@ -96,7 +97,7 @@ fn describe_sources(config: &Config) -> String {
 
 /// Opens every store and reads its status: counts, the search index, missing vectors.
 fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
-    let services = match crate::compose::services(config, project) {
+    let services = match crate::compose::services_without_llm(config, project) {
         Ok(services) => services,
         Err(error) => {
             return vec![Check::fail("stores", format!("{error:#}"), "check the path and permissions named above, or the storage settings")];
@@ -128,6 +129,33 @@ fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// Asks each configured language model provider whether it answers now (its model list).
+fn language_models(config: &Config) -> Check {
+    let chain = match crate::llm::language_model(config.llm.as_deref()) {
+        Ok(Some(chain)) => chain,
+        Ok(None) => {
+            return Check::ok("llm", "no language model configured: consolidation, contradictions and query rewriting use their rules");
+        }
+        Err(error) => return Check::fail("llm", format!("{error:#}"), "export the variable named above, or name another with `api_key_env`"),
+    };
+    let mut answering = Vec::new();
+    let mut failing = Vec::new();
+    for provider in chain.providers() {
+        match provider.health_check() {
+            Ok(()) => answering.push(format!("{} answers", provider.name())),
+            Err(error) => failing.push(format!("{} does not: {error}", provider.name())),
+        }
+    }
+    let message = answering.iter().chain(&failing).cloned().collect::<Vec<_>>().join("; ");
+    if failing.is_empty() {
+        Check::ok("llm", message)
+    } else if answering.is_empty() {
+        Check::fail("llm", message, "check each provider's base_url, key and network; features that use a model fall back to their rules meanwhile")
+    } else {
+        Check::warn("llm", message, "the chain falls back past the failing providers; check their base_url, key and network")
+    }
 }
 
 fn read_object(path: &Path) -> Option<Result<Map<String, Value>, String>> {

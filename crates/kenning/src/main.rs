@@ -10,6 +10,7 @@ mod doctor;
 mod hook;
 mod init;
 mod keys;
+mod llm;
 mod project;
 mod protocols;
 mod render;

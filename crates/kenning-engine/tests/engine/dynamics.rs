@@ -109,6 +109,10 @@ fn retrieval_reinforces_a_memory_against_decay() {
         clock.set_days(day);
         memory.get(&used).unwrap();
     }
+    // The reinforcement is persisted with the record, not kept in the process. (Read before the
+    // recall below, whose own reads are recorded in the background.)
+    let id = kenning_core::MemoryId::parse(used.rsplit('/').next().unwrap()).unwrap();
+    assert_eq!(store.get(&id).unwrap().unwrap().access_count, 4);
     clock.set_days(25.0);
     let page = memory
         .recall(RecallRequest { query: "cargo test migration".into(), include_dormant: true, ..RecallRequest::default() })
@@ -116,9 +120,6 @@ fn retrieval_reinforces_a_memory_against_decay() {
     let (used_now, unused_now) = (confidence_of(&page, &used).unwrap(), confidence_of(&page, &unused).unwrap());
     assert!(used_now > 0.55 && unused_now < 0.1, "used {used_now}, unused {unused_now}");
     assert_eq!(page.results[0].urn, used, "the reinforced memory ranks first");
-    // The reinforcement is persisted with the record, not kept in the process.
-    let id = used.rsplit('/').next().unwrap();
-    assert_eq!(store.get(&kenning_core::MemoryId::parse(id).unwrap()).unwrap().unwrap().access_count, 4);
 }
 
 #[test]
