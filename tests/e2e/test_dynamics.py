@@ -1,11 +1,15 @@
 """Contradictions over MCP: a capture that contradicts an earlier memory says so in its answer
-(default toolset), and the opt-in `dynamics` toolset lists contradictions and settles one by the
-rule when no language model is configured."""
+(default toolset), and the opt-in `dynamics` toolset lists contradictions and settles one: by the
+rule without a language model, by the model when one is configured (the fake in fake_llm.py), and
+by the rule again when the model's answer cannot be read."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from fake_llm import FakeLLM
 from harness import Workspace, connect
 
 pytestmark = pytest.mark.anyio
@@ -48,3 +52,67 @@ async def test_a_contradiction_is_reported_listed_and_resolved(ws: Workspace, tr
         error = await conn.rpc_error("memory_contradictions", {"state": "closed"})
         assert error.code == -32602 and error.data["field"] == "state"
         assert (await conn.ok("memory_contradictions", {"state": "resolved"}))["total"] == 1
+
+
+KEY = "sk-ant-e2e-contradictions-0123456789"
+
+
+def with_model(ws: Workspace, llm: FakeLLM) -> dict[str, str]:
+    """Configures the fake as the one provider and returns the environment holding its key."""
+    (ws.config / "kenning.toml").write_text(
+        "[[llm.providers]]\n"
+        'provider = "anthropic"\n'
+        'model = "claude-sonnet-4-5"\n'
+        f'base_url = "{llm.url}"\n'
+        'api_key_env = "E2E_ANTHROPIC_KEY"\n'
+        "timeout_secs = 10\n"
+    )
+    return {"E2E_ANTHROPIC_KEY": KEY}
+
+
+async def capture(conn, content: str) -> dict:
+    return await conn.ok("memory_capture", {"content": content, "namespace": "config", "source": "told-by-user"})
+
+
+async def test_with_a_model_it_judges_each_conflict_and_settles_it(ws: Workspace, transport: str) -> None:
+    with FakeLLM(anthropic_key=KEY) as llm:
+        env = with_model(ws, llm)
+        async with connect(ws, transport, ARGS, env=env) as conn:
+            await capture(conn, "The payments API request timeout is 30s.")
+            llm.say('{"conflict": false, "explanation": "The notes are about different environments."}')
+            dismissed = await capture(conn, "The payments API request timeout is 45s.")
+            assert "contradictions" not in dismissed, dismissed
+            assert len(llm.completions()) == 1
+            judged = llm.completions()[0].body
+            assert "The payments API request timeout is 30s." in json.dumps(judged["messages"])
+            assert '"conflict"' in judged["system"]
+
+            await capture(conn, "The search cluster heap size is 4GB.")
+            llm.say('{"conflict": true, "kind": "changed_value", "explanation": "Two heap sizes for one cluster."}')
+            heap = await capture(conn, "The search cluster heap size is 8GB.")
+            [note] = heap["contradictions"]
+            assert note["kind"] == "changed_value" and note["state"] == "open"
+
+            llm.say('{"resolution": "context_dependent", "conditions": "4GB on staging, 8GB in production", '
+                    '"explanation": "Both sizes are in use."}')
+            settled = await conn.ok("memory_resolve_truth", {"contradiction_id": note["id"]})
+            assert settled["resolution"] == "context_dependent" and settled["state"] == "context_dependent"
+            assert settled["conditions"] == "4GB on staging, 8GB in production"
+            assert settled["decided_by"].startswith("llm:") and settled["llm"]["status"] == "used"
+            assert "penalised" not in settled, "context_dependent penalises neither"
+
+
+async def test_when_the_model_fails_the_rule_decides_and_says_so(ws: Workspace, transport: str) -> None:
+    with FakeLLM(anthropic_key=KEY) as llm:
+        env = with_model(ws, llm)
+        async with connect(ws, transport, ARGS, env=env) as conn:
+            old = await capture(conn, "The CI cache TTL is 7 days.")
+            llm.say("Yes, these two notes conflict.")
+            new = await capture(conn, "The CI cache TTL is 14 days.")
+            [note] = new["contradictions"]
+            assert any("could not judge" in warning for warning in new["warnings"]), new
+            llm.say("B wins.")
+            settled = await conn.ok("memory_resolve_truth", {"contradiction_id": note["id"]})
+            assert (settled["resolution"], settled["decided_by"]) == ("b_wins", "rule:recency")
+            assert settled["llm"]["status"] == "failed" and settled["llm"]["fallback"] == "rule"
+            assert settled["penalised"] == old["urn"]
