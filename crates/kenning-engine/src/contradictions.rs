@@ -28,8 +28,6 @@ use crate::ids::new_memory_id;
 use crate::service::{CAS_ATTEMPTS, DomainStore, MemoryService, backoff};
 use crate::views::{ContradictionCounts, ContradictionNote, ContradictionPage, ContradictionView, LlmUseView, ResolutionView, timestamp};
 
-/// Captures in a batch of at most this many memories are checked for contradictions.
-pub(crate) const MAX_CHECKED_BATCH: usize = 32;
 /// How many of the nearest memories a new one is compared with: the conflicting statement of
 /// the same fact is among the closest, and each comparison is cheap but not free.
 const CANDIDATES: usize = 5;

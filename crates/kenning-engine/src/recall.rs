@@ -423,7 +423,9 @@ impl MemoryService {
     /// them.
     fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).collect();
-        fetch(plan, sources.iter().map(|(key, _)| key))?;
+        // The records confidence weighing reads first are read with these, in one call.
+        let first_weighed = (plan.offset + plan.limit).max(CONFIDENCE_BATCH) + CONFIDENCE_BATCH;
+        fetch(plan, fused.iter().take(NEIGHBOUR_SOURCES.max(first_weighed)).map(|(key, _)| key))?;
         let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
         for ((index, id), score) in sources {
             let session = plan.fetched.borrow().get(&(*index, id.clone())).and_then(session_of).map(str::to_owned);

@@ -25,6 +25,10 @@ use crate::views::{
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
 
+/// The largest capture batch checked for near-duplicates and contradictions; a larger one is a
+/// bulk load, checked for exact duplicates only.
+pub(crate) const MAX_CHECKED_BATCH: usize = 32;
+
 /// How many of the most alike stored memories a capture is compared with for a near-duplicate.
 const DUPLICATE_CANDIDATES: usize = 3;
 
@@ -247,11 +251,16 @@ impl MemoryService {
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
+        // A bulk load (an import, a benchmark's corpus) is checked for exact duplicates only:
+        // each near-duplicate or contradiction check is a search, and a load is not a
+        // statement an agent is waiting to be told about.
+        let checked = memories.len() <= MAX_CHECKED_BATCH;
         // A near-duplicate of a stored memory reinforces it instead of being stored beside it.
         let mut outcomes: Vec<Option<CaptureOutcome>> = Vec::with_capacity(memories.len());
         let mut batch: Vec<(Memory, Option<Embedding>)> = Vec::with_capacity(memories.len());
         for ((memory, embedding), redacted) in memories.into_iter().zip(embeddings).zip(redactions.iter()) {
-            match self.near_duplicate(entry, &memory, embedding.as_ref())? {
+            let duplicate = if checked { self.near_duplicate(entry, &memory, embedding.as_ref())? } else { None };
+            match duplicate {
                 Some(existing) => outcomes.push(Some(self.reinforce(entry, &existing, embedding.is_some(), redacted.clone())?)),
                 None => {
                     outcomes.push(None);
@@ -261,9 +270,6 @@ impl MemoryService {
         }
         let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
         let batch_ids: Vec<MemoryId> = batch.iter().map(|(memory, _)| memory.id.clone()).collect();
-        // A bulk load (an import, a benchmark's corpus) is not checked for contradictions: each
-        // check is a search, and a load is not a statement an agent is waiting to be told about.
-        let check_contradictions = batch_ids.len() <= crate::contradictions::MAX_CHECKED_BATCH;
         let mut stored = batch.iter().zip(inserted);
         outcomes
             .into_iter()
@@ -283,7 +289,7 @@ impl MemoryService {
                 warnings.extend(redaction_warning(&redacted));
                 Ok(match inserted {
                     Inserted::Created => {
-                        let contradictions = if check_contradictions {
+                        let contradictions = if checked {
                             self.contradictions_at_capture(entry, memory, embedding.as_ref(), &batch_ids, &mut warnings)
                         } else {
                             Vec::new()

@@ -1,7 +1,8 @@
 //! The `dynamics` toolset: memory that reorganises itself and settles what conflicts.
 //! `memory_consolidate` groups related episodes into semantic principles and rolls a run back;
 //! contradictions between memories are found at capture (the capture's answer names them), and
-//! `memory_contradictions` lists them and `memory_resolve_truth` settles one. Kept out of the
+//! `memory_contradictions` lists them and `memory_resolve_truth` settles one; `memory_introspect`
+//! counts what the memory holds and how it has aged. Kept out of the
 //! default tools because an agent needs them now and then, not every turn.
 
 use rmcp::schemars::{self, JsonSchema};
@@ -10,6 +11,7 @@ use serde::Deserialize;
 
 use kenning_core::FieldError;
 use kenning_engine::{ConsolidateRequest, ConsolidationRun};
+use kenning_engine::introspect::Introspection;
 use kenning_engine::views::{ContradictionPage, ResolutionView};
 
 use crate::KenningServer;
@@ -79,6 +81,26 @@ impl KenningServer {
         let memory = self.memory.clone();
         blocking(move || memory.contradictions(args.state.as_deref(), args.cursor.as_deref(), args.limit)).await.map(Json)
     }
+
+    #[tool(
+        name = "memory_introspect",
+        title = "Inspect memory health",
+        description = "Count a domain's memories by kind, the dormant ones, links, evidence, contradictions by state and consolidation runs.",
+        input_schema = input_schema::<IntrospectArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_introspect(&self, Strict(args): Strict<IntrospectArgs>) -> Result<Json<Introspection>, ToolError> {
+        let memory = self.memory.clone();
+        blocking(move || memory.introspect(args.domain.as_deref())).await.map(Json)
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectArgs {
+    /// `project`, `user` or `org`; default the first configured domain.
+    #[serde(default)]
+    pub domain: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -32,8 +32,10 @@ fn the_dynamics_toolset_is_opt_in_and_read_only_keeps_the_listing_only() {
     assert!(!names(&["memory"], false).contains(&"memory_consolidate".to_owned()));
     let mut dynamics = names(&["dynamics"], false);
     dynamics.sort();
-    assert_eq!(dynamics, ["memory_consolidate", "memory_contradictions", "memory_resolve_truth"]);
-    assert_eq!(names(&["dynamics"], true), ["memory_contradictions"], "consolidating and resolving write, so read-only leaves them out");
+    assert_eq!(dynamics, ["memory_consolidate", "memory_contradictions", "memory_introspect", "memory_resolve_truth"]);
+    let mut read_only = names(&["dynamics"], true);
+    read_only.sort();
+    assert_eq!(read_only, ["memory_contradictions", "memory_introspect"], "consolidating and resolving write, so read-only leaves them out");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,6 +57,12 @@ async fn memory_consolidate_runs_records_and_rolls_back_over_mcp() {
     assert_eq!((run["episodesEvaluated"].as_u64(), run["clustersFound"].as_u64(), run["principlesExtracted"].as_u64()), (Some(3), Some(1), Some(1)), "{run}");
     assert_eq!(run["llm"]["status"], "not_configured", "{run}");
     assert!(run["llm"]["fallback"].as_str().unwrap().starts_with("extractive"));
+    let health = session.call_tool("memory_introspect", json!({})).await.unwrap();
+    assert_eq!((health["semantic"].as_u64(), health["totalConsolidationRuns"].as_u64()), (Some(1), Some(1)), "{health}");
+    assert_eq!(health["links_by_relation"]["derived-from"], 3, "{health}");
+    assert!(health["lastConsolidation"].is_string(), "{health}");
+    let unknown = session.call_tool("memory_introspect", json!({"domain": "orgg"})).await.unwrap_err();
+    assert!(unknown.to_string().contains("domain"), "{unknown}");
     let run_id = run["runId"].as_str().unwrap().to_owned();
 
     let combined = session.call_tool("memory_consolidate", json!({"rollback": run_id, "dry_run": true})).await.unwrap_err();
