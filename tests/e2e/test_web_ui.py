@@ -93,6 +93,19 @@ class WebDriver:
     def click(self, element: str) -> None:
         self._session("POST", f"/element/{element}/click", {})
 
+    def click_css(self, css: str, timeout: float = 60.0) -> None:
+        """Finds and clicks the element `css` names, finding it again when the page was redrawn
+        between the two (a live update replaces the list the element was in)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.click(self.find(css, timeout))
+                return
+            except AssertionError as error:
+                if "stale element" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def type(self, element: str, text: str) -> None:
         self._session("POST", f"/element/{element}/value", {"text": text})
 
@@ -267,7 +280,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.get(base + "memories")
         field = browser.find("input[name=q]")
         browser.type(field, "pool connections")
-        browser.click(browser.find("form.search button[type=submit]"))
+        browser.click_css("form.search button[type=submit]")
         browser.wait("return location.search.includes('q=pool')")
         first = browser.find("ol.results article h3 a")
         assert browser.text(first) in ("Connection pool size", "Pool exhaustion during the sale"), browser.source()[:2000]
@@ -281,22 +294,22 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.wait("return document.getElementById('main').textContent.includes('Payments pool')")
 
         # Open the memory, forget it through the confirmation form, then restore it.
-        browser.click(browser.find("ol.results article h3 a"))
+        browser.click_css("ol.results article h3 a")
         title = browser.text(browser.find("main h1"))
         urn = browser.script("return document.querySelector('dl.fields dd code').textContent")
         assert urn.startswith("kenning://project:widget-service/"), urn
-        browser.click(browser.find("a.button[href^='/memory/forget']"))
+        browser.click_css("a.button[href^='/memory/forget']")
         browser.type(browser.find("input[name=reason]"), "replaced by the new sizing")
-        browser.click(browser.find("form.confirm button[type=submit]"))
+        browser.click_css("form.confirm button[type=submit]")
         notice = browser.text(browser.find("p.notice"))
         assert notice.startswith("Forgotten"), notice
         assert "forgotten" in browser.text(browser.find("main h1 .badge")), title
         shown = json.loads(ws.run("--json", "get", urn).stdout)
         assert shown["status"] == "forgotten"
         assert "replaced by the new sizing" in browser.source()
-        browser.click(browser.find("a.button[href^='/memory/restore']"))
+        browser.click_css("a.button[href^='/memory/restore']")
         browser.type(browser.find("input[name=reason]"), "still how it is")
-        browser.click(browser.find("form.confirm button[type=submit]"))
+        browser.click_css("form.confirm button[type=submit]")
         assert browser.text(browser.find("p.notice")).startswith("Restored")
         assert json.loads(ws.run("--json", "get", urn).stdout)["status"] == "active"
 
