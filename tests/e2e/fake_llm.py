@@ -33,6 +33,19 @@ from typing import Any
 ANTHROPIC_VERSION = "2023-06-01"
 
 
+def anthropic_provider(url: str, key_env: str = "E2E_ANTHROPIC_KEY", extra: str = "") -> str:
+    """The `[[llm.providers]]` entry of kenning.toml for this server in the Anthropic format,
+    with its key in the environment variable `key_env` and any further settings in `extra`."""
+    return (
+        "[[llm.providers]]\n"
+        'provider = "anthropic"\n'
+        'model = "claude-sonnet-4-5"\n'
+        f'base_url = "{url}"\n'
+        f'api_key_env = "{key_env}"\n'
+        "timeout_secs = 10\n" + extra
+    )
+
+
 @dataclass
 class Request:
     method: str

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, anthropic_provider
 from harness import Workspace, connect
 
 pytestmark = pytest.mark.anyio
@@ -59,14 +59,7 @@ KEY = "sk-ant-e2e-contradictions-0123456789"
 
 def with_model(ws: Workspace, llm: FakeLLM) -> dict[str, str]:
     """Configures the fake as the one provider and returns the environment holding its key."""
-    (ws.config / "kenning.toml").write_text(
-        "[[llm.providers]]\n"
-        'provider = "anthropic"\n'
-        'model = "claude-sonnet-4-5"\n'
-        f'base_url = "{llm.url}"\n'
-        'api_key_env = "E2E_ANTHROPIC_KEY"\n'
-        "timeout_secs = 10\n"
-    )
+    (ws.config / "kenning.toml").write_text(anthropic_provider(llm.url))
     return {"E2E_ANTHROPIC_KEY": KEY}
 
 

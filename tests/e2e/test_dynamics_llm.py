@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, anthropic_provider
 from harness import Workspace
 
 KEY = "sk-ant-e2e-dynamics-0123456789abcdef"
@@ -17,15 +17,7 @@ ENV = {"E2E_ANTHROPIC_KEY": KEY}
 
 
 def configure(ws: Workspace, llm: FakeLLM, extra: str = "") -> None:
-    (ws.config / "kenning.toml").write_text(
-        "[[llm.providers]]\n"
-        'provider = "anthropic"\n'
-        'model = "claude-sonnet-4-5"\n'
-        f'base_url = "{llm.url}"\n'
-        'api_key_env = "E2E_ANTHROPIC_KEY"\n'
-        "timeout_secs = 10\n"
-        "max_retries = 0\n" + extra
-    )
+    (ws.config / "kenning.toml").write_text(anthropic_provider(llm.url, extra="max_retries = 0\n" + extra))
 
 
 def cli_json(ws: Workspace, *args: str) -> dict:

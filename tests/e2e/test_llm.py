@@ -9,7 +9,7 @@ import json
 import urllib.error
 import urllib.request
 
-from fake_llm import ANTHROPIC_VERSION, FakeLLM
+from fake_llm import ANTHROPIC_VERSION, FakeLLM, anthropic_provider
 from harness import Workspace
 
 KEY = "sk-ant-e2e-0123456789abcdef"
@@ -17,12 +17,7 @@ KEY = "sk-ant-e2e-0123456789abcdef"
 
 def write_config(ws: Workspace, llm: FakeLLM) -> None:
     (ws.config / "kenning.toml").write_text(
-        "[[llm.providers]]\n"
-        'provider = "anthropic"\n'
-        'model = "claude-sonnet-4-5"\n'
-        f'base_url = "{llm.url}"\n'
-        'api_key_env = "E2E_ANTHROPIC_KEY"\n'
-        "timeout_secs = 10\n"
+        anthropic_provider(llm.url) +
         "[[llm.providers]]\n"
         'provider = "openai"\n'
         'model = "gpt-4o-mini"\n'
