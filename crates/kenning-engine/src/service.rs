@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kenning_core::dynamics::{Deduplication, evidence_counts, same_claim};
+use kenning_core::dynamics::{Deduplication, assess, evidence_counts, same_claim};
 use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
 use kenning_core::dynamics::DecayPolicy;
@@ -450,10 +450,13 @@ impl MemoryService {
         self.access.flush();
         let mut memory = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
         let now = self.now();
+        // Assessed as it stood before this read, which reinforces it from now on.
+        let assessment = assess(&memory, now, &self.decay);
         entry.store.record_access(std::slice::from_ref(&memory.id), now)?;
         memory.access_count += 1;
         memory.last_accessed_at = Some(now);
-        Ok(MemoryView::from(&memory))
+        let confidence_now = Some((assessment.confidence * 1000.0).round() / 1000.0);
+        Ok(MemoryView { confidence_now, dormant: assessment.dormant, ..MemoryView::from(&memory) })
     }
 
     /// Applies an update, keeping the previous version with the reason. Secrets are redacted

@@ -30,7 +30,14 @@ pub struct MemoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
     pub source: String,
+    /// The confidence stated at capture (or the source's default).
     pub confidence: f64,
+    /// The confidence now, after evidence and decay, as recall weighs it (on a read of the current memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_now: Option<f64>,
+    /// Under the dormancy threshold: out of default recall (on a read of the current memory).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dormant: bool,
     pub salience: f64,
     /// active or forgotten.
     pub status: String,
@@ -70,6 +77,8 @@ impl From<&Memory> for MemoryView {
             category: memory.category.clone(),
             source: memory.source.to_string(),
             confidence: memory.confidence,
+            confidence_now: None,
+            dormant: false,
             salience: memory.salience,
             status: memory.status.to_string(),
             created_at: timestamp(memory.created_at),

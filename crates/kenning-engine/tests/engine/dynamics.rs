@@ -98,6 +98,18 @@ fn an_unused_episode_goes_dormant_and_include_dormant_brings_it_back() {
 }
 
 #[test]
+fn a_read_shows_the_confidence_as_it_stood_and_then_reinforces_the_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, clock, _) = service(&dir);
+    let episode = memory.capture(note("The nightly backup of the billing database took four hours", "episodic"), None).unwrap().urn;
+    clock.set_days(30.0);
+    let read = memory.get(&episode).unwrap();
+    assert!(read.dormant && read.confidence_now.unwrap() < 0.1 && read.confidence == 0.9, "{read:?}");
+    let again = memory.get(&episode).unwrap();
+    assert!(!again.dormant && again.confidence_now == Some(0.9), "the first read restarted its clock: {again:?}");
+}
+
+#[test]
 fn retrieval_reinforces_a_memory_against_decay() {
     let dir = tempfile::tempdir().unwrap();
     let (memory, clock, store) = service(&dir);
