@@ -498,7 +498,8 @@ const CONFIDENCE_BATCH: usize = 10;
 struct Weighed {
     key: (usize, MemoryId),
     relevance: f64,
-    /// Relevance times the confidence's ranking factor: what the results are ordered by.
+    /// Relevance times the confidence's ranking factor (halved again for a superseded memory):
+    /// what the results are ordered by.
     score: f64,
     assessment: Assessment,
 }
