@@ -55,9 +55,21 @@ class Workspace:
             KENNING_DATA_DIR=str(self.data),
             KENNING_CONFIG_DIR=str(self.config),
             KENNING_LOG="info",
+            # Claude Code's folder, where hooks read transcripts: this workspace's, never the caller's.
+            CLAUDE_CONFIG_DIR=str(self.claude),
         )
         env.update(extra or {})
         return env
+
+    @property
+    def claude(self) -> Path:
+        return self.root / "claude"
+
+    def transcript(self, name: str) -> Path:
+        """Where Claude Code keeps a session's transcript, in this workspace's Claude folder."""
+        folder = self.claude / "projects" / "-workspace"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{name}.jsonl"
 
     def stderr_path(self, label: str) -> Path:
         self._logs += 1

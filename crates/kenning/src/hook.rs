@@ -48,7 +48,10 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
     })?;
     let mut text = String::new();
     std::io::stdin().lock().take(MAX_INPUT_BYTES).read_to_string(&mut text).context("reading the hook input")?;
-    let input: HookInput = serde_json::from_str(&text).context("the hook input is not Claude Code's hook JSON")?;
+    let mut input: HookInput = serde_json::from_str(&text).context("the hook input is not Claude Code's hook JSON")?;
+    if matches!(event, HookEvent::PreCompact | HookEvent::Stop) {
+        input.transcript_path = confined_transcript(input.transcript_path.as_deref())?;
+    }
     let cwd = match input.cwd.as_deref().map(PathBuf::from).filter(|dir| dir.is_dir()) {
         Some(dir) => dir,
         None => std::env::current_dir().context("reading the working directory")?,
@@ -72,6 +75,26 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
     };
     let output = hooks.run(event, &input)?;
     Ok(output.map(|value| value.to_string()))
+}
+
+/// The transcript a hook may read: a `.jsonl` file inside Claude Code's projects folder
+/// (`$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects`), its path resolved. Whatever else
+/// the hook input names is refused, so that it cannot make kenning read any other file of the
+/// machine and store what it says.
+fn confined_transcript(path: Option<&str>) -> Result<Option<String>> {
+    let Some(path) = path.filter(|path| !path.is_empty()) else { return Ok(None) };
+    let folder = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|home| home.join(".claude")))
+        .map(|dir| dir.join("projects"))
+        .context("no home directory is known, so Claude Code's transcripts cannot be found; set CLAUDE_CONFIG_DIR")?;
+    let inside = std::fs::canonicalize(&folder).ok().zip(std::fs::canonicalize(path).ok()).and_then(|(folder, real)| {
+        (real.starts_with(&folder) && real.extension().is_some_and(|extension| extension == "jsonl") && real.is_file()).then_some(real)
+    });
+    match inside {
+        Some(real) => Ok(Some(real.to_string_lossy().into_owned())),
+        None => Err(anyhow!("the transcript {path} is not a .jsonl file inside Claude Code's projects folder {}, so it is not read", folder.display())),
+    }
 }
 
 /// The hook log: `{data dir}/hooks.log`, one line per problem.
