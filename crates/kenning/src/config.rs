@@ -67,8 +67,9 @@ pub struct Config {
 ///
 /// - `project.id`: the name of the project domain in URNs; its memories stay in the
 ///   repository's own git notes whatever it is called.
-/// - `server.toolsets`, `server.read_only`: which tools the agent is offered, and whether those
-///   that write are left out. A tool still acts only on the stores and services the user set up.
+/// - `server.toolsets` (naming only [`REPOSITORY_TOOLSETS`]), `server.read_only`: which tools the
+///   agent is offered, and whether those that write are left out. A tool still acts only on the
+///   stores and services the user set up.
 /// - `decisions.modules`: the project's vocabulary for filing decisions.
 /// - `dynamics`: half-lives, the dormancy threshold and near-duplicate thresholds; confidence is
 ///   computed when read, and a near-duplicate is merged only when it states the same claim.
@@ -80,8 +81,14 @@ pub struct Config {
 /// durability; `[domains.org]` connects to a database; `[user] id` is who the user is;
 /// `[embedder]` chooses what every store's vectors are made with and loads a model from a path;
 /// `server.rate_limits` is the HTTP service's protection; `project.enabled = false` would send
-/// the project's memories to the user's personal store.
+/// the project's memories to the user's personal store; `server.toolsets` naming `sync` or `test`
+/// offers tools that push to the repository's own remotes or run its code.
 pub const REPOSITORY_KEYS: &[&str] = &["project.id", "server.toolsets", "server.read_only", "decisions.modules", "dynamics", "recall.synonyms"];
+
+/// The toolsets a repository may turn on: their tools read and write the user's stores and look at
+/// the code, on this machine. `sync` pushes the project's notes to remotes the repository names and
+/// `test` runs the repository's code, so turning those on is the user's call.
+pub const REPOSITORY_TOOLSETS: &[&str] = &["memory", "decisions", "org", "workflows", "protocols", "repo", "docs", "dynamics"];
 
 /// The largest kenning.toml read from a repository.
 const MAX_REPOSITORY_FILE_BYTES: u64 = 1 << 20;
@@ -595,7 +602,7 @@ fn split_allowed(table: toml::Table, prefix: &str, refused: &mut Vec<String>) ->
     let mut allowed = toml::Table::new();
     for (key, value) in table {
         let name = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
-        if REPOSITORY_KEYS.contains(&name.as_str()) {
+        if REPOSITORY_KEYS.contains(&name.as_str()) && (name != "server.toolsets" || only_repository_toolsets(&value)) {
             allowed.insert(key, value);
         } else if let toml::Value::Table(inner) = value {
             let inner = split_allowed(inner, &name, refused);
@@ -607,6 +614,10 @@ fn split_allowed(table: toml::Table, prefix: &str, refused: &mut Vec<String>) ->
         }
     }
     allowed
+}
+
+fn only_repository_toolsets(list: &toml::Value) -> bool {
+    list.as_array().is_some_and(|names| names.iter().all(|name| name.as_str().is_some_and(|name| REPOSITORY_TOOLSETS.contains(&name.trim()))))
 }
 
 pub fn split_list(text: &str) -> Vec<String> {
@@ -863,6 +874,12 @@ dormant_below = 0.2
         let warning = ignored.to_string();
         assert!(warning.contains(&real.display().to_string()) && warning.contains("`llm.providers`") && warning.contains("kenning trust"), "{warning}");
         assert_eq!(settings_beyond_repository(&real, HOSTILE.as_bytes()).unwrap(), ignored.settings);
+
+        // Tools that push to the repository's remotes or run its code are the user's to turn on.
+        let (dir, file) = repository_with("[server]\ntoolsets = [\"memory\", \"test\"]\n");
+        let mut config = Config::default();
+        config.apply_repository_file(dir.path(), &file, &crate::trust::TrustList::default()).unwrap();
+        assert_eq!((config.toolsets, config.ignored[0].settings.as_slice()), (None, &["server.toolsets".to_owned()][..]));
     }
 
     #[test]

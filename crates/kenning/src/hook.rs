@@ -78,22 +78,26 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
 }
 
 /// The transcript a hook may read: a `.jsonl` file inside Claude Code's projects folder
-/// (`$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects`), its path resolved. Whatever else
-/// the hook input names is refused, so that it cannot make kenning read any other file of the
-/// machine and store what it says.
+/// (`$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects` or `~/.config/claude/projects`), its
+/// path resolved. Whatever else the hook input names is refused, so that it cannot make kenning
+/// read any other file of the machine and store what it says.
 fn confined_transcript(path: Option<&str>) -> Result<Option<String>> {
     let Some(path) = path.filter(|path| !path.is_empty()) else { return Ok(None) };
-    let folder = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
-        .or_else(|| dirs::home_dir().map(|home| home.join(".claude")))
-        .map(|dir| dir.join("projects"))
-        .context("no home directory is known, so Claude Code's transcripts cannot be found; set CLAUDE_CONFIG_DIR")?;
-    let inside = std::fs::canonicalize(&folder).ok().zip(std::fs::canonicalize(path).ok()).and_then(|(folder, real)| {
-        (real.starts_with(&folder) && real.extension().is_some_and(|extension| extension == "jsonl") && real.is_file()).then_some(real)
-    });
+    let folders: Vec<PathBuf> = match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => dirs::home_dir().map(|home| home.join(".claude")).into_iter().chain(dirs::config_dir().map(|dir| dir.join("claude"))).collect(),
+    }
+    .into_iter()
+    .map(|dir| dir.join("projects"))
+    .collect();
+    let real = std::fs::canonicalize(path).ok().filter(|real| real.extension().is_some_and(|extension| extension == "jsonl") && real.is_file());
+    let inside = real.filter(|real| folders.iter().filter_map(|folder| std::fs::canonicalize(folder).ok()).any(|folder| real.starts_with(folder)));
     match inside {
         Some(real) => Ok(Some(real.to_string_lossy().into_owned())),
-        None => Err(anyhow!("the transcript {path} is not a .jsonl file inside Claude Code's projects folder {}, so it is not read", folder.display())),
+        None => {
+            let folders = folders.iter().map(|folder| folder.display().to_string()).collect::<Vec<_>>().join(" or ");
+            Err(anyhow!("the transcript {path} is not a .jsonl file inside Claude Code's projects folder ({folders}), so it is not read"))
+        }
     }
 }
 
