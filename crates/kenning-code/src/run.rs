@@ -121,7 +121,7 @@ struct Kept {
 impl Kept {
     fn push(&mut self, chunk: &[u8]) {
         self.bytes.extend_from_slice(chunk);
-        // Cut in halves of the cap rather than on every read, so that a chatty run is not quadratic.
+        // Cut only once twice the cap is held, not on every read, so that a chatty run costs linear time.
         if self.bytes.len() > OUTPUT_CAP * 2 {
             self.cut();
         }
