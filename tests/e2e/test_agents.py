@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +106,8 @@ def approve(home: Path, repo: Path) -> None:
     (home / ".claude.json").write_text(json.dumps({"projects": {str(repo.resolve()): entry}}))
 
 
-def capture(claude: Claude, content: str, namespace: str, domain: str = "project") -> str:
-    done = claude.ws.run("--json", "capture", content, "--namespace", namespace, "--domain", domain)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["urn"]
+def capture(claude: Claude, content: str, namespace: str, domain: str = "project") -> None:
+    capture_in(claude.ws, content, namespace, domain)
 
 
 @needs_claude
@@ -252,3 +247,59 @@ def test_the_plugin_installs_the_server_and_the_hooks_in_one_step(claude: Claude
     request = claude.requests_since(mark)[0]
     assert "mcp__plugin_kenning_kenning__memory_recall" in request or "mcp__kenning__memory_recall" in request, "the plugin's MCP server"
     assert "staging deploys need the new TLS certificate" in request, "the plugin's session-start hook"
+
+
+@pytest.mark.skipif(not GEMINI, reason="KENNING_TEST_GEMINI is not set: run through scripts/test, which installs Gemini CLI")
+def test_gemini_cli_connects_to_the_server_init_registered(ws: Workspace, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    init = ws.run("init", "--client", "gemini")
+    assert init.returncode == 0, init.stderr
+    settings = json.loads((ws.repo / ".gemini" / "settings.json").read_text())
+    assert settings["hooks"]["BeforeAgent"][0]["hooks"][0]["command"].endswith("hook user-prompt")
+    # The user's answer to Gemini CLI's question whether to trust the folder.
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(ws.repo.resolve()): "TRUST_FOLDER"}))
+    env = ws.env({"HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true"})
+    listed = subprocess.run([NODE, GEMINI, "mcp", "list"], cwd=ws.repo, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    output = listed.stdout + listed.stderr
+    assert listed.returncode == 0, output
+    assert "kenning" in output and "Connected" in output, output
+
+
+@pytest.mark.skipif(not CODEX, reason="KENNING_TEST_CODEX is not set: run through scripts/test, which installs Codex CLI")
+def test_codex_runs_with_the_server_and_the_hooks_init_registered(ws: Workspace, tmp_path: Path) -> None:
+    init = ws.run("init", "--client", "codex")
+    assert init.returncode == 0, init.stderr
+    capture_in(ws, "Blocked: staging deploys need the new TLS certificate from ops.", "blockers")
+    codex_home = tmp_path / "codex"
+    codex_home.mkdir()
+    with AgentAPI() as api:
+        api.turn("run the release check", Tool("exec_command", {"cmd": "echo 'release check FAILED' >&2; exit 3"}),
+                 Text("The root cause was a stale release cache; the fix was to clear it before the check."))
+        # A provider speaking the Responses API at the local server, and the project trusted
+        # (which lets Codex read the project's .codex/ files).
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5-codex"\nmodel_provider = "local"\n\n'
+            f'[model_providers.local]\nname = "local"\nbase_url = "{api.url}/v1"\nwire_api = "responses"\nenv_key = "LOCAL_API_KEY"\n\n'
+            f'[projects."{ws.repo.resolve()}"]\ntrust_level = "trusted"\n'
+        )
+        env = ws.env({"HOME": str(tmp_path), "CODEX_HOME": str(codex_home), "LOCAL_API_KEY": "sk-test"})
+        listed = subprocess.run([CODEX, "mcp", "list"], cwd=ws.repo, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        assert listed.returncode == 0 and "kenning" in listed.stdout, listed.stdout + listed.stderr
+        # The hooks are kenning's own, vetted here; Codex otherwise asks the user to trust them in /hooks.
+        done = subprocess.run(
+            [CODEX, "exec", "--json", "--dangerously-bypass-hook-trust", "run the release check"],
+            cwd=ws.repo, env=env, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        bodies = [json.dumps(request.body) for request in api.requests if request.path.endswith("/responses")]
+        assert bodies and "mcp__kenning" in bodies[0], "kenning's tools reached the model"
+        assert "staging deploys need the new TLS certificate" in bodies[0], "session-start's context reached the model"
+    contents = [json.loads(line)["memory"]["content"] for line in ws.run("export", "--no-vectors").stdout.splitlines() if line.strip()]
+    assert "The root cause was a stale release cache; the fix was to clear it before the check." in contents, contents
+    assert not (ws.data / "hooks.log").exists(), (ws.data / "hooks.log").read_text()
+
+
+def capture_in(ws: Workspace, content: str, namespace: str, domain: str = "project") -> None:
+    done = ws.run("capture", content, "--namespace", namespace, "--domain", domain)
+    assert done.returncode == 0, done.stderr

@@ -101,8 +101,8 @@ impl Client {
 
     /// The files this client reads kenning's registration from, for a project or the user.
     fn files(self, scope: &Scope, home: &Path, command: &str) -> Result<Vec<Planned>> {
-        let server = json!({ "command": command, "args": ["serve"] });
-        let stdio_server = json!({ "type": "stdio", "command": command, "args": ["serve"] });
+        let server = Entry::server(None, command);
+        let stdio_server = Entry::server(Some("stdio"), command);
         let files = match (self, scope) {
             (Client::Claude, Scope::Project(root)) => vec![
                 Planned::json(root.join(".mcp.json"), Edit::server("mcpServers", stdio_server)),
@@ -221,14 +221,38 @@ enum Format {
 
 enum Edit {
     /// The MCP server entry `kenning` in the table `table`, unless a server of that name exists.
-    Server { table: &'static str, entry: Value },
+    Server { table: &'static str, entry: Entry },
     /// A hook running kenning for each event the client has, unless one is there.
     Hooks(HookDialect),
 }
 
 impl Edit {
-    fn server(table: &'static str, entry: Value) -> Edit {
+    fn server(table: &'static str, entry: Entry) -> Edit {
         Edit::Server { table, entry }
+    }
+}
+
+/// A JSON object kenning writes, its keys in the order they are written.
+struct Entry(Vec<(&'static str, Value)>);
+
+impl Entry {
+    /// The `kenning serve` server: `type` (for clients that want it), `command`, `args`.
+    fn server(kind: Option<&'static str>, command: &str) -> Entry {
+        let mut fields = Vec::new();
+        if let Some(kind) = kind {
+            fields.push(("type", Value::String(kind.to_owned())));
+        }
+        fields.push(("command", Value::String(command.to_owned())));
+        fields.push(("args", json!(["serve"])));
+        Entry(fields)
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().find(|(name, _)| *name == key).map(|(_, value)| value)
+    }
+
+    fn input_value(&self) -> CstInputValue {
+        CstInputValue::Object(self.0.iter().map(|(key, value)| ((*key).to_owned(), input_value(value))).collect())
     }
 }
 
@@ -269,12 +293,12 @@ impl HookDialect {
                     spec(event.claude_name(), event, matcher, timeout)
                 })
                 .collect(),
-            // Codex takes Claude Code's event names and seconds; it reports no failed call as an
-            // event of its own, so the shell's results are read for their exit code.
+            // Codex takes Claude Code's event names and seconds. Its PostToolUse hands over a
+            // command's output without the exit code, and a failure is never guessed from
+            // words, so that event is left out.
             HookDialect::Codex => vec![
                 spec("SessionStart", HookEvent::SessionStart, Some("startup|resume"), 10),
                 spec("UserPromptSubmit", HookEvent::UserPrompt, None, 10),
-                spec("PostToolUse", HookEvent::PostTool, Some("Bash"), 10),
                 spec("PreCompact", HookEvent::PreCompact, None, 30),
                 spec("Stop", HookEvent::Stop, None, 30),
             ],
@@ -497,10 +521,10 @@ fn apply_toml(planned: &Planned, text: &str) -> Result<(String, Vec<String>, Vec
         return Ok((text.to_owned(), Vec::new(), vec![format!("{table}.{SERVER_NAME} (already registered)")]));
     }
     let mut server = toml_edit::Table::new();
-    let command = entry["command"].as_str().unwrap_or(SERVER_NAME);
+    let command = entry.get("command").and_then(Value::as_str).unwrap_or(SERVER_NAME);
     server.insert("command", toml_edit::value(command));
     let mut args = toml_edit::Array::new();
-    for arg in entry["args"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+    for arg in entry.get("args").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
         args.push(arg);
     }
     server.insert("args", toml_edit::value(args));
@@ -549,13 +573,13 @@ fn object_at(parent: &CstObject, key: &str, shown: &str) -> Result<CstObject> {
 }
 
 /// Adds the `kenning serve` MCP server under `table` unless a server named `kenning` is there.
-fn merge_server(root: &CstObject, table: &str, entry: &Value) -> Result<(Vec<String>, Vec<String>)> {
+fn merge_server(root: &CstObject, table: &str, entry: &Entry) -> Result<(Vec<String>, Vec<String>)> {
     let servers = object_at(root, table, table)?;
     if servers.get(SERVER_NAME).is_some() {
         return Ok((Vec::new(), vec![format!("{table}.{SERVER_NAME} (already registered)")]));
     }
-    servers.append(SERVER_NAME, input_value(entry));
-    let command = entry["command"].as_str().unwrap_or_default();
+    servers.append(SERVER_NAME, entry.input_value());
+    let command = entry.get("command").and_then(Value::as_str).unwrap_or_default();
     Ok((vec![format!("{table}.{SERVER_NAME}: {command} serve")], Vec::new()))
 }
 
@@ -576,16 +600,17 @@ fn merge_hooks(root: &CstObject, dialect: HookDialect, command: &str) -> Result<
             .with_context(|| format!("`hooks.{}` is not a JSON array; kenning will not overwrite it", spec.client_event))?;
         let program = if command.contains(' ') { format!("\"{command}\"") } else { command.to_owned() };
         let line = format!("{program} hook {}", spec.event.command_name());
-        let mut hook = json!({ "type": "command", "command": line, "timeout": spec.timeout });
+        let mut hook = Vec::new();
         if dialect == HookDialect::Gemini {
-            hook["name"] = Value::String(format!("kenning-{}", spec.event.command_name()));
+            hook.push(("name", Value::String(format!("kenning-{}", spec.event.command_name()))));
         }
-        let mut group = serde_json::Map::new();
+        hook.extend([("type", json!("command")), ("command", Value::String(line.clone())), ("timeout", json!(spec.timeout))]);
+        let mut group = Vec::new();
         if let Some(matcher) = spec.matcher {
-            group.insert("matcher".to_owned(), Value::String(matcher.to_owned()));
+            group.push(("matcher".to_owned(), CstInputValue::String(matcher.to_owned())));
         }
-        group.insert("hooks".to_owned(), json!([hook]));
-        groups.append(input_value(&Value::Object(group)));
+        group.push(("hooks".to_owned(), CstInputValue::Array(vec![Entry(hook).input_value()])));
+        groups.append(CstInputValue::Object(group));
         added.push(format!("hooks.{}: {line}", spec.client_event));
     }
     Ok((added, kept))
@@ -685,10 +710,10 @@ mod tests {
     #[test]
     fn json_keeps_key_order_indentation_and_comments() {
         let text = "{\n    \"zeta\": 1,\n    // the team's servers\n    \"mcpServers\": {\n        \"github\": {\"command\": \"gh-mcp\"}\n    },\n    \"alpha\": [1, 2],\n}\n";
-        let edit = planned(Format::Jsonc, Edit::server("mcpServers", json!({"command": "kenning", "args": ["serve"]})));
+        let edit = planned(Format::Jsonc, Edit::server("mcpServers", Entry::server(None, "kenning")));
         let (after, added, _) = apply(&edit, text, "kenning").unwrap();
         assert_eq!(added.len(), 1);
-        assert!(after.starts_with("{\n    \"zeta\": 1,\n    // the team's servers\n    \"mcpServers\": {\n        \"github\": {\"command\": \"gh-mcp\"},\n        \"kenning\": {"), "{after}");
+        assert!(after.starts_with("{\n    \"zeta\": 1,\n    // the team's servers\n    \"mcpServers\": {\n        \"github\": {\"command\": \"gh-mcp\"},\n        \"kenning\": {\n            \"command\": \"kenning\",\n            \"args\": [\"serve\"]\n        }\n    },"), "{after}");
         assert!(after.contains("\n    \"alpha\": [1, 2],\n}"), "{after}");
         let (again, added, kept) = apply(&edit, &after, "kenning").unwrap();
         assert!(added.is_empty() && kept.len() == 1 && again == after);
@@ -696,7 +721,7 @@ mod tests {
 
     #[test]
     fn strict_json_refuses_comments() {
-        let edit = planned(Format::Json, Edit::server("mcpServers", json!({"command": "kenning"})));
+        let edit = planned(Format::Json, Edit::server("mcpServers", Entry::server(None, "kenning")));
         let error = apply(&edit, "{\n  // no\n  \"a\": 1\n}", "kenning").unwrap_err();
         assert!(error.to_string().contains("not valid JSON"), "{error}");
     }
@@ -704,7 +729,7 @@ mod tests {
     #[test]
     fn toml_keeps_its_formatting() {
         let text = "# my settings\nmodel = \"o4\"   # the model\n\n[mcp_servers.github]\ncommand = \"gh-mcp\"\n";
-        let edit = planned(Format::Toml, Edit::server("mcp_servers", json!({"command": "kenning", "args": ["serve"]})));
+        let edit = planned(Format::Toml, Edit::server("mcp_servers", Entry::server(None, "kenning")));
         let (after, added, _) = apply(&edit, text, "kenning").unwrap();
         assert_eq!(added.len(), 1);
         assert!(after.starts_with(text), "{after}");
