@@ -115,6 +115,10 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
     Ok(output.map(|value| value.to_string()))
 }
 
+/// The most the hook log holds: a problem that repeats at every prompt (a flag this version
+/// lacks, say) must not fill the disk. Past it, the older half goes.
+const MAX_LOG_BYTES: u64 = 512 * 1024;
+
 /// The hook log: `{data dir}/hooks.log`, one line per problem.
 pub fn log_path() -> Option<PathBuf> {
     Config::data_dir().ok().map(|dir| dir.join("hooks.log"))
@@ -128,6 +132,12 @@ fn log(event: &str, message: &str) {
 fn append(path: &Path, line: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
+    }
+    if std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_LOG_BYTES) {
+        let text = std::fs::read_to_string(path)?;
+        let half = text.len() / 2;
+        let from = text.as_bytes()[half..].iter().position(|byte| *byte == b'\n').map_or(text.len(), |newline| half + newline + 1);
+        std::fs::write(path, &text[from..])?;
     }
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     file.write_all(line.as_bytes())

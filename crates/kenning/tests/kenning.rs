@@ -504,6 +504,18 @@ fn a_hook_argument_error_does_not_block_and_is_logged() {
 }
 
 #[test]
+fn the_hook_log_keeps_its_newest_half_when_it_grows_too_large() {
+    let sandbox = Sandbox::new();
+    let old_line = "2026-01-01T00:00:00+00:00 stop: an old problem\n";
+    std::fs::write(sandbox.path("data").join("hooks.log"), old_line.repeat(600 * 1024 / old_line.len())).unwrap();
+    let answer = hook(&sandbox, "no-such-event", b"{}");
+    assert_eq!(answer.status.code(), Some(0));
+    let log = std::fs::read_to_string(sandbox.path("data").join("hooks.log")).unwrap();
+    assert!(log.len() < 512 * 1024 && log.starts_with("2026-01-01"), "{} bytes", log.len());
+    assert!(log.lines().last().unwrap().contains("no-such-event"), "the newest line is kept");
+}
+
+#[test]
 fn init_edits_the_users_files_in_place_and_a_second_run_changes_nothing() {
     let sandbox = Sandbox::new();
     let repo = sandbox.repo();
