@@ -55,15 +55,19 @@ class Workspace:
             KENNING_DATA_DIR=str(self.data),
             KENNING_CONFIG_DIR=str(self.config),
             KENNING_LOG="info",
-            # Claude Code's folder, where hooks read transcripts: this workspace's, never the caller's.
-            CLAUDE_CONFIG_DIR=str(self.claude),
         )
         env.update(extra or {})
         return env
 
     @property
     def claude(self) -> Path:
+        """A Claude Code folder of this workspace's own: a hook run with `hook_env` reads
+        transcripts from it (and never from the caller's)."""
         return self.root / "claude"
+
+    def hook_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a `kenning hook` run by hand, as Claude Code with this workspace's folder runs it."""
+        return self.env({"CLAUDE_CONFIG_DIR": str(self.claude), **(extra or {})})
 
     def transcript(self, name: str) -> Path:
         """Where Claude Code keeps a session's transcript, in this workspace's Claude folder."""

@@ -175,7 +175,7 @@ def running(pid_file: Path) -> bool:
 
 
 def hook(ws: Workspace, event: str, payload: dict, env: dict[str, str]) -> None:
-    result = subprocess.run([ws.bin, "hook", event], cwd=ws.repo, env=ws.env(env), input=json.dumps(payload),
+    result = subprocess.run([ws.bin, "hook", event], cwd=ws.repo, env=ws.hook_env(env), input=json.dumps(payload),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == "", result
 

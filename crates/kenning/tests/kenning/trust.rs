@@ -65,7 +65,7 @@ fn a_repository_file_sets_only_harmless_keys_until_its_exact_content_is_trusted(
 }
 
 #[test]
-fn a_hook_reads_transcripts_only_from_claude_codes_projects_folder() {
+fn a_hook_reads_transcripts_only_from_the_agents_own_folders() {
     let sandbox = Sandbox::new();
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../kenning-hooks/tests/fixtures/transcript.jsonl");
     let outside = sandbox.path("outside").join("transcript.jsonl");
@@ -74,15 +74,16 @@ fn a_hook_reads_transcripts_only_from_claude_codes_projects_folder() {
     std::fs::create_dir_all(&projects).unwrap();
     std::os::unix::fs::symlink(&outside, projects.join("linked.jsonl")).unwrap();
     std::fs::copy(&fixture, projects.join("session.jsonl")).unwrap();
-    let stop = |transcript: &std::path::Path| {
-        let input = serde_json::json!({"session_id": "s1", "transcript_path": transcript, "cwd": sandbox.repo(), "hook_event_name": "Stop"});
-        let answer = hook(&sandbox, "stop", input.to_string().as_bytes());
+    // A compaction reads the whole transcript.
+    let compact = |transcript: &std::path::Path| {
+        let input = serde_json::json!({"session_id": "s1", "transcript_path": transcript, "cwd": sandbox.repo(), "hook_event_name": "PreCompact"});
+        let answer = hook(&sandbox, "pre-compact", input.to_string().as_bytes());
         assert_eq!(answer.status.code(), Some(0));
         sandbox.export().lines().count()
     };
-    assert_eq!(stop(&outside), 0, "a transcript outside Claude Code's folder was read");
-    assert_eq!(stop(&projects.join("linked.jsonl")), 0, "a link out of Claude Code's folder was followed");
+    assert_eq!(compact(&outside), 0, "a transcript outside Claude Code's folder was read");
+    assert_eq!(compact(&projects.join("linked.jsonl")), 0, "a link out of Claude Code's folder was followed");
     let log = std::fs::read_to_string(sandbox.path("data").join("hooks.log")).unwrap();
     assert_eq!(log.matches("so it is not read").count(), 2, "{log}");
-    assert!(stop(&projects.join("session.jsonl")) > 0, "the session's own transcript is read");
+    assert!(compact(&projects.join("session.jsonl")) > 0, "the session's own transcript is read");
 }
