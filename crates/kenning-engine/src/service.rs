@@ -595,8 +595,12 @@ impl MemoryService {
     /// counting them scans every row that passes, which a caller that shows only the newest
     /// few (a hook's session-start context) should not pay for.
     pub fn newest(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<MemoryRef>> {
-        let entry = self.store_for(domain)?;
-        Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
+        Ok(self.newest_memories(domain, filter, limit)?.iter().map(MemoryRef::from).collect())
+    }
+
+    /// [`MemoryService::newest`] with the whole records, for a caller that shows their text.
+    pub fn newest_memories(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<Memory>> {
+        Ok(self.store_for(domain)?.store.list(filter, 0, limit)?)
     }
 
     /// A mark over every domain that changes whenever a memory of any of them changes, by
