@@ -239,6 +239,13 @@ impl Db {
         self.retrying(|| self.on_primary(&work, if self.replica.is_some() { End::CommitAt } else { End::Commit }))
     }
 
+    /// Runs a unit of work that writes only statistics (access counts), which a read need not
+    /// wait for the replica to replay: unlike [`Db::write`], it leaves the log position this
+    /// process's reads wait for where it was.
+    pub fn write_statistics<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.retrying(|| self.on_primary(&work, End::Commit))
+    }
+
     /// Runs a unit of work on the primary and undoes it, for a dry run.
     pub fn rolled_back<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
         self.retrying(|| self.on_primary(&work, End::Rollback))

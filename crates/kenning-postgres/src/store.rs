@@ -154,7 +154,7 @@ impl MemoryStore for PostgresStore {
     }
 
     fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
-        Ok(self.db.write(async |tx: &Tx| write::record_access(tx, ids, at).await)?)
+        Ok(self.db.write_statistics(async |tx: &Tx| write::record_access(tx, ids, at).await)?)
     }
 
     fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {

@@ -196,15 +196,15 @@ pub(crate) async fn replace(
 /// The read statistics live in their own columns, so this never rewrites a record and never
 /// conflicts with a writer changing it; the latest read time wins whatever order reads arrive in.
 pub(crate) async fn record_access(tx: &Tx, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
-    let at = time_key(at);
-    for id in ids {
-        tx.execute(
-            "UPDATE memories SET access_count = access_count + 1, \
-             last_accessed_at = greatest(last_accessed_at, $2) WHERE id = $1",
-            &[&id.as_str(), &at],
-        )
-        .await?;
-    }
+    let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+    // One statement for the whole recall; an id listed twice is counted twice.
+    tx.execute(
+        "UPDATE memories m SET access_count = m.access_count + reads.count, \
+         last_accessed_at = greatest(m.last_accessed_at, $2) \
+         FROM (SELECT id, count(*) AS count FROM unnest($1::text[]) AS id GROUP BY id) reads WHERE m.id = reads.id",
+        &[&ids, &time_key(at)],
+    )
+    .await?;
     Ok(())
 }
 
