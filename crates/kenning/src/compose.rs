@@ -87,6 +87,8 @@ fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, 
 fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     let domain = Domain::parse("domains.org.id", &format!("org:{}", org.id)).map_err(kenning_engine::Error::Invalid)?;
     let mut settings = Settings::new(org.url.clone());
+    settings.read_url = org.read_url.clone();
+    settings.environment = postgres_environment();
     if let Some(schema) = &org.schema {
         settings.schema = schema.clone();
     }
@@ -102,6 +104,14 @@ fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     }
     let store = PostgresStore::open(&settings).with_context(|| format!("setting up the {domain} store"))?;
     Ok((domain, Arc::new(store)))
+}
+
+/// What libpq would take from this process's environment: the `PG*` variables, the login name
+/// and the home folder (for `~/.pgpass` and `~/.postgresql/`). kenning-postgres reads no
+/// environment of its own.
+pub fn postgres_environment() -> kenning_postgres::Environment {
+    let login = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
+    kenning_postgres::Environment::from_lookup(|name| std::env::var(name).ok(), login, dirs::home_dir())
 }
 
 /// The project domain's store: the notes of the repository, indexed beside them.
