@@ -200,9 +200,18 @@ impl MemoryService {
     }
 
     fn store_for(&self, domain: &Domain) -> Result<&DomainStore> {
-        self.domains.iter().find(|entry| &entry.domain == domain).ok_or_else(|| {
-            Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() }
-        })
+        let exact = self.domains.iter().find(|entry| &entry.domain == domain);
+        // One repository's notes are one project whatever id a URN gives it, so an id the
+        // project had before (a remote added, renamed or removed, a rename on purpose) still
+        // reaches its memories: a memory id is unique, so another project's URN finds nothing.
+        let project = || matches!(domain, Domain::Project(_)).then(|| self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_)))).flatten();
+        exact.or_else(project).ok_or_else(|| Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() })
+    }
+
+    /// The domain of this service that keeps what `domain` names: itself, or for an earlier id
+    /// of the project, the project's domain as it is now.
+    pub fn canonical_domain(&self, domain: &Domain) -> Option<&Domain> {
+        self.store_for(domain).ok().map(|entry| &entry.domain)
     }
 
     pub(crate) fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {

@@ -137,14 +137,42 @@ fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
     } else {
         Check::ok("index", format!("search index in step; search mode {}", status.search_mode))
     });
-    if project.is_none() {
-        checks.push(Check::warn(
+    match project.filter(|_| !config.project_disabled) {
+        None if project.is_none() => checks.push(Check::warn(
             "project",
             "not inside a git repository: memories go to the user domain only",
             "run kenning inside the project's repository",
-        ));
+        )),
+        None => {}
+        Some(project) => checks.push(project_identity(config, project)),
     }
     checks
+}
+
+/// The id the project's domain takes, and whether the remote now names it otherwise.
+fn project_identity(config: &Config, project: &Project) -> Check {
+    let recorded = match crate::compose::open_project_notes(project, config) {
+        Ok((_, recorded)) => recorded,
+        Err(error) => return Check::fail("project", format!("{error:#}"), "check the repository named above"),
+    };
+    let id = crate::project::identity(project, recorded.as_deref());
+    let rename = |to: &str| format!("to rename the project on purpose, set `id = \"{to}\"` under [project] in kenning.toml (or KENNING_PROJECT_ID={to}); URNs under earlier ids keep resolving");
+    match recorded {
+        Some(recorded) if project.configured && recorded != id => Check::ok(
+            "project",
+            format!("project:{id} (configured); its memories were first stored under `{recorded}`, and URNs under that id keep resolving"),
+        ),
+        Some(recorded) if !project.configured && recorded != project.derived_id => Check::warn(
+            "project",
+            format!(
+                "project:{recorded}, the id its memories were first stored under; the remote now names it `{}`, and kenning keeps `{recorded}` (URNs under either id resolve)",
+                project.derived_id
+            ),
+            rename(&project.derived_id),
+        ),
+        Some(_) => Check::ok("project", format!("project:{id}, the id its memories were stored under")),
+        None => Check::ok("project", format!("project:{id}, from {}; the first memory fixes it", if project.configured { "the configuration" } else { "the origin remote or the folder's name" })),
+    }
 }
 
 /// Asks each configured language model provider whether it answers now (its model list).

@@ -109,12 +109,7 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
         Some(max_tokens) => budgets = Budgets { session_start: max_tokens, user_prompt: max_tokens, post_tool: max_tokens },
         None => {}
     }
-    let hooks = Hooks {
-        memory: services.memory,
-        decisions: services.decisions,
-        project: project.filter(|_| !config.project_disabled).map(|project| project.id),
-        budgets,
-    };
+    let hooks = Hooks { project: services.project_id, memory: services.memory, decisions: services.decisions, budgets };
     let output = hooks.run(event, &input)?;
     Ok(output.map(|value| value.to_string()))
 }
