@@ -54,6 +54,10 @@ pub struct HooksArgs {
     pub kenning_bin: PathBuf,
     #[arg(long)]
     pub json_out: Option<PathBuf>,
+    /// Build the repository and stores in this empty folder and keep them, to run a hook by hand
+    /// under a profiler (the hook's environment is written to `hook.env` there).
+    #[arg(long)]
+    pub keep_in: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,13 +164,22 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let machine = Machine::detect();
     let loaded = args.embedder.load()?;
-    let dir = tempfile::tempdir().context("creating a temporary directory for the stores")?;
-    let repo = dir.path().join("repo");
+    let temporary = tempfile::tempdir().context("creating a temporary directory for the stores")?;
+    let root = match &args.keep_in {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            ensure!(std::fs::read_dir(dir)?.next().is_none(), "--keep-in {} is not empty", dir.display());
+            dir.canonicalize()?
+        }
+        None => temporary.path().to_path_buf(),
+    };
+    let dir = root.as_path();
+    let repo = dir.join("repo");
     std::fs::create_dir_all(&repo)?;
     git(&repo, &["init", "-q", "-b", "main"])?;
     git(&repo, &["remote", "add", "origin", &format!("https://example.com/acme/{PROJECT}.git")])?;
     git(&repo, &["commit", "-q", "--allow-empty", "-m", "first"])?;
-    let user_db = dir.path().join("user.db");
+    let user_db = dir.join("user.db");
     let corpus = Corpus::new(args.seed);
     {
         let project: Arc<dyn MemoryStore> =
@@ -181,15 +194,28 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
             }
         }
     }
-    let transcript = dir.path().join("session.jsonl");
+    let transcript = dir.join("session.jsonl");
     let transcript_bytes = write_transcript(&transcript, &corpus, args.memories)?;
-    let data = dir.path().join("data");
-    let config = dir.path().join("config");
+    let data = dir.join("data");
+    let config = dir.join("config");
     std::fs::create_dir_all(&data)?;
     std::fs::create_dir_all(&config)?;
+    if args.keep_in.is_some() {
+        let environment = format!(
+            "KENNING_USER_DB={}\nKENNING_CONFIG_DIR={}\nKENNING_DATA_DIR={}\nKENNING_EMBEDDER={}\n",
+            user_db.display(),
+            config.display(),
+            data.display(),
+            args.embedder.embedder.name()
+        );
+        std::fs::write(dir.join("hook.env"), environment)?;
+    }
     let mut events = Vec::new();
     for (event, input) in inputs(&corpus, args.memories, &repo, &transcript) {
         let payload = input.to_string();
+        if args.keep_in.is_some() {
+            std::fs::write(dir.join(format!("{event}.json")), &payload)?;
+        }
         let mut samples = Vec::with_capacity(args.runs);
         let mut answered = 0;
         for run in 0..=args.runs {

@@ -166,7 +166,7 @@ impl MemoryStore for SqliteStore {
     }
 
     fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
-        Ok(self.db.write(|tx| write::record_access(tx, ids, at))?)
+        Ok(self.db.write_statistics(|tx| write::record_access(tx, ids, at))?)
     }
 
     fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {
