@@ -194,7 +194,12 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
             }
         }
     }
-    let transcript = dir.join("session.jsonl");
+    // Hooks read a transcript only inside an agent's transcript folder, so the session is
+    // written where Claude Code would write it, under a client folder of the benchmark's own.
+    let claude = dir.join("claude");
+    let transcript_folder = claude.join("projects").join(PROJECT);
+    std::fs::create_dir_all(&transcript_folder)?;
+    let transcript = transcript_folder.join("session.jsonl");
     let transcript_bytes = write_transcript(&transcript, &corpus, args.memories)?;
     let data = dir.join("data");
     let config = dir.join("config");
@@ -202,11 +207,12 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
     std::fs::create_dir_all(&config)?;
     if args.keep_in.is_some() {
         let environment = format!(
-            "KENNING_USER_DB={}\nKENNING_CONFIG_DIR={}\nKENNING_DATA_DIR={}\nKENNING_EMBEDDER={}\n",
+            "KENNING_USER_DB={}\nKENNING_CONFIG_DIR={}\nKENNING_DATA_DIR={}\nKENNING_EMBEDDER={}\nCLAUDE_CONFIG_DIR={}\n",
             user_db.display(),
             config.display(),
             data.display(),
-            args.embedder.embedder.name()
+            args.embedder.embedder.name(),
+            claude.display()
         );
         std::fs::write(dir.join("hook.env"), environment)?;
     }
@@ -232,6 +238,7 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
                 .env("KENNING_CONFIG_DIR", &config)
                 .env("KENNING_DATA_DIR", &data)
                 .env("KENNING_EMBEDDER", args.embedder.embedder.name())
+                .env("CLAUDE_CONFIG_DIR", &claude)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null());
