@@ -1,7 +1,8 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
 //! paging, token budgets, concurrent updates, export and import, and hybrid search. The
 //! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`,
-//! consolidation's in `engine/consolidation.rs`.
+//! consolidation's in `engine/consolidation.rs`, that no write path stores a secret in
+//! `engine/redaction.rs`.
 
 #[path = "engine/code.rs"]
 mod code;
@@ -13,6 +14,8 @@ mod contradictions;
 mod decisions;
 #[path = "engine/dynamics.rs"]
 mod dynamics;
+#[path = "engine/redaction.rs"]
+mod redaction;
 
 use std::path::PathBuf;
 use std::sync::Arc;

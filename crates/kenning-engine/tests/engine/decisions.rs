@@ -559,7 +559,7 @@ fn secrets_in_decision_inputs_are_redacted_before_they_are_stored() {
     };
     let recorded = decisions.record_signal(&captured.decision_id, signal).unwrap();
     let fields: Vec<&str> = recorded.redacted.iter().map(|r| r.field.as_str()).collect();
-    assert_eq!(fields, ["description", "metrics.log"]);
+    assert_eq!(fields, ["description", "metrics.log[1]"]);
     let outcome = OutcomeInput {
         final_status: "failure".into(),
         lessons_learned: vec![format!("Never paste {github} into a decision")],
