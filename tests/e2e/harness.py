@@ -117,11 +117,23 @@ class Connection:
         assert body is not None and body["error"] and body["message"] and body["suggestion"], body
         return body
 
-    async def rpc_error(self, tool: str, arguments: dict[str, Any]) -> MCPError:
-        """Calls a tool with a request that must be refused with a JSON-RPC error, and returns it."""
-        with pytest.raises(MCPError) as caught:
-            await self.call(tool, arguments)
-        return caught.value
+    async def refused(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Calls a tool with arguments it must refuse, and returns the refusal's body.
+
+        A refused argument is a tool execution error (SEP-1303, MCP 2025-11-25), not a JSON-RPC
+        error: a result with `isError: true` whose body names the `field`, the `problem`, the
+        value `received` and a `suggestion`, and whose text block, which is what a model reads,
+        names the field too.
+        """
+        result = await self.call(tool, arguments)
+        assert result.is_error is True, (tool, arguments, result)
+        body = result.structured_content
+        assert body is not None and body["error"] == "invalid_argument", body
+        assert body["field"] and body["problem"] and body["suggestion"] and "received" in body, body
+        texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+        assert texts and json.loads(texts[0]) == body and body["field"] in texts[0], result.content
+        assert body["field"] in body["message"], body
+        return body
 
     async def read_json(self, uri: str) -> Any:
         result = await self.session.read_resource(uri)

@@ -1023,7 +1023,9 @@ impl Redact for CaptureDecision {
     fn redact_fields(&mut self, redactor: &mut Redactor) {
         redactor.text("statement", &mut self.statement);
         redactor.optional("rationale", &mut self.rationale);
+        redactor.optional("problem", &mut self.problem);
         redactor.list("assumptions", &mut self.assumptions);
+        redactor.list("risks", &mut self.risks);
         if let Some(alternatives) = self.alternatives.as_mut() {
             redactor.list("alternatives", alternatives);
         }
@@ -1052,6 +1054,7 @@ impl Redact for OutcomeInput {
     fn redact_fields(&mut self, redactor: &mut Redactor) {
         redactor.list("lessons_learned", &mut self.lessons_learned);
         redactor.json_map("signals", &mut self.signals);
+        redactor.optional("notes", &mut self.notes);
     }
 }
 

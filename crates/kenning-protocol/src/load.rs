@@ -300,6 +300,9 @@ const SHIPPED: &[(&str, &str)] = &[
     ("resolve_blocker.yaml", include_str!("../protocols/resolve_blocker.yaml")),
     ("add_invariant.yaml", include_str!("../protocols/add_invariant.yaml")),
     ("explore_space.yaml", include_str!("../protocols/explore_space.yaml")),
+    ("add_objectives.yaml", include_str!("../protocols/add_objectives.yaml")),
+    ("add_health_coverage.yaml", include_str!("../protocols/add_health_coverage.yaml")),
+    ("add_implementation.yaml", include_str!("../protocols/add_implementation.yaml")),
 ];
 
 const SHIPPED_SKILLS: &[(&str, &str)] = &[
@@ -307,6 +310,8 @@ const SHIPPED_SKILLS: &[(&str, &str)] = &[
     ("progress_tracking", include_str!("../skills/progress_tracking.md")),
     ("escalation_handling", include_str!("../skills/escalation_handling.md")),
     ("module_design", include_str!("../skills/module_design.md")),
+    ("health_coverage", include_str!("../skills/health_coverage.md")),
+    ("feature_implementation", include_str!("../skills/feature_implementation.md")),
 ];
 
 impl Library {

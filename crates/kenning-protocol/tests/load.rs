@@ -14,7 +14,10 @@ fn the_shipped_protocols_load_without_problems() {
     let library = Library::shipped();
     assert!(library.problems.is_empty(), "{:?}", library.problems);
     let names: Vec<&str> = library.names().collect();
-    assert_eq!(names, ["add_invariant", "capture_decision", "explore_space", "investigate", "record_work", "resolve_blocker"]);
+    assert_eq!(
+        names,
+        ["add_health_coverage", "add_implementation", "add_invariant", "add_objectives", "capture_decision", "explore_space", "investigate", "record_work", "resolve_blocker"]
+    );
     for loaded in library.protocols() {
         assert!(loaded.skill.as_deref().is_some_and(|skill| skill.starts_with("# ")), "{} has no skill", loaded.protocol.name);
     }

@@ -52,16 +52,31 @@ pub struct Config {
 }
 
 /// `[domains.org]`: the organisation's memory in PostgreSQL with pgvector.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct OrgConfig {
     /// The org id in URNs (`org:{id}`).
     pub id: String,
-    /// A PostgreSQL URL; `?sslmode=require` asks for TLS.
+    /// A PostgreSQL URL or key-value connection string, read as libpq reads it.
     pub url: String,
+    /// A read replica of the same database, for recall, listings and status.
+    pub read_url: Option<String>,
     /// The PostgreSQL schema holding kenning's tables; default `kenning`.
     pub schema: Option<String>,
     /// `hnsw` (the default) or `exact`.
     pub vector_index: Option<String>,
+}
+
+/// The connection strings are shown with their passwords masked.
+impl std::fmt::Debug for OrgConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrgConfig")
+            .field("id", &self.id)
+            .field("url", &kenning_postgres::masked(&self.url))
+            .field("read_url", &self.read_url.as_deref().map(kenning_postgres::masked))
+            .field("schema", &self.schema)
+            .field("vector_index", &self.vector_index)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -146,6 +161,7 @@ struct DomainsSection {
 struct OrgSection {
     id: Option<String>,
     url: Option<String>,
+    read_url: Option<String>,
     schema: Option<String>,
     vector_index: Option<String>,
 }
@@ -273,6 +289,7 @@ impl Config {
         }
         if let Some(org) = file.domains.and_then(|domains| domains.org) {
             self.merge_org(org.id, org.url, org.schema, org.vector_index);
+            self.merge_org_read_url(org.read_url);
         }
         if let Some(id) = file.user.and_then(|user| user.id) {
             self.user_id = Some(id);
@@ -332,6 +349,7 @@ impl Config {
             self.decision_modules = Some(split_list(&list));
         }
         self.merge_org(var("KENNING_ORG_ID"), var("KENNING_ORG_URL"), var("KENNING_ORG_SCHEMA"), var("KENNING_ORG_VECTOR_INDEX"));
+        self.merge_org_read_url(var("KENNING_ORG_READ_URL"));
         if let Some(id) = var("KENNING_USER_ID") {
             self.user_id = Some(id);
         }
@@ -388,6 +406,13 @@ impl Config {
         }
         if let Some(vector_index) = vector_index {
             org.vector_index = Some(vector_index);
+        }
+    }
+
+    /// Sets the org domain's read replica when one is given; an empty value removes it.
+    fn merge_org_read_url(&mut self, read_url: Option<String>) {
+        if let Some(read_url) = read_url {
+            self.org.get_or_insert_with(OrgConfig::default).read_url = Some(read_url).filter(|url| !url.trim().is_empty());
         }
     }
 
@@ -501,6 +526,26 @@ mod tests {
         assert_eq!(config.embedder, EmbedderChoice::Transformer);
         assert_eq!(config.toolsets, Some(vec!["memory".to_owned()]));
         assert_eq!(config.decision_modules, Some(vec!["payments".to_owned(), "search".to_owned()]));
+    }
+
+    #[test]
+    fn the_org_read_replica_comes_from_the_file_and_the_environment_and_no_password_shows() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kenning.toml");
+        std::fs::write(
+            &file,
+            "[domains.org]\nid = \"acme\"\nurl = \"postgresql://k:secret@db/kenning\"\nread_url = \"host=replica password=hidden\"\n",
+        )
+        .unwrap();
+        let mut config = Config::default();
+        config.apply_file(&file).unwrap();
+        let org = config.org().unwrap().unwrap();
+        assert_eq!(org.read_url.as_deref(), Some("host=replica password=hidden"));
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("secret") && !shown.contains("hidden"), "{shown}");
+
+        config.apply_env(|name| (name == "KENNING_ORG_READ_URL").then(String::new)).unwrap();
+        assert_eq!(config.org().unwrap().unwrap().read_url, None);
     }
 
     #[test]

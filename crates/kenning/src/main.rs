@@ -34,7 +34,13 @@ use crate::config::Config;
 use crate::project::Project;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // A hook must not fail the agent over an argument (exit 2 would block the prompt).
+        Err(error) if hook::is_hook_invocation(&args) && error.use_stderr() => return hook::run_despite(&args, &error),
+        Err(error) => error.exit(),
+    };
     // A hook answers before anything else can fail: it never returns an error to the agent.
     if let Command::Hook(args) = &cli.command {
         return hook::run(args);

@@ -62,3 +62,41 @@ fn an_installed_dependency_is_searched_at_its_locked_version() {
     let local = index.api("Cart::checkout", &sources()).unwrap().item.unwrap();
     assert_eq!((local.source.as_str(), local.file.as_str(), local.line), ("project", "src/cart.rs", 34));
 }
+
+/// The site-packages of the Python `scripts/test` provides (with pytest installed), if any.
+fn python_site_packages() -> Option<PathBuf> {
+    let python = std::env::var_os("KENNING_TEST_PYTHON")?;
+    let output = std::process::Command::new(python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().ok()?;
+    let path = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    path.join("pytest").is_dir().then_some(path)
+}
+
+/// Regression: a pyproject.toml declaring `dependencies = ["pytest"]` on one line (or as a
+/// Poetry table) gave no dependency at all, and `pytest.fixture`, which pytest re-exports from
+/// `_pytest.fixtures`, was not found.
+#[test]
+fn python_dependencies_are_read_from_pyproject_and_re_exports_resolved() {
+    let Some(site) = python_site_packages() else {
+        assert!(std::env::var_os("KENNING_TEST_PYTHON").is_none(), "KENNING_TEST_PYTHON has no pytest");
+        eprintln!("skipped: no Python with pytest (scripts/test sets KENNING_TEST_PYTHON)");
+        return;
+    };
+    let sources = DocSources { cargo_home: None, site_packages: vec![site] };
+    let repo = repository("python");
+    for manifest in [
+        "[project]\nname = \"inventory\"\nversion = \"0.1.0\"\ndependencies = [\"pytest\"]\n",
+        "[tool.poetry]\nname = \"inventory\"\n\n[tool.poetry.dependencies]\npython = \"^3.10\"\npytest = \"*\"\n",
+    ] {
+        std::fs::write(repo.path().join("pyproject.toml"), manifest).unwrap();
+        let names: Vec<String> = kenning_code::docs::installed_packages(repo.path(), &sources).into_iter().map(|package| package.name).collect();
+        assert!(names.contains(&"pytest".to_owned()) && names.contains(&"_pytest".to_owned()), "{manifest}: {names:?}");
+    }
+    let index = index(repo.path());
+    let api = index.api("pytest.fixture", &sources).unwrap();
+    let item = api.item.expect("pytest.fixture is found where it is defined");
+    assert_eq!((item.source.as_str(), item.name.as_str()), ("_pytest", "_pytest.fixtures.fixture"), "{item:?}");
+    assert!(item.doc.to_lowercase().contains("fixture"), "{}", item.doc);
+    assert!(item.file.ends_with("_pytest/fixtures.py"), "{}", item.file);
+    let found = index.search_docs("decorator to mark a fixture factory function", DocScope::Dependencies, &sources, 5).unwrap();
+    assert!(found.packages_searched >= 2, "{found:?}");
+}

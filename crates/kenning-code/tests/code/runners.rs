@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kenning_code::runner::{RunnerKind, Scope, Toolchain, detect, run_tests};
+use kenning_code::runner::{Check, RunnerKind, Scope, Toolchain, detect, run_check, run_tests};
 
 use super::common::{index, repository};
 
@@ -121,6 +121,10 @@ fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
     assert_eq!(affected.selected.iter().map(|link| link.test_file.as_str()).collect::<Vec<_>>(), vec!["tests/test_stock.py"]);
     assert_eq!(affected.passed, 3);
 
+    // Regression: the tests a name selection leaves out were reported as skipped.
+    let named = run_tests(&index, &tools, None, &Scope::Name("restock".into()), LONG).unwrap();
+    assert_eq!((named.status.as_str(), named.passed, named.skipped, named.deselected), ("passed", 1, 0, 3), "{}", named.output_tail);
+
     std::fs::write(root.join("tests/test_prices.py"), "def test_price():\n    value = 2\n    assert value == 3, \"price is off\"\n").unwrap();
     let failed = run_tests(&index, &tools, None, &Scope::File("tests/test_prices.py".into()), LONG).unwrap();
     assert_eq!((failed.status.as_str(), failed.failed, failed.passed), ("failed", 1, 0), "{}", failed.output_tail);
@@ -137,6 +141,22 @@ fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
 
     let slow = run_tests(&index, &tools, None, &Scope::Name("slow".into()), Duration::from_secs(5)).unwrap();
     assert_eq!(slow.status, "timeout", "{}", slow.output_tail);
+}
+
+/// Regression: `test_lint` and `test_typecheck` said `runner: pytest` when ruff or mypy ran.
+#[test]
+fn a_check_names_the_tool_that_ran() {
+    let repo = repository("python");
+    let root = repo.path();
+    let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
+    std::fs::write(root.join("pyproject.toml"), format!("{pyproject}\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n")).unwrap();
+    let index = index(root);
+    for (check, tool) in [(Check::Lint { fix: false }, "ruff"), (Check::Typecheck, "mypy")] {
+        // Whether or not the tool is installed, the result names it (an uninstalled one is an error).
+        let result = run_check(&index, &toolchain(), check, &[], LONG).unwrap();
+        assert_eq!(result.runner, tool, "{}", result.output_tail);
+        assert!(result.commands[0].contains(&format!("-m {tool}")), "{:?}", result.commands);
+    }
 }
 
 #[test]
