@@ -56,14 +56,36 @@ pub fn run(args: &DistArgs) -> Result<()> {
     fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
 
     let python = PythonProject::load(&root.join("packaging/python/pyproject.toml"))?;
-    let binary_bytes = fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
+    let binary_bytes =
+        fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
     let wheel_tag = python.platform_tag(&target, &binary_bytes)?;
 
-    let mut written = vec![
-        write_archive(&root, &out, &target, &platform, &binary_bytes)?,
-        wheel::write(&out, &python.metadata(&root)?, &wheel_tag, &platform.binary_name, &binary_bytes)?,
-    ];
-    written.extend(write_npm_packages(&root, &out, &platform, &binary_bytes)?);
+    // The test build packs its unoptimised binary (several times the release's size) quickly; a
+    // release packs smaller. The three packages compress at the same time, one thread each.
+    let level = if args.profile == "dev" {
+        Compression::fast()
+    } else {
+        Compression::best()
+    };
+    let metadata = python.metadata(&root)?;
+    let written = std::thread::scope(|scope| -> Result<Vec<PathBuf>> {
+        let archive =
+            scope.spawn(|| write_archive(&root, &out, &target, &platform, &binary_bytes, level));
+        let wheel = scope.spawn(|| {
+            wheel::write(
+                &out,
+                &metadata,
+                &wheel_tag,
+                &platform.binary_name,
+                &binary_bytes,
+                level,
+            )
+        });
+        let mut written = write_npm_packages(&root, &out, &platform, &binary_bytes, level)?;
+        written.insert(0, wheel.join().expect("the wheel's thread")?);
+        written.insert(0, archive.join().expect("the archive's thread")?);
+        Ok(written)
+    })?;
     write_checksums(&out, &written)?;
     for path in &written {
         let size = fs::metadata(path)?.len();
@@ -74,7 +96,10 @@ pub fn run(args: &DistArgs) -> Result<()> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the workspace root exists")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root exists")
 }
 
 /// Cargo, without the variables `cargo run` set for this program (`CARGO_MANIFEST_DIR`,
@@ -86,7 +111,10 @@ fn cargo() -> Command {
         let Some(name) = name.to_str() else { continue };
         if name.starts_with("CARGO_PKG_")
             || name.starts_with("CARGO_MANIFEST_")
-            || matches!(name, "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE")
+            || matches!(
+                name,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+            )
         {
             command.env_remove(name);
         }
@@ -97,7 +125,10 @@ fn cargo() -> Command {
 /// The target triple `rustc` builds for when given none.
 fn host_target() -> Result<String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let output = Command::new(rustc).arg("-vV").output().context("running rustc -vV")?;
+    let output = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
     let text = String::from_utf8(output.stdout)?;
     text.lines()
         .find_map(|line| line.strip_prefix("host: "))
@@ -110,12 +141,24 @@ fn host_target() -> Result<String> {
 fn build(root: &Path, profile: &str) -> Result<PathBuf> {
     let output = cargo()
         .current_dir(root)
-        .args(["build", "--locked", "--package", "kenning", "--bin", "kenning", "--profile", profile])
+        .args([
+            "build",
+            "--locked",
+            "--package",
+            "kenning",
+            "--bin",
+            "kenning",
+            "--profile",
+            profile,
+        ])
         .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()
         .context("running cargo build")?;
-    ensure!(output.status.success(), "cargo build --profile {profile} failed");
+    ensure!(
+        output.status.success(),
+        "cargo build --profile {profile} failed"
+    );
     let messages = String::from_utf8(output.stdout)?;
     for line in messages.lines() {
         let message: Value = serde_json::from_str(line).context("a message of cargo build")?;
@@ -141,7 +184,9 @@ impl Platform {
         let npm_cpu = match target.split('-').next() {
             Some("x86_64") => "x64",
             Some("aarch64") => "arm64",
-            _ => bail!("no npm cpu name for the target {target}: add its architecture to xtask dist"),
+            _ => {
+                bail!("no npm cpu name for the target {target}: add its architecture to xtask dist")
+            }
         };
         let npm_os = if target.contains("-linux-") {
             "linux"
@@ -152,8 +197,17 @@ impl Platform {
         } else {
             bail!("no npm os name for the target {target}: add its system to xtask dist")
         };
-        let binary_name = if npm_os == "win32" { "kenning.exe" } else { "kenning" }.to_owned();
-        Ok(Platform { npm_os, npm_cpu, binary_name })
+        let binary_name = if npm_os == "win32" {
+            "kenning.exe"
+        } else {
+            "kenning"
+        }
+        .to_owned();
+        Ok(Platform {
+            npm_os,
+            npm_cpu,
+            binary_name,
+        })
     }
 
     fn npm_package(&self) -> String {
@@ -198,7 +252,8 @@ struct DistTable {
 
 impl PythonProject {
     fn load(path: &Path) -> Result<PythonProject> {
-        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
     }
 
@@ -210,9 +265,15 @@ impl PythonProject {
         let declared = self.tool.dist.platform_tags.get(target).with_context(|| {
             format!("packaging/python/pyproject.toml declares no platform tag for {target} in [tool.kenning-dist.platform-tags]")
         })?;
-        let Some(rest) = declared.strip_prefix("manylinux_2_") else { return Ok(declared.clone()) };
-        let (minor, arch) = rest.split_once('_').context("a manylinux tag reads manylinux_2_<minor>_<arch>")?;
-        let declared_minor: u32 = minor.parse().context("the manylinux tag's glibc minor version")?;
+        let Some(rest) = declared.strip_prefix("manylinux_2_") else {
+            return Ok(declared.clone());
+        };
+        let (minor, arch) = rest
+            .split_once('_')
+            .context("a manylinux tag reads manylinux_2_<minor>_<arch>")?;
+        let declared_minor: u32 = minor
+            .parse()
+            .context("the manylinux tag's glibc minor version")?;
         let needed = newest_glibc_minor(binary).unwrap_or(0);
         Ok(format!("manylinux_2_{}_{arch}", declared_minor.max(needed)))
     }
@@ -250,7 +311,10 @@ fn newest_glibc_minor(binary: &[u8]) -> Option<u32> {
         .filter(|(_, window)| *window == PREFIX)
         .filter_map(|(at, _)| {
             let digits = &binary[at + PREFIX.len()..];
-            let len = digits.iter().take_while(|byte| byte.is_ascii_digit()).count();
+            let len = digits
+                .iter()
+                .take_while(|byte| byte.is_ascii_digit())
+                .count();
             std::str::from_utf8(&digits[..len]).ok()?.parse().ok()
         })
         .max()
@@ -258,13 +322,15 @@ fn newest_glibc_minor(binary: &[u8]) -> Option<u32> {
 
 /// A gzip-compressed tar archive being written.
 struct TarGz {
-    builder: tar::Builder<GzEncoder<File>>,
+    builder: tar::Builder<GzEncoder<io::BufWriter<File>>>,
 }
 
 impl TarGz {
-    fn create(path: &Path) -> Result<TarGz> {
+    fn create(path: &Path, level: Compression) -> Result<TarGz> {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(TarGz { builder: tar::Builder::new(GzEncoder::new(file, Compression::default())) })
+        Ok(TarGz {
+            builder: tar::Builder::new(GzEncoder::new(io::BufWriter::new(file), level)),
+        })
     }
 
     /// Adds a file with fixed owner and time, so that two runs write the same archive.
@@ -286,13 +352,24 @@ fn read_document(root: &Path, name: &str) -> Result<Vec<u8>> {
     fs::read(root.join(name)).with_context(|| format!("reading {name}"))
 }
 
-fn write_archive(root: &Path, out: &Path, target: &str, platform: &Platform, binary: &[u8]) -> Result<PathBuf> {
+fn write_archive(
+    root: &Path,
+    out: &Path,
+    target: &str,
+    platform: &Platform,
+    binary: &[u8],
+    level: Compression,
+) -> Result<PathBuf> {
     let stem = format!("kenning-{VERSION}-{target}");
     let path = out.join(format!("{stem}.tar.gz"));
-    let mut archive = TarGz::create(&path)?;
+    let mut archive = TarGz::create(&path, level)?;
     archive.add(&format!("{stem}/{}", platform.binary_name), 0o755, binary)?;
     for name in DOCUMENTS {
-        archive.add(&format!("{stem}/{name}"), 0o644, &read_document(root, name)?)?;
+        archive.add(
+            &format!("{stem}/{name}"),
+            0o644,
+            &read_document(root, name)?,
+        )?;
     }
     archive.finish()?;
     Ok(path)
@@ -300,7 +377,13 @@ fn write_archive(root: &Path, out: &Path, target: &str, platform: &Platform, bin
 
 /// The launcher package from `packaging/npm/kenning` and this platform's binary package, as the
 /// tarballs `npm pack` makes (every file under `package/`).
-fn write_npm_packages(root: &Path, out: &Path, platform: &Platform, binary: &[u8]) -> Result<Vec<PathBuf>> {
+fn write_npm_packages(
+    root: &Path,
+    out: &Path,
+    platform: &Platform,
+    binary: &[u8],
+    level: Compression,
+) -> Result<Vec<PathBuf>> {
     let source = root.join("packaging/npm/kenning");
     let mut manifest: Value = serde_json::from_slice(&fs::read(source.join("package.json"))?)
         .context("parsing packaging/npm/kenning/package.json")?;
@@ -319,11 +402,23 @@ fn write_npm_packages(root: &Path, out: &Path, platform: &Platform, binary: &[u8
     }
 
     let launcher = out.join(format!("kenning-{VERSION}.tgz"));
-    let mut tarball = TarGz::create(&launcher)?;
-    tarball.add("package/package.json", 0o644, &serde_json::to_vec_pretty(&manifest)?)?;
-    tarball.add("package/bin/kenning", 0o755, &fs::read(source.join("bin/kenning"))?)?;
+    let mut tarball = TarGz::create(&launcher, level)?;
+    tarball.add(
+        "package/package.json",
+        0o644,
+        &serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    tarball.add(
+        "package/bin/kenning",
+        0o755,
+        &fs::read(source.join("bin/kenning"))?,
+    )?;
     for name in DOCUMENTS {
-        tarball.add(&format!("package/{name}"), 0o644, &read_document(root, name)?)?;
+        tarball.add(
+            &format!("package/{name}"),
+            0o644,
+            &read_document(root, name)?,
+        )?;
     }
     tarball.finish()?;
 
@@ -339,11 +434,23 @@ fn write_npm_packages(root: &Path, out: &Path, platform: &Platform, binary: &[u8
         "preferUnplugged": true,
     });
     let binary_package = out.join(format!("{name}-{VERSION}.tgz"));
-    let mut tarball = TarGz::create(&binary_package)?;
-    tarball.add("package/package.json", 0o644, &serde_json::to_vec_pretty(&platform_manifest)?)?;
-    tarball.add(&format!("package/bin/{}", platform.binary_name), 0o755, binary)?;
+    let mut tarball = TarGz::create(&binary_package, level)?;
+    tarball.add(
+        "package/package.json",
+        0o644,
+        &serde_json::to_vec_pretty(&platform_manifest)?,
+    )?;
+    tarball.add(
+        &format!("package/bin/{}", platform.binary_name),
+        0o755,
+        binary,
+    )?;
     for name in ["LICENSE", "NOTICE"] {
-        tarball.add(&format!("package/{name}"), 0o644, &read_document(root, name)?)?;
+        tarball.add(
+            &format!("package/{name}"),
+            0o644,
+            &read_document(root, name)?,
+        )?;
     }
     tarball.finish()?;
     Ok(vec![launcher, binary_package])
@@ -354,7 +461,10 @@ fn write_checksums(out: &Path, files: &[PathBuf]) -> Result<()> {
     let mut text = String::new();
     for path in files {
         let digest = Sha256::digest(fs::read(path)?);
-        let name = path.file_name().and_then(|name| name.to_str()).context("a package's file name")?;
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .context("a package's file name")?;
         text.push_str(&format!("{digest:x}  {name}\n"));
     }
     fs::write(out.join("SHA256SUMS"), text).context("writing SHA256SUMS")

@@ -20,12 +20,27 @@ use sha2::{Digest, Sha256};
 use super::VERSION;
 
 /// Writes `kenning-<version>-py3-none-<platform_tag>.whl` into `out` and returns its path.
-pub fn write(out: &Path, metadata: &str, platform_tag: &str, script_name: &str, script: &[u8]) -> Result<PathBuf> {
+pub fn write(
+    out: &Path,
+    metadata: &str,
+    platform_tag: &str,
+    script_name: &str,
+    script: &[u8],
+    level: Compression,
+) -> Result<PathBuf> {
     let dist_info = format!("kenning-{VERSION}.dist-info");
-    let tags: String = platform_tag.split('.').map(|platform| format!("Tag: py3-none-{platform}\n")).collect();
-    let wheel = format!("Wheel-Version: 1.0\nGenerator: cargo xtask dist\nRoot-Is-Purelib: false\n{tags}");
+    let tags: String = platform_tag
+        .split('.')
+        .map(|platform| format!("Tag: py3-none-{platform}\n"))
+        .collect();
+    let wheel =
+        format!("Wheel-Version: 1.0\nGenerator: cargo xtask dist\nRoot-Is-Purelib: false\n{tags}");
     let entries: Vec<(String, u32, &[u8])> = vec![
-        (format!("kenning-{VERSION}.data/scripts/{script_name}"), 0o755, script),
+        (
+            format!("kenning-{VERSION}.data/scripts/{script_name}"),
+            0o755,
+            script,
+        ),
         (format!("{dist_info}/METADATA"), 0o644, metadata.as_bytes()),
         (format!("{dist_info}/WHEEL"), 0o644, wheel.as_bytes()),
     ];
@@ -37,7 +52,10 @@ pub fn write(out: &Path, metadata: &str, platform_tag: &str, script_name: &str, 
     let record_name = format!("{dist_info}/RECORD");
     record.push_str(&format!("{record_name},,\n"));
 
-    let mut zip = ZipWriter::default();
+    let mut zip = ZipWriter {
+        level,
+        ..ZipWriter::default()
+    };
     for (name, mode, contents) in &entries {
         zip.add(name, *mode, contents)?;
     }
@@ -51,6 +69,7 @@ pub fn write(out: &Path, metadata: &str, platform_tag: &str, script_name: &str, 
 /// write the same bytes.
 #[derive(Default)]
 struct ZipWriter {
+    level: Compression,
     bytes: Vec<u8>,
     central_directory: Vec<u8>,
     entries: u16,
@@ -66,12 +85,14 @@ const DEFLATE: u16 = 8;
 
 impl ZipWriter {
     fn add(&mut self, name: &str, mode: u32, contents: &[u8]) -> Result<()> {
-        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+        let mut encoder = DeflateEncoder::new(Vec::new(), self.level);
         encoder.write_all(contents)?;
         let compressed = encoder.finish()?;
         let crc = crc32fast::hash(contents);
-        let offset = u32::try_from(self.bytes.len()).context("the wheel passed 4 GiB, which needs ZIP64")?;
-        let size = u32::try_from(contents.len()).context("an entry of 4 GiB or more needs ZIP64")?;
+        let offset =
+            u32::try_from(self.bytes.len()).context("the wheel passed 4 GiB, which needs ZIP64")?;
+        let size =
+            u32::try_from(contents.len()).context("an entry of 4 GiB or more needs ZIP64")?;
         let compressed_size = compressed.len() as u32;
         let name_len = u16::try_from(name.len()).context("an entry name is too long")?;
 
@@ -108,9 +129,13 @@ impl ZipWriter {
     }
 
     fn finish(mut self) -> Result<Vec<u8>> {
-        let offset = u32::try_from(self.bytes.len()).context("the wheel passed 4 GiB, which needs ZIP64")?;
+        let offset =
+            u32::try_from(self.bytes.len()).context("the wheel passed 4 GiB, which needs ZIP64")?;
         let size = self.central_directory.len() as u32;
-        ensure!(offset.checked_add(size).is_some(), "the wheel passed 4 GiB, which needs ZIP64");
+        ensure!(
+            offset.checked_add(size).is_some(),
+            "the wheel passed 4 GiB, which needs ZIP64"
+        );
         self.bytes.append(&mut self.central_directory);
         self.bytes.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
         for field in [0, 0, self.entries, self.entries] {
