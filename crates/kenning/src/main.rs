@@ -14,6 +14,7 @@ mod llm;
 mod project;
 mod protocols;
 mod render;
+mod trust;
 mod workflows;
 
 use std::collections::BTreeMap;
@@ -93,8 +94,9 @@ fn describe(error: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        // Keys touch no store: they work even where the stores cannot be opened.
+        // Keys and trust touch no store: they work even where the stores cannot be opened.
         Command::Keys { command } => keys::run(cli.json, command),
+        Command::Trust(args) => trust::run(cli.json, args),
         command => run_with_stores(cli.json, command),
     }
 }
@@ -208,7 +210,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Workflow { command } => workflows::run(&services.memory, json, command),
         Command::Protocol { command } => protocols::run(&services.decisions, json, command),
-        Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
+        Command::Keys { .. } | Command::Trust(_) => unreachable!("`kenning keys` and `kenning trust` are run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {

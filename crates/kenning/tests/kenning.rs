@@ -9,6 +9,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod kenning {
+    mod trust;
+}
+
 const BIN: &str = env!("CARGO_BIN_EXE_kenning");
 const REMOTE: &str = "https://github.com/acme/widget-service.git";
 const PROJECT: &str = "project:widget-service";
@@ -64,6 +68,7 @@ impl Sandbox {
         command
             .env("KENNING_DATA_DIR", self.path("data"))
             .env("KENNING_CONFIG_DIR", self.path("config"))
+            .env("CLAUDE_CONFIG_DIR", self.path("claude"))
             .env("GIT_CEILING_DIRECTORIES", self.dir.path());
         command
     }
