@@ -59,6 +59,22 @@ class Workspace:
         env.update(extra or {})
         return env
 
+    @property
+    def claude(self) -> Path:
+        """A Claude Code folder of this workspace's own: a hook run with `hook_env` reads
+        transcripts from it (and never from the caller's)."""
+        return self.root / "claude"
+
+    def hook_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a `kenning hook` run by hand, as Claude Code with this workspace's folder runs it."""
+        return self.env({"CLAUDE_CONFIG_DIR": str(self.claude), **(extra or {})})
+
+    def transcript(self, name: str) -> Path:
+        """Where Claude Code keeps a session's transcript, in this workspace's Claude folder."""
+        folder = self.claude / "projects" / "-workspace"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{name}.jsonl"
+
     def stderr_path(self, label: str) -> Path:
         self._logs += 1
         return self.root / f"server-{self._logs}-{label}.stderr.log"

@@ -7,6 +7,12 @@
 //! with docstrings, TypeScript declarations with JSDoc) are read with the same tree-sitter
 //! parser as the code index, once per package version, and kept in the code index file.
 //! Searches are full text (BM25) over project sections and dependency items together.
+//!
+//! Every manifest, lock file and package folder is read only where it resolves: the
+//! repository's files inside the repository, a dependency's folder inside the folder it was
+//! found in (the registry sources, `node_modules` in the repository, the `site-packages`), and
+//! a package's files inside its folder. A dependency named by an absolute or `../` path, or a
+//! `top_level.txt` naming a folder elsewhere, is not read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,11 +25,11 @@ use rusqlite::params;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::confine::{Confinement, read_text, within};
 use crate::error::{Error, Result};
 use crate::index::{CodeIndex, with_identifier_words};
 use crate::lang::Language;
 use crate::parse;
-use crate::understand::read_text;
 
 /// Files of one package read for its documentation, and bytes: enough for any library's API,
 /// bounded so that a huge generated crate cannot stall a search.
@@ -48,6 +54,7 @@ pub struct Package {
     pub ecosystem: String,
     pub name: String,
     pub version: String,
+    /// The package's folder, symbolic links resolved.
     #[serde(skip)]
     pub dir: PathBuf,
 }
@@ -147,11 +154,11 @@ impl Entry {
 }
 
 /// The direct dependencies the repository declares, as installed.
-pub fn installed_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
+pub fn installed_packages(repository: &Confinement, sources: &DocSources) -> Vec<Package> {
     let mut packages = Vec::new();
-    packages.extend(cargo_packages(root, sources));
-    packages.extend(npm_packages(root));
-    packages.extend(python_packages(root, sources));
+    packages.extend(cargo_packages(repository, sources));
+    packages.extend(npm_packages(repository));
+    packages.extend(python_packages(repository, sources));
     packages.sort();
     packages.dedup_by(|a, b| a.ecosystem == b.ecosystem && a.name == b.name);
     packages
@@ -159,17 +166,19 @@ pub fn installed_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
 
 /// Names under `[dependencies]`-like tables of every Cargo.toml in the repository, each at the
 /// version Cargo.lock resolved, found in the registry sources.
-fn cargo_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
-    let Some(cargo_home) = &sources.cargo_home else { return Vec::new() };
-    let lock = read_text_full(&root.join("Cargo.lock"));
+fn cargo_packages(repository: &Confinement, sources: &DocSources) -> Vec<Package> {
+    let Some(registry_sources) = sources.cargo_home.as_ref().and_then(|home| std::fs::canonicalize(home.join("registry/src")).ok()) else { return Vec::new() };
+    let lock = repository.inside(Path::new("Cargo.lock")).map(|lock| read_text_full(&lock)).unwrap_or_default();
     if lock.is_empty() {
         return Vec::new();
     }
     let mut declared = BTreeSet::new();
-    let walker = ignore::WalkBuilder::new(root).require_git(false).max_depth(Some(4)).build();
+    let walker = ignore::WalkBuilder::new(repository.root()).require_git(false).max_depth(Some(4)).build();
     for entry in walker.flatten() {
-        if entry.file_name() == "Cargo.toml" {
-            declared.extend(cargo_declared(&read_text(entry.path())));
+        if entry.file_name() == "Cargo.toml"
+            && let Some(manifest) = repository.inside(entry.path())
+        {
+            declared.extend(cargo_declared(&read_text(&manifest)));
         }
     }
     let mut versions: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -181,11 +190,14 @@ fn cargo_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
             versions.entry(name).or_default().push(version);
         }
     }
-    let registries: Vec<PathBuf> = std::fs::read_dir(cargo_home.join("registry/src")).into_iter().flatten().flatten().map(|entry| entry.path()).collect();
+    let registries: Vec<PathBuf> = std::fs::read_dir(&registry_sources).into_iter().flatten().flatten().map(|entry| entry.path()).collect();
     let mut packages = Vec::new();
     for name in declared {
         for version in versions.get(&name).into_iter().flatten() {
-            if let Some(dir) = registries.iter().map(|registry| registry.join(format!("{name}-{version}"))).find(|dir| dir.is_dir()) {
+            // The name and version come from the repository's files: the folder they make must
+            // still be one of the registry's.
+            let folder = |registry: &PathBuf| within(&registry_sources, &registry.join(format!("{name}-{version}"))).filter(|dir| dir.is_dir());
+            if let Some(dir) = registries.iter().find_map(folder) {
                 packages.push(Package { ecosystem: "cargo".into(), name: name.clone(), version: version.clone(), dir });
             }
         }
@@ -193,13 +205,16 @@ fn cargo_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
     packages
 }
 
-fn npm_packages(root: &Path) -> Vec<Package> {
-    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&read_text(&root.join("package.json"))) else { return Vec::new() };
+/// The dependencies `package.json` declares, as installed in the repository's `node_modules`.
+fn npm_packages(repository: &Confinement) -> Vec<Package> {
+    let Ok(manifest) = serde_json::from_str::<serde_json::Value>(&repository.read_text("package.json")) else { return Vec::new() };
     let mut packages = Vec::new();
     for section in ["dependencies", "devDependencies"] {
         for name in manifest.get(section).and_then(serde_json::Value::as_object).into_iter().flat_map(|deps| deps.keys()) {
-            let dir = root.join("node_modules").join(name);
-            let installed = serde_json::from_str::<serde_json::Value>(&read_text(&dir.join("package.json"))).ok();
+            // A name such as `/etc` or `../../x` would lead out of `node_modules`: the folder
+            // must resolve inside the repository.
+            let Some(dir) = repository.inside(&Path::new("node_modules").join(name)).filter(|dir| dir.is_dir()) else { continue };
+            let installed = within(&dir, &dir.join("package.json")).and_then(|file| serde_json::from_str::<serde_json::Value>(&read_text(&file)).ok());
             if let Some(version) = installed.as_ref().and_then(|installed| installed.get("version")).and_then(serde_json::Value::as_str) {
                 packages.push(Package { ecosystem: "npm".into(), name: name.clone(), version: version.to_owned(), dir });
             }
@@ -210,16 +225,19 @@ fn npm_packages(root: &Path) -> Vec<Package> {
 
 /// Packages in the repository's virtual environment (`.venv`, `venv`) and the given
 /// site-packages that the project declares (requirements files, pyproject).
-fn python_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
-    let mut declared: BTreeSet<String> = pyproject_declared(&read_text(&root.join("pyproject.toml"))).into_iter().collect();
-    declared.extend(setup_cfg_declared(&read_text(&root.join("setup.cfg"))));
+fn python_packages(repository: &Confinement, sources: &DocSources) -> Vec<Package> {
+    let mut declared: BTreeSet<String> = pyproject_declared(&repository.read_text("pyproject.toml")).into_iter().collect();
+    declared.extend(setup_cfg_declared(&repository.read_text("setup.cfg")));
     for name in ["requirements.txt", "requirements-dev.txt", "dev-requirements.txt"] {
-        declared.extend(requirements_declared(&read_text(&root.join(name))));
+        declared.extend(requirements_declared(&repository.read_text(name)));
     }
-    let mut sites: Vec<PathBuf> = sources.site_packages.clone();
+    // The environment's site-packages as given, and those of a virtual environment that lies
+    // inside the repository.
+    let mut sites: Vec<PathBuf> = sources.site_packages.iter().filter_map(|site| std::fs::canonicalize(site).ok()).collect();
     for venv in [".venv", "venv"] {
-        for lib in std::fs::read_dir(root.join(venv).join("lib")).into_iter().flatten().flatten() {
-            sites.push(lib.path().join("site-packages"));
+        let Some(lib) = repository.inside(&Path::new(venv).join("lib")) else { continue };
+        for version in std::fs::read_dir(lib).into_iter().flatten().flatten() {
+            sites.extend(repository.inside(&version.path().join("site-packages")));
         }
     }
     let mut packages = Vec::new();
@@ -233,11 +251,11 @@ fn python_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
                 continue;
             }
             // A distribution installs one or more importable top-level names (pytest installs
-            // `pytest`, which re-exports, and `_pytest`, which defines); each is a package.
-            for import in top_level_names(&entry.path(), &module) {
-                let dir = site.join(&import);
-                let dir = if dir.is_dir() { dir } else { site.join(format!("{import}.py")) };
-                if dir.exists() {
+            // `pytest`, which re-exports, and `_pytest`, which defines); each is a package, and
+            // must be a folder or module of this site-packages.
+            for import in top_level_names(&site, &entry.path(), &module) {
+                let installed = within(&site, &site.join(&import)).filter(|dir| dir.is_dir()).or_else(|| within(&site, &site.join(format!("{import}.py"))));
+                if let Some(dir) = installed {
                     packages.push(Package { ecosystem: "pypi".into(), name: import, version: version.to_owned(), dir });
                 }
             }
@@ -248,10 +266,11 @@ fn python_packages(root: &Path, sources: &DocSources) -> Vec<Package> {
 
 /// The importable names a distribution installs: `top_level.txt` when the installer wrote one,
 /// else the first parts of the paths in `RECORD`, else the distribution's own name.
-fn top_level_names(dist_info: &Path, module: &str) -> Vec<String> {
-    let mut names: Vec<String> = read_text(&dist_info.join("top_level.txt")).lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect();
+fn top_level_names(site: &Path, dist_info: &Path, module: &str) -> Vec<String> {
+    let text = |name: &str| within(site, &dist_info.join(name)).map(|file| read_text(&file)).unwrap_or_default();
+    let mut names: Vec<String> = text("top_level.txt").lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect();
     if names.is_empty() {
-        for line in read_text(&dist_info.join("RECORD")).lines() {
+        for line in text("RECORD").lines() {
             let path = line.split(',').next().unwrap_or_default();
             let first = path.split('/').next().unwrap_or_default();
             let name = first.strip_suffix(".py").unwrap_or(first);
@@ -368,19 +387,23 @@ fn read_text_full(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// The documented items of an installed package.
+/// The documented items of an installed package, read from the files that resolve inside its
+/// folder.
 fn package_entries(package: &Package) -> Vec<Entry> {
     let mut entries = Vec::new();
     let mut files = Vec::new();
     let mut bytes = 0u64;
     let walk_root = if package.ecosystem == "cargo" { package.dir.join("src") } else { package.dir.clone() };
+    // Resolved like the files under it, so that their paths relative to it give module paths.
+    let walk_root = within(&package.dir, &walk_root).unwrap_or(walk_root);
     if walk_root.is_file() {
         files.push(walk_root.clone());
     } else {
         let walker = ignore::WalkBuilder::new(&walk_root).standard_filters(false).build();
         for entry in walker.flatten() {
             let path = entry.path();
-            let name = path.to_string_lossy();
+            // Within the package (its own folder sits in a `node_modules` too), from a `/`.
+            let name = format!("/{}", path.strip_prefix(&walk_root).unwrap_or(path).to_string_lossy());
             let wanted = match package.ecosystem.as_str() {
                 "cargo" => name.ends_with(".rs"),
                 "npm" => name.ends_with(".d.ts") && !name.contains("/node_modules/"),
@@ -389,20 +412,22 @@ fn package_entries(package: &Package) -> Vec<Entry> {
             if !wanted {
                 continue;
             }
+            let Some(file) = within(&package.dir, path) else { continue };
             bytes += entry.metadata().map_or(0, |metadata| metadata.len());
             if files.len() >= MAX_PACKAGE_FILES || bytes > MAX_PACKAGE_BYTES {
                 break;
             }
-            files.push(path.to_owned());
+            files.push(file);
         }
     }
     let readme = std::fs::read_dir(&package.dir)
         .into_iter()
         .flatten()
         .flatten()
-        .find(|entry| entry.file_name().to_string_lossy().to_ascii_lowercase().starts_with("readme"));
+        .find(|entry| entry.file_name().to_string_lossy().to_ascii_lowercase().starts_with("readme"))
+        .and_then(|entry| within(&package.dir, &entry.path()));
     if let Some(readme) = readme {
-        for (title, line, body) in markdown_sections(&read_text(&readme.path())) {
+        for (title, line, body) in markdown_sections(&read_text(&readme)) {
             entries.push(Entry {
                 source: package.name.clone(),
                 version: Some(package.version.clone()),
@@ -410,7 +435,7 @@ fn package_entries(package: &Package) -> Vec<Entry> {
                 kind: "readme".into(),
                 signature: String::new(),
                 doc: body,
-                file: readme.path().display().to_string(),
+                file: readme.display().to_string(),
                 line,
             });
         }
@@ -517,7 +542,7 @@ impl CodeIndex {
         let files = self.doc_files()?;
         let mut entries = Vec::new();
         for file in files {
-            for (title, line, body) in markdown_sections(&read_text(&self.root().join(&file))) {
+            for (title, line, body) in markdown_sections(&self.confinement().read_text(&file)) {
                 entries.push(Entry { source: "project".into(), version: None, name: title, kind: "doc".into(), signature: String::new(), doc: body, file: file.clone(), line });
             }
         }
@@ -592,7 +617,7 @@ impl CodeIndex {
 
     /// Full-text search over the project's documentation and its dependencies'.
     pub fn search_docs(&self, query: &str, scope: DocScope, sources: &DocSources, limit: usize) -> Result<DocSearchView> {
-        let packages = if scope == DocScope::Project { Vec::new() } else { installed_packages(self.root(), sources) };
+        let packages = if scope == DocScope::Project { Vec::new() } else { installed_packages(self.confinement(), sources) };
         let mut entries = if scope == DocScope::Dependencies { Vec::new() } else { self.project_entries()? };
         for package in &packages {
             entries.extend(self.dependency_entries(package)?);
@@ -639,7 +664,7 @@ impl CodeIndex {
         let last = parts.last().copied().unwrap_or(name);
         let package_name = parts.first().map(|first| first.replace('-', "_")).unwrap_or_default();
         let mut candidates: Vec<Entry> = Vec::new();
-        let packages = installed_packages(self.root(), sources);
+        let packages = installed_packages(self.confinement(), sources);
         let wanted = parts.join(separator);
         // A public name a package imports from where it is defined (`pytest.fixture` is
         // `_pytest.fixtures.fixture`) is looked up where it is defined too.
@@ -717,6 +742,8 @@ fn python_reexport(packages: &[Package], dotted: &str) -> Option<String> {
         } else {
             (as_package.with_extension("py"), false)
         };
+        // The module read must resolve inside the package's own folder.
+        let Some(file) = within(&package.dir, &file) else { break };
         let Some((origin, name)) = imported_name(&read_text(&file), module, is_package, item) else { break };
         current = format!("{origin}.{name}");
         resolved = Some(current.clone());

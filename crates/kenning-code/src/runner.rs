@@ -20,7 +20,7 @@ use crate::graph::Manifests;
 use crate::index::CodeIndex;
 use crate::lang::Language;
 use crate::run::{Invocation, Output, run};
-use crate::understand::read_text;
+use crate::confine::Confinement;
 
 /// Failures kept in a result; a run with more says how many it left out.
 const MAX_FAILURES: usize = 50;
@@ -128,8 +128,10 @@ impl RunResult {
 
 /// Every runner the repository at `root` uses.
 pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
-    let exists = |name: &str| root.join(name).exists();
-    let text = |name: &str| read_text(&root.join(name));
+    let Ok(repository) = Confinement::new(root) else { return Vec::new() };
+    // Manifests are read only where they resolve inside the repository.
+    let exists = |name: &str| repository.holds(name);
+    let text = |name: &str| repository.read_text(name);
     let mut runners = Vec::new();
     if exists("Cargo.toml") {
         runners.push(Runner {
@@ -149,7 +151,7 @@ pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
         || has_python_tests(root);
     if pytest {
         let python = toolchain.python.clone().unwrap_or_else(|| {
-            [".venv/bin/python", "venv/bin/python"].iter().map(|venv| root.join(venv)).find(|venv| venv.exists()).unwrap_or_else(|| PathBuf::from("python3"))
+            [".venv/bin/python", "venv/bin/python"].iter().map(|venv| repository.root().join(venv)).find(|venv| venv.exists()).unwrap_or_else(|| PathBuf::from("python3"))
         });
         let linter = if pyproject.contains("[tool.ruff") || exists("ruff.toml") || exists(".ruff.toml") {
             Some("ruff")
@@ -176,7 +178,7 @@ pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
                 kind,
                 linter: has("eslint").then(|| "eslint".to_owned()),
                 typechecker: (has("typescript") && exists("tsconfig.json")).then(|| "tsc".to_owned()),
-                program: root.join("node_modules/.bin").join(kind.name()),
+                program: repository.root().join("node_modules/.bin").join(kind.name()),
             });
         }
     }
@@ -365,7 +367,7 @@ pub fn run_tests(index: &CodeIndex, toolchain: &Toolchain, kind: Option<RunnerKi
     let (invocations, selected) = runner.test_invocations(index, scope)?;
     let mut result = RunResult {
         runner: runner.kind,
-        commands: invocations.iter().map(Invocation::display).collect(),
+        commands: invocations.iter().map(|invocation| invocation.display(index.root())).collect(),
         status: "no_tests".to_owned(),
         passed: 0,
         failed: 0,
@@ -820,7 +822,7 @@ pub fn run_check(index: &CodeIndex, toolchain: &Toolchain, check: Check, files: 
     };
     Ok(CheckResult {
         runner: tool,
-        commands: vec![invocation.display()],
+        commands: vec![invocation.display(index.root())],
         status: status.to_owned(),
         problems: problems.into_iter().take(MAX_FAILURES * 4).collect(),
         duration_ms: u64::try_from(output.elapsed.as_millis()).unwrap_or(u64::MAX),

@@ -341,12 +341,15 @@ impl Library {
     }
 
     /// Loads `dir/*.yaml` (and `.yml`) and `dir/skills/*.md` over what is loaded; a folder that
-    /// does not exist adds nothing.
+    /// does not exist adds nothing. A file that is a symbolic link leading out of the folder is
+    /// not read (a repository's folder could otherwise show any file of the machine as a skill).
     pub fn load_dir(&mut self, dir: &Path) {
+        let Ok(folder) = std::fs::canonicalize(dir) else { return };
+        let inside = |path: &Path| std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(&folder));
         if let Ok(entries) = std::fs::read_dir(dir.join("skills")) {
             let mut paths: Vec<_> = entries.flatten().map(|entry| entry.path()).filter(|path| path.extension().is_some_and(|ext| ext == "md")).collect();
             paths.sort();
-            for path in paths {
+            for path in paths.into_iter().filter(|path| inside(path)) {
                 if let (Some(stem), Ok(text)) = (path.file_stem().and_then(|stem| stem.to_str()), std::fs::read_to_string(&path)) {
                     self.skills.insert(stem.to_owned(), text);
                 }
@@ -358,6 +361,16 @@ impl Library {
         paths.sort();
         for path in paths {
             let file = path.display().to_string();
+            if !inside(&path) {
+                self.problems.push(LoadError {
+                    file,
+                    line: 0,
+                    field: "file".into(),
+                    problem: "leads out of its folder through a symbolic link, so it is not read".into(),
+                    suggestion: "keep protocol files in the folder itself".into(),
+                });
+                continue;
+            }
             match std::fs::read_to_string(&path) {
                 Ok(text) => self.add(&file, &text),
                 Err(error) => self.problems.push(LoadError { file, line: 0, field: "file".into(), problem: format!("cannot be read: {error}"), suggestion: "check its permissions and encoding (UTF-8)".into() }),

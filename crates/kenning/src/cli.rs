@@ -126,6 +126,10 @@ pub enum Command {
         #[arg(long)]
         setup: bool,
     },
+    /// Trust a repository's kenning.toml as it is now, so that it may set everything (language
+    /// models, storage, the org domain, the user's id), not only what any repository may; asked
+    /// again when the file changes. `--list` lists trusted files, `--revoke` stops trusting.
+    Trust(crate::trust::TrustArgs),
     /// API keys for `kenning serve --http`: create, list, revoke.
     Keys {
         #[command(subcommand)]

@@ -43,6 +43,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
         Err(error) => checks.push(Check::fail("config", format!("{error:#}"), "fix the file or variable named above")),
         Ok(config) => {
             checks.push(Check::ok("config", describe_sources(&config)));
+            checks.push(trust(&config));
             let project = match &config.project_id {
                 Some(id) => Project::discover(&cwd, Some(id)),
                 None => project_hint.clone(),
@@ -93,6 +94,21 @@ fn describe_sources(config: &Config) -> String {
         let files: Vec<String> = config.sources.iter().map(|path| path.display().to_string()).collect();
         format!("read {}", files.join(", "))
     }
+}
+
+/// What repository files set that was ignored for want of trust, and which are trusted.
+fn trust(config: &Config) -> Check {
+    let trusted = config.trusted.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
+    let trusted = if trusted.is_empty() { "no repository file is trusted".to_owned() } else { format!("trusted: {}", trusted.join(", ")) };
+    if config.ignored.is_empty() {
+        return Check::ok("trust", format!("{trusted}; nothing a repository set was ignored"));
+    }
+    let ignored = config.ignored.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    Check::warn(
+        "trust",
+        format!("{ignored} ({trusted})"),
+        "read the file: if you trust it, `kenning trust FILE` applies it whole; else remove those settings or set them in your own config",
+    )
 }
 
 /// Opens every store and reads its status: counts, the search index, missing vectors.

@@ -80,7 +80,11 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
         .ok_or_else(|| anyhow!("`{}` is not a hook event this kenning knows; use one of {}", args.event, HookEvent::command_names()))?;
     let mut text = String::new();
     std::io::stdin().lock().take(MAX_INPUT_BYTES).read_to_string(&mut text).context("reading the hook input")?;
-    let input: HookInput = serde_json::from_str(&text).context("the hook input is not Claude Code's hook JSON")?;
+    let mut input: HookInput = serde_json::from_str(&text).context("the hook input is not Claude Code's hook JSON")?;
+    // The events that read the transcript (the others leave it alone).
+    if matches!(event, HookEvent::PreCompact | HookEvent::Stop | HookEvent::SessionEnd) {
+        input.transcript_path = confined_transcript(&args.event, input.transcript_path.as_deref());
+    }
     let cwd = match input.cwd.as_deref().map(PathBuf::from).filter(|dir| dir.is_dir()) {
         Some(dir) => dir,
         None => std::env::current_dir().context("reading the working directory")?,
@@ -108,6 +112,36 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
     let hooks = Hooks { project: services.project_id, memory: services.memory, decisions: services.decisions, budgets };
     let output = hooks.run(event, &input)?;
     Ok(output.map(|value| value.to_string()))
+}
+
+/// The folders where the agents kenning answers keep their transcripts: Claude Code's
+/// (`$CLAUDE_CONFIG_DIR/projects`, else `~/.claude/projects` or `~/.config/claude/projects`),
+/// Codex's (`$CODEX_HOME/sessions`, else `~/.codex/sessions`) and Gemini CLI's (`~/.gemini/tmp`).
+fn transcript_folders() -> Vec<PathBuf> {
+    let home = dirs::home_dir();
+    let claude: Vec<PathBuf> = match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(dir) => vec![PathBuf::from(dir)],
+        None => home.iter().map(|home| home.join(".claude")).chain(dirs::config_dir().map(|dir| dir.join("claude"))).collect(),
+    };
+    let codex = std::env::var_os("CODEX_HOME").map(PathBuf::from).or_else(|| home.as_ref().map(|home| home.join(".codex")));
+    let gemini = home.as_ref().map(|home| home.join(".gemini").join("tmp"));
+    claude.into_iter().map(|dir| dir.join("projects")).chain(codex.map(|dir| dir.join("sessions"))).chain(gemini).collect()
+}
+
+/// The transcript a hook may read: a regular file inside one of [`transcript_folders`], its path
+/// resolved. Whatever else the hook input names is not read, so that it cannot make kenning read
+/// any other file of the machine and store what it says; the refusal is logged and the event is
+/// answered without the transcript.
+fn confined_transcript(event: &str, path: Option<&str>) -> Option<String> {
+    let path = path.filter(|path| !path.is_empty())?;
+    let folders = transcript_folders();
+    let real = std::fs::canonicalize(path).ok().filter(|real| real.is_file());
+    let inside = real.filter(|real| folders.iter().filter_map(|folder| std::fs::canonicalize(folder).ok()).any(|folder| real.starts_with(folder)));
+    if inside.is_none() {
+        let folders = folders.iter().map(|folder| folder.display().to_string()).collect::<Vec<_>>().join(", ");
+        log(event, &format!("the transcript {path} is not a file inside an agent's transcript folder ({folders}), so it is not read"));
+    }
+    inside.map(|real| real.to_string_lossy().into_owned())
 }
 
 /// The most the hook log holds: a problem that repeats at every prompt (a flag this version

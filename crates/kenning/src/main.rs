@@ -14,6 +14,7 @@ mod llm;
 mod project;
 mod protocols;
 mod render;
+mod trust;
 mod workflows;
 
 use std::collections::BTreeMap;
@@ -93,8 +94,9 @@ fn describe(error: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        // Keys touch no store: they work even where the stores cannot be opened.
+        // Keys and trust touch no store: they work even where the stores cannot be opened.
         Command::Keys { command } => keys::run(cli.json, command),
+        Command::Trust(args) => trust::run(cli.json, args),
         command => run_with_stores(cli.json, command),
     }
 }
@@ -208,7 +210,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Workflow { command } => workflows::run(&services.memory, json, command),
         Command::Protocol { command } => protocols::run(&services.decisions, json, command),
-        Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
+        Command::Keys { .. } | Command::Trust(_) => unreachable!("`kenning keys` and `kenning trust` are run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {
@@ -258,7 +260,12 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             }
             let report = memory.import(lines, into.as_deref())?;
             print(json, &report, |report| {
-                format!("read {}, imported {}, skipped {} (already present or duplicates)\n", report.read, report.written, report.skipped)
+                let redacted = match report.redacted {
+                    0 => String::new(),
+                    1 => "; 1 secret was replaced by [REDACTED:kind]".to_owned(),
+                    n => format!("; {n} secrets were replaced by [REDACTED:kind]"),
+                };
+                format!("read {}, imported {}, skipped {} (already present or duplicates){redacted}\n", report.read, report.written, report.skipped)
             })
         }
     }
