@@ -86,8 +86,9 @@ fn log(event: &str, message: &str) {
 
 fn append(path: &Path, line: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+        kenning_service::create_private_dir(parent)?;
     }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    // The log quotes what failed, which may name a prompt's words: the user's alone.
+    let mut file = kenning_service::private_options().create(true).append(true).open(path)?;
     file.write_all(line.as_bytes())
 }
