@@ -9,13 +9,18 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
-//! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer ([`hooks`]).
+//! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer, in a git repository
+//!   with a project and a user domain, for every event ([`hooks`]).
+//! - `hook-context`: on a LoCoMo-format data set replayed as prompts, the share of questions
+//!   whose evidence is in the context the user-prompt hook injects ([`hook_context`]).
 //! - `notes`: the project domain's git-notes store beside the SQLite user domain (capture,
 //!   recall), sync through a bare remote, index catch-up and rebuild from notes.
 //! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
 //!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
 //!   capture throughput, recall latency and concurrent clients ([`org`]).
+//! - `redaction`: how many secrets of the committed corpus redaction finds, per class of format,
+//!   how many benign look-alikes it changes, and its cost per capture ([`redaction`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -28,6 +33,7 @@ mod code;
 mod corpus;
 mod embed;
 mod embedder;
+mod hook_context;
 mod hooks;
 mod http;
 mod http_client;
@@ -36,6 +42,7 @@ mod locomo;
 mod mcp_client;
 mod metrics;
 mod org;
+mod redaction;
 mod notes;
 mod report;
 mod retrieval;
@@ -62,8 +69,12 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
-    /// Claude Code hook speed: spawn to answer of `kenning hook EVENT` on a synthetic store.
+    /// Hook speed: spawn to answer of `kenning hook EVENT` for every event, in a git repository
+    /// with synthetic project and user domains.
     Hooks(hooks::HooksArgs),
+    /// Context worth its tokens: the share of LoCoMo questions, replayed as prompts, whose
+    /// evidence is in the context the user-prompt hook injects.
+    HookContext(hook_context::HookContextArgs),
     /// The project domain in git notes beside the SQLite user domain: capture and recall,
     /// sync through a bare remote, index catch-up and rebuild.
     Notes(notes::NotesArgs),
@@ -72,6 +83,9 @@ enum Command {
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
     /// recall latency and concurrent clients.
     Org(org::OrgArgs),
+    /// Secret redaction: recall per class of format and benign strings changed, on the committed
+    /// corpus, and its cost per capture.
+    Redaction(redaction::RedactionArgs),
 }
 
 fn main() -> Result<()> {
@@ -100,9 +114,17 @@ fn main() -> Result<()> {
             let report = hooks::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &hooks::table(&report), args.json_out.as_deref())
         }
+        Command::HookContext(args) => {
+            let report = hook_context::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &hook_context::table(&report), args.json_out.as_deref())
+        }
         Command::Http(args) => {
             let report = http::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
+        }
+        Command::Redaction(args) => {
+            let report = redaction::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &redaction::table(&report), args.json_out.as_deref())
         }
         Command::Org(args) => {
             let report = org::run(&args)?;

@@ -9,7 +9,7 @@ use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
 use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
-use kenning_core::secrets::{redact_capture, redact_update};
+use kenning_core::secrets::Named;
 use kenning_core::{
     CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
     SearchFilter, Status, UpdateInput, Urn,
@@ -18,6 +18,7 @@ use kenning_core::{
 use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
     ReindexReport, StatusReport, SyncView, VersionView, domain_status, redaction_warning,
@@ -224,9 +225,18 @@ impl MemoryService {
     }
 
     fn store_for(&self, domain: &Domain) -> Result<&DomainStore> {
-        self.domains.iter().find(|entry| &entry.domain == domain).ok_or_else(|| {
-            Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() }
-        })
+        let exact = self.domains.iter().find(|entry| &entry.domain == domain);
+        // One repository's notes are one project whatever id a URN gives it, so an id the
+        // project had before (a remote added, renamed or removed, a rename on purpose) still
+        // reaches its memories: a memory id is unique, so another project's URN finds nothing.
+        let project = || matches!(domain, Domain::Project(_)).then(|| self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_)))).flatten();
+        exact.or_else(project).ok_or_else(|| Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() })
+    }
+
+    /// The domain of this service that keeps what `domain` names: itself, or for an earlier id
+    /// of the project, the project's domain as it is now.
+    pub fn canonical_domain(&self, domain: &Domain) -> Option<&Domain> {
+        self.store_for(domain).ok().map(|entry| &entry.domain)
     }
 
     pub(crate) fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
@@ -265,7 +275,7 @@ impl MemoryService {
         let memories = inputs
             .into_iter()
             .map(|mut input| {
-                redactions.push(redact_capture(&mut input).iter().map(RedactionView::from).collect::<Vec<_>>());
+                redactions.push(redact(&mut input));
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
                 let mut memory = build_memory(self.authored(input), entry.domain.clone(), id, now)?;
                 for (key, value) in &context {
@@ -414,6 +424,9 @@ impl MemoryService {
             return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
         }
         let now = self.now();
+        // A memory stored before a rule existed may still hold what the rule now finds.
+        let mut source = source;
+        let redacted = redact(&mut source);
         let mut links = source.links.clone();
         links.push(kenning_core::Link { target: source_urn.clone(), relation: "promoted-from".to_owned() });
         let copy = Memory {
@@ -439,18 +452,17 @@ impl MemoryService {
                 embedded,
                 reinforced: false,
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
-                redacted: Vec::new(),
+                redacted,
                 contradictions: Vec::new(),
             },
-            // The original was redacted when it was captured, so its copy has nothing left to redact.
             _ => CaptureOutcome {
                 urn: copy.urn().to_string(),
                 title: copy.title.clone(),
                 created: true,
                 reinforced: false,
                 embedded,
-                warnings: Vec::new(),
-                redacted: Vec::new(),
+                warnings: redaction_warning(&redacted).into_iter().collect(),
+                redacted,
                 contradictions: Vec::new(),
             },
         })
@@ -486,21 +498,27 @@ impl MemoryService {
     /// Applies an update, keeping the previous version with the reason. Secrets are redacted
     /// from the update before it is applied.
     pub fn update(&self, urn: &str, mut input: UpdateInput) -> Result<ChangeOutcome> {
-        let redacted: Vec<RedactionView> = redact_update(&mut input).iter().map(RedactionView::from).collect();
-        let mut outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
-        outcome.warnings.extend(redaction_warning(&redacted));
-        outcome.redacted = redacted;
-        Ok(outcome)
+        let redacted = redact(&mut input);
+        let outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Soft-deletes a memory: it leaves recall but keeps its record and history.
     pub fn forget(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| change_status(current, Status::Forgotten, reason, now))
+        self.change_status(urn, Status::Forgotten, reason)
     }
 
     /// Brings a forgotten memory back into recall.
     pub fn restore(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| change_status(current, Status::Active, reason, now))
+        self.change_status(urn, Status::Active, reason)
+    }
+
+    /// Moves a memory to `status`; the reason, kept in its history, is redacted first.
+    fn change_status(&self, urn: &str, status: Status, reason: &str) -> Result<ChangeOutcome> {
+        let mut reason = reason.to_owned();
+        let redacted = redact(&mut Named("reason", &mut reason));
+        let outcome = self.change("urn", urn, |current, now| change_status(current, status, &reason, now))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
@@ -619,8 +637,12 @@ impl MemoryService {
     /// counting them scans every row that passes, which a caller that shows only the newest
     /// few (a hook's session-start context) should not pay for.
     pub fn newest(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<MemoryRef>> {
-        let entry = self.store_for(domain)?;
-        Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
+        Ok(self.newest_memories(domain, filter, limit)?.iter().map(MemoryRef::from).collect())
+    }
+
+    /// [`MemoryService::newest`] with the whole records, for a caller that shows their text.
+    pub fn newest_memories(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<Memory>> {
+        Ok(self.store_for(domain)?.store.list(filter, 0, limit)?)
     }
 
     /// A mark over every domain that changes whenever a memory of any of them changes, by
@@ -708,6 +730,13 @@ impl MemoryService {
             embedded,
         })
     }
+}
+
+/// The outcome of a change, with what redaction replaced in its input and a warning saying so.
+fn with_redactions(mut outcome: ChangeOutcome, redacted: Vec<RedactionView>) -> ChangeOutcome {
+    outcome.warnings.extend(redaction_warning(&redacted));
+    outcome.redacted = redacted;
+    outcome
 }
 
 /// Memories embedded per batch after a sync.

@@ -79,6 +79,16 @@ impl GitNotesStore {
         Ok(store)
     }
 
+    /// The project id the notes' memories were first stored under: the domain of the memory
+    /// captured first. It travels with the notes, so every clone agrees on it whatever its
+    /// remotes are called; `None` while the notes hold no memory.
+    pub fn recorded_project_id(&self) -> Result<Option<String>> {
+        Ok(match self.index.first_captured_domain()? {
+            Some(kenning_core::Domain::Project(id)) => Some(id),
+            _ => None,
+        })
+    }
+
     /// The index file.
     pub fn index_path(&self) -> PathBuf {
         self.index.path().to_owned()
@@ -679,6 +689,12 @@ impl MemoryStore for GitNotesStore {
 
     fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
         Ok(self.purge(author, apply)?)
+    }
+
+    /// The index database (and its index file) is rewritten; the notes commits from before a
+    /// purge keep their notes, which only a rewrite of the notes history on every clone erases.
+    fn erase_deleted(&self) -> CoreResult<()> {
+        Ok(self.index.erase_purged()?)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {

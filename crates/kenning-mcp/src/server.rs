@@ -5,10 +5,10 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ResultType,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
@@ -20,7 +20,7 @@ use kenning_service::Outcome;
 use crate::access::{CallObserver, Caller, OutOfScope, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ, TOOLS_CALL, caller};
 use crate::client_log::ClientLog;
 use crate::decision_resources::{self, Change, DecisionUri};
-use crate::error::{deadline_of, interruptible, invalid_params};
+use crate::error::{deadline_of, interruptible, invalid_params, refused_argument};
 use crate::resources;
 use crate::subscriptions::Subscriptions;
 
@@ -436,8 +436,9 @@ impl ServerHandler for KenningServer {
     }
 
     /// Every tool call goes through the router of the caller's key (see
-    /// [`KenningServer::seen_by`]); its outcome is reported to the client's log level (see
-    /// [`ClientLog`]) and, over HTTP, timed into the metrics and written to the audit log.
+    /// [`KenningServer::seen_by`]); a refused argument becomes an `isError` result. Its outcome
+    /// is reported to the client's log level (see [`ClientLog`]) and, over HTTP, timed into the
+    /// metrics and written to the audit log.
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
         let peer = context.peer.clone();
@@ -464,13 +465,21 @@ impl ServerHandler for KenningServer {
             Err(refusal) => Ok(refusal.tool_result().into()),
         };
         let elapsed = started.elapsed();
+        let outcome = match &response {
+            _ if view.is_err() => Outcome::Forbidden,
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Invalid,
+        };
+        // A listed tool's -32602 is a refused argument, which the model must see to correct
+        // its call; an unknown tool's stays a JSON-RPC error (see `crate::error`).
+        let response = match response {
+            Err(error) if error.code == ErrorCode::INVALID_PARAMS && self.tool_router.has_route(&tool) => {
+                Ok(refused_argument(error).into())
+            }
+            other => other,
+        };
         if let (Some(observer), Some(audit_context)) = (&self.observer, &audit_context) {
-            let outcome = match &response {
-                _ if view.is_err() => Outcome::Forbidden,
-                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
-                Ok(_) => Outcome::Ok,
-                Err(_) => Outcome::Invalid,
-            };
             observer.record(TOOLS_CALL, &tool, audit_context, elapsed, outcome);
         }
         self.log.tool_call(&peer, &tool, elapsed, &response).await;

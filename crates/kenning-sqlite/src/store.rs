@@ -109,6 +109,12 @@ impl SqliteStore {
         }
     }
 
+    /// The domain of the memory captured first (any status), which a store that holds one
+    /// domain's records keeps as the domain's identity: `None` while the store is empty.
+    pub fn first_captured_domain(&self) -> Result<Option<kenning_core::Domain>, Error> {
+        Ok(self.db.read(|tx| crate::read::first_captured(tx))?.map(|memory| memory.domain))
+    }
+
     /// The id of an active memory other than `except` that holds the content of `memory`.
     pub fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>, Error> {
         self.db.read(|tx| mirror::active_duplicate(tx, memory, except))
@@ -133,6 +139,15 @@ impl SqliteStore {
     /// file complete before they go on, such as a benchmark or a command about to exit.
     pub fn persist_index(&self) -> Result<(), Error> {
         self.search.persist(&self.db)
+    }
+
+    /// After rows were deleted for good (a purge, here or applied from git notes), leaves none
+    /// of their bytes in the store's files: the database and its WAL are rewritten
+    /// (`VACUUM`, then a checkpoint that empties the WAL), and the search index file, which holds their
+    /// words, is removed (the next search builds it again from the database).
+    pub fn erase_purged(&self) -> Result<(), Error> {
+        self.search.reset(&self.db);
+        self.db.erase_freed()
     }
 }
 
@@ -227,6 +242,10 @@ impl MemoryStore for SqliteStore {
             self.search.reset(&self.db);
         }
         Ok(counts)
+    }
+
+    fn erase_deleted(&self) -> CoreResult<()> {
+        Ok(self.erase_purged()?)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {
