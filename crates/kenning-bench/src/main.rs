@@ -19,6 +19,8 @@
 //!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
 //!   capture throughput, recall latency and concurrent clients ([`org`]).
+//! - `redaction`: how many secrets of the committed corpus redaction finds, per class of format,
+//!   how many benign look-alikes it changes, and its cost per capture ([`redaction`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -40,6 +42,7 @@ mod locomo;
 mod mcp_client;
 mod metrics;
 mod org;
+mod redaction;
 mod notes;
 mod report;
 mod retrieval;
@@ -80,6 +83,9 @@ enum Command {
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
     /// recall latency and concurrent clients.
     Org(org::OrgArgs),
+    /// Secret redaction: recall per class of format and benign strings changed, on the committed
+    /// corpus, and its cost per capture.
+    Redaction(redaction::RedactionArgs),
 }
 
 fn main() -> Result<()> {
@@ -115,6 +121,10 @@ fn main() -> Result<()> {
         Command::Http(args) => {
             let report = http::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
+        }
+        Command::Redaction(args) => {
+            let report = redaction::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &redaction::table(&report), args.json_out.as_deref())
         }
         Command::Org(args) => {
             let report = org::run(&args)?;

@@ -39,6 +39,7 @@ pub mod ids;
 pub mod introspect;
 pub mod protocols;
 pub mod recall;
+mod redaction;
 pub mod service;
 pub mod transfer;
 pub mod views;

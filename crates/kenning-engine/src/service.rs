@@ -9,7 +9,7 @@ use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
 use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
-use kenning_core::secrets::{redact_capture, redact_update};
+use kenning_core::secrets::Named;
 use kenning_core::{
     CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
     SearchFilter, Status, UpdateInput, Urn,
@@ -18,6 +18,7 @@ use kenning_core::{
 use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
     ReindexReport, StatusReport, SyncView, VersionView, domain_status, redaction_warning,
@@ -59,7 +60,7 @@ impl Clock for SystemClock {
 pub struct MemoryService {
     pub(crate) domains: Vec<DomainStore>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
-    pub(crate) access: AccessRecorder,
+    pub(crate) access: Arc<AccessRecorder>,
     clock: Arc<dyn Clock>,
     /// The configured user id, recorded as the author of a capture that names none.
     author: Option<String>,
@@ -72,7 +73,7 @@ pub struct MemoryService {
     /// How alike a capture must be to a stored memory to reinforce it instead of being stored.
     deduplication: Deduplication,
     /// The synonyms recall widens a query with: built in, plus the project's own.
-    pub(crate) vocabulary: Vocabulary,
+    pub(crate) vocabulary: Arc<Vocabulary>,
     /// Whether recall asks the language model (when there is one) for other search terms.
     pub(crate) rewrite_queries: bool,
 }
@@ -82,8 +83,32 @@ impl MemoryService {
     /// at least one, and no domain twice.
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
-        let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), vocabulary: Vocabulary::built_in(), rewrite_queries: false }
+        let access = Arc::new(AccessRecorder::new(domains.clone()));
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+    }
+
+    /// The same service limited to the domains `keep` accepts (what an API key scoped to some
+    /// domains may use), sharing its stores, embedder and settings; `None` when `keep` accepts
+    /// none of them. Through the view a memory of a domain left out is not found, a domain left
+    /// out cannot be named, and captures that name no domain go to the first domain kept.
+    pub fn restricted(&self, keep: impl Fn(&Domain) -> bool) -> Option<MemoryService> {
+        let domains: Vec<DomainStore> = self.domains.iter().filter(|entry| keep(&entry.domain)).cloned().collect();
+        if domains.is_empty() {
+            return None;
+        }
+        Some(MemoryService {
+            domains,
+            embedder: self.embedder.clone(),
+            access: self.access.clone(),
+            clock: self.clock.clone(),
+            author: self.author.clone(),
+            repository_root: self.repository_root.clone(),
+            llm: self.llm.clone(),
+            decay: self.decay,
+            deduplication: self.deduplication.clone(),
+            vocabulary: self.vocabulary.clone(),
+            rewrite_queries: self.rewrite_queries,
+        })
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -114,7 +139,7 @@ impl MemoryService {
 
     /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
     pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
-        self.vocabulary = vocabulary;
+        self.vocabulary = Arc::new(vocabulary);
         self
     }
 
@@ -250,7 +275,7 @@ impl MemoryService {
         let memories = inputs
             .into_iter()
             .map(|mut input| {
-                redactions.push(redact_capture(&mut input).iter().map(RedactionView::from).collect::<Vec<_>>());
+                redactions.push(redact(&mut input));
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
                 let mut memory = build_memory(self.authored(input), entry.domain.clone(), id, now)?;
                 for (key, value) in &context {
@@ -399,6 +424,9 @@ impl MemoryService {
             return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
         }
         let now = self.now();
+        // A memory stored before a rule existed may still hold what the rule now finds.
+        let mut source = source;
+        let redacted = redact(&mut source);
         let mut links = source.links.clone();
         links.push(kenning_core::Link { target: source_urn.clone(), relation: "promoted-from".to_owned() });
         let copy = Memory {
@@ -424,18 +452,17 @@ impl MemoryService {
                 embedded,
                 reinforced: false,
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
-                redacted: Vec::new(),
+                redacted,
                 contradictions: Vec::new(),
             },
-            // The original was redacted when it was captured, so its copy has nothing left to redact.
             _ => CaptureOutcome {
                 urn: copy.urn().to_string(),
                 title: copy.title.clone(),
                 created: true,
                 reinforced: false,
                 embedded,
-                warnings: Vec::new(),
-                redacted: Vec::new(),
+                warnings: redaction_warning(&redacted).into_iter().collect(),
+                redacted,
                 contradictions: Vec::new(),
             },
         })
@@ -471,21 +498,27 @@ impl MemoryService {
     /// Applies an update, keeping the previous version with the reason. Secrets are redacted
     /// from the update before it is applied.
     pub fn update(&self, urn: &str, mut input: UpdateInput) -> Result<ChangeOutcome> {
-        let redacted: Vec<RedactionView> = redact_update(&mut input).iter().map(RedactionView::from).collect();
-        let mut outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
-        outcome.warnings.extend(redaction_warning(&redacted));
-        outcome.redacted = redacted;
-        Ok(outcome)
+        let redacted = redact(&mut input);
+        let outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Soft-deletes a memory: it leaves recall but keeps its record and history.
     pub fn forget(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| change_status(current, Status::Forgotten, reason, now))
+        self.change_status(urn, Status::Forgotten, reason)
     }
 
     /// Brings a forgotten memory back into recall.
     pub fn restore(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| change_status(current, Status::Active, reason, now))
+        self.change_status(urn, Status::Active, reason)
+    }
+
+    /// Moves a memory to `status`; the reason, kept in its history, is redacted first.
+    fn change_status(&self, urn: &str, status: Status, reason: &str) -> Result<ChangeOutcome> {
+        let mut reason = reason.to_owned();
+        let redacted = redact(&mut Named("reason", &mut reason));
+        let outcome = self.change("urn", urn, |current, now| change_status(current, status, &reason, now))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
@@ -697,6 +730,13 @@ impl MemoryService {
             embedded,
         })
     }
+}
+
+/// The outcome of a change, with what redaction replaced in its input and a warning saying so.
+fn with_redactions(mut outcome: ChangeOutcome, redacted: Vec<RedactionView>) -> ChangeOutcome {
+    outcome.warnings.extend(redaction_warning(&redacted));
+    outcome.redacted = redacted;
+    outcome
 }
 
 /// Memories embedded per batch after a sync.

@@ -214,7 +214,15 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {
-                Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)),
+                // An export holds every memory: readable by its owner alone, as the stores are.
+                Some(path) => Box::new(BufWriter::new(
+                    kenning_service::private_options()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                )),
                 None => Box::new(BufWriter::new(std::io::stdout().lock())),
             };
             let write_line = |mut line: ExportLine| {
@@ -260,7 +268,12 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             }
             let report = memory.import(lines, into.as_deref())?;
             print(json, &report, |report| {
-                format!("read {}, imported {}, skipped {} (already present or duplicates)\n", report.read, report.written, report.skipped)
+                let redacted = match report.redacted {
+                    0 => String::new(),
+                    1 => "; 1 secret was replaced by [REDACTED:kind]".to_owned(),
+                    n => format!("; {n} secrets were replaced by [REDACTED:kind]"),
+                };
+                format!("read {}, imported {}, skipped {} (already present or duplicates){redacted}\n", report.read, report.written, report.skipped)
             })
         }
     }
