@@ -664,7 +664,7 @@ mod persisted_index {
         store.persist_index().unwrap();
         drop(store);
         let text_only = std::fs::read(kenning_index_path(&path)).unwrap();
-        let (index, _) = SearchIndex::read_image(std::sync::Arc::new(text_only)).unwrap();
+        let (index, _) = SearchIndex::read_image(std::sync::Arc::new(text_only), kenning_index::BodyCheck::Checksum).unwrap();
         assert!(!index.has_model(MODEL), "the first file holds no vectors");
 
         let query = unit(&[1.0, 0.0, 0.0, 0.0]);
