@@ -16,6 +16,9 @@
 //!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
 //!   capture throughput, recall latency and concurrent clients ([`org`]).
+//! - `judgment`: whether capture merges paraphrases and keeps distinct claims apart, and whether
+//!   a changed fact's newer statement ranks first, on a labelled set of statement pairs
+//!   ([`judgment`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -31,6 +34,7 @@ mod embedder;
 mod hooks;
 mod http;
 mod http_client;
+mod judgment;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -72,6 +76,9 @@ enum Command {
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
     /// recall latency and concurrent clients.
     Org(org::OrgArgs),
+    /// Claim judgment on labelled statement pairs: distinct claims wrongly merged, paraphrases
+    /// merged, changed facts whose newer statement ranks first.
+    Judgment(judgment::JudgmentArgs),
 }
 
 fn main() -> Result<()> {
@@ -107,6 +114,10 @@ fn main() -> Result<()> {
         Command::Org(args) => {
             let report = org::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())
+        }
+        Command::Judgment(args) => {
+            let report = judgment::run(&args)?;
+            report::emit(&serde_json::to_string(&report)?, &judgment::table(&report), args.json_out.as_deref())
         }
     }
 }

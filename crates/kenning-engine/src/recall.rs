@@ -5,17 +5,17 @@
 //! ranking is paged by cursor and cut to a token budget.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use kenning_core::contradiction::is_superseded;
+use kenning_core::contradiction::{SUPERSEDED_BY, is_superseded};
 use kenning_core::dynamics::{Assessment, assess, ranking_factor};
 use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
 use kenning_core::input::parse_time;
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
-use kenning_core::when::find_time_expression;
+use kenning_core::when::{asks_about_the_past, find_time_expression};
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
 use crate::error::{Result, check_interrupt};
@@ -51,7 +51,8 @@ const EXPANSION_SHARE: f64 = 0.3;
 /// How much of its score a memory keeps when a newer memory superseded it (it carries a
 /// `superseded-by` link, see `kenning_core::contradiction`), on top of what its contradicting
 /// evidence takes from its confidence: half, so that the replacement, about as relevant, comes
-/// first, while the old statement is still found as history.
+/// first, while the old statement is still found as history. A question about the past
+/// ([`asks_about_the_past`]) turns this around: the replacement keeps half, the old statement all.
 const SUPERSEDED_SHARE: f64 = 0.5;
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
@@ -91,6 +92,8 @@ struct RecallPlan<'a> {
     filter: SearchFilter,
     /// What "now" is for the query's relative time expressions.
     now: DateTime<Utc>,
+    /// Whether the query asks about the time before a change rather than the present.
+    past: bool,
     /// Other names of what the query names, searched as a lighter full-text leg.
     expansion: Vec<String>,
     /// How the model's rewrite went, when one is configured.
@@ -374,6 +377,7 @@ impl MemoryService {
             stores
         };
         let (expansion, query_rewrite) = self.expand(&query);
+        let past = asks_about_the_past(&query, Some(now));
         Ok(RecallPlan {
             query,
             offset,
@@ -381,6 +385,7 @@ impl MemoryService {
             max_tokens,
             detail,
             filter,
+            past,
             now,
             expansion,
             query_rewrite,
@@ -450,7 +455,8 @@ impl MemoryService {
     }
 
     /// Multiplies each candidate's relevance by its confidence's [`ranking_factor`] (and by
-    /// [`SUPERSEDED_SHARE`] for a memory a newer one superseded) and ranks again, leaving out dormant memories (unless asked for) and those under `min_confidence`.
+    /// [`SUPERSEDED_SHARE`] for a memory a newer one superseded, or for a question about the
+    /// past the memory that superseded it) and ranks again, leaving out dormant memories (unless asked for) and those under `min_confidence`.
     /// Only as many records are read as the requested page needs: a factor is at most 1, so
     /// once the page's last weighed score is at least the next candidate's unweighed relevance,
     /// nothing further down can enter the page. Returns the weighed candidates, best first, and
@@ -471,6 +477,12 @@ impl MemoryService {
             let candidates = &fused[next..(next + batch).min(fused.len())];
             fetch(plan, candidates.iter().map(|(key, _)| key))?;
             let fetched = plan.fetched.borrow();
+            // For a question about the past, the memories that replaced one read so far.
+            let replacements: HashSet<String> = if plan.past {
+                fetched.values().flat_map(|memory| memory.links.iter().filter(|link| link.relation == SUPERSEDED_BY).map(|link| link.target.to_string())).collect()
+            } else {
+                HashSet::new()
+            };
             for (key, relevance) in candidates {
                 let Some(memory) = fetched.get(key) else { continue };
                 let assessment = assess(memory, now, &self.decay);
@@ -479,7 +491,11 @@ impl MemoryService {
                 }
                 // A hit that is also the neighbour of others, or in the time span the query
                 // names, can score above 1: it ranks by that, though it shows no more than 1.
-                let superseded = if is_superseded(memory) { SUPERSEDED_SHARE } else { 1.0 };
+                let superseded = match plan.past {
+                    false if is_superseded(memory) => SUPERSEDED_SHARE,
+                    true if replacements.contains(&memory.urn().to_string()) => SUPERSEDED_SHARE,
+                    _ => 1.0,
+                };
                 let score = relevance * ranking_factor(assessment.confidence) * superseded;
                 weighed.push(Weighed { key: key.clone(), relevance: *relevance, score, assessment });
             }

@@ -49,6 +49,10 @@ pub struct MemoryView {
     pub last_accessed_at: Option<String>,
     pub access_count: u64,
     pub links: Vec<LinkView>,
+    /// The newer memory that replaced what this one states (a changed fact): recall prefers
+    /// that one, except for questions about the past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
     /// Who captured it (the configured user id, or an API key's identity); absent on memories
@@ -91,6 +95,12 @@ impl From<&Memory> for MemoryView {
                 .iter()
                 .map(|link| LinkView { target: link.target.to_string(), relation: link.relation.clone() })
                 .collect(),
+            superseded_by: memory
+                .links
+                .iter()
+                .rev()
+                .find(|link| link.relation == kenning_core::contradiction::SUPERSEDED_BY)
+                .map(|link| link.target.to_string()),
             metadata: memory.metadata.clone(),
             version: memory.version,
             author: memory.author.clone(),
@@ -127,11 +137,17 @@ impl From<&Memory> for MemoryRef {
 pub struct CaptureOutcome {
     pub urn: String,
     pub title: String,
-    /// False when an identical or near-identical active memory already existed; `urn` is then that memory's URN.
+    /// False when an identical active memory, or one making the same claim, already existed; `urn` is then that memory's URN.
     pub created: bool,
-    /// True when a near-duplicate was found and confirmed (its confidence rises) instead.
+    /// True when a memory making the same claim was found and confirmed (its confidence rises) instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reinforced: bool,
+    /// On a merge: where this capture's own wording is kept (a forgotten memory linked `merged-into` the one it confirmed); `memory_restore` of it undoes the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_as: Option<String>,
+    /// Links the capture got to stored memories much like it: `possibly-duplicate-of` (it may say the same) or `related-to` (another claim about the same thing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<LinkView>,
     /// True when the memory has a vector for semantic search (an embedder is configured).
     pub embedded: bool,
     /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.

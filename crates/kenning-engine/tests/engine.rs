@@ -13,6 +13,8 @@ mod contradictions;
 mod decisions;
 #[path = "engine/dynamics.rs"]
 mod dynamics;
+#[path = "engine/judgment.rs"]
+mod judgment;
 
 use std::path::PathBuf;
 use std::sync::Arc;
