@@ -149,6 +149,8 @@ impl MemoryService {
         check_interrupt()?;
         let fused = self.spread_to_neighbours(&plan, fused)?;
         check_interrupt()?;
+        let fused = self.lend_to_replacements(&plan, fused)?;
+        check_interrupt()?;
         let (weighed, more) = self.weigh_by_confidence(&plan, &fused)?;
 
         let page: Vec<&Weighed> = weighed.iter().skip(plan.offset).take(plan.limit).collect();
@@ -452,6 +454,41 @@ impl MemoryService {
         // In id order, so that equal scores rank the same way every time.
         shares.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(add_scores(fused, shares))
+    }
+
+    /// Gives the memory that replaced a well-ranked one (its `superseded-by` link), when it is
+    /// a candidate too, at least that one's score, unless the query asks about the past: a newer statement of a changed fact
+    /// often does not repeat the words the question shares with the older one ("we replaced
+    /// flake8 with ruff" after "we lint Python code with flake8"), and it is the answer now.
+    fn lend_to_replacements(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
+        if plan.past {
+            return Ok(fused);
+        }
+        let mut lent: HashMap<(usize, MemoryId), f64> = HashMap::new();
+        {
+            let fetched = plan.fetched.borrow();
+            for (key, score) in fused.iter().take(NEIGHBOUR_SOURCES) {
+                let Some(memory) = fetched.get(key) else { continue };
+                for link in memory.links.iter().filter(|link| link.relation == SUPERSEDED_BY) {
+                    let Some(index) = plan.stores.iter().position(|entry| entry.domain == link.target.domain) else { continue };
+                    let share = lent.entry((index, link.target.id.clone())).or_default();
+                    *share = share.max(*score);
+                }
+            }
+        }
+        if lent.is_empty() {
+            return Ok(fused);
+        }
+        // Only to a replacement among the candidates: those passed the recall's filters.
+        let mut ranking: Ranking = fused
+            .into_iter()
+            .map(|(key, score)| {
+                let score = lent.get(&key).map_or(score, |share| score.max(*share));
+                (key, score)
+            })
+            .collect();
+        ranking.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(ranking)
     }
 
     /// Multiplies each candidate's relevance by its confidence's [`ranking_factor`] (and by
