@@ -88,17 +88,17 @@ pub struct Share {
     pub pairs: usize,
     pub count: usize,
     pub rate: f64,
-    /// The ids of the pairs counted (for wrong merges) or not counted (for the others): the
-    /// ones to look at.
+    /// The pairs counted (for wrong merges) or not counted (for the others), as `id (domain,
+    /// change)`: the ones to look at.
     pub ids: Vec<String>,
 }
 
 impl Share {
-    fn add(&mut self, id: &str, counted: bool, list_when_counted: bool) {
+    fn add(&mut self, pair: &Pair, counted: bool, list_when_counted: bool) {
         self.pairs += 1;
         self.count += usize::from(counted);
         if counted == list_when_counted {
-            self.ids.push(id.to_owned());
+            self.ids.push(format!("{} ({}, {})", pair.id, pair.domain, pair.change));
         }
         self.rate = if self.pairs == 0 { 0.0 } else { (self.count as f64 / self.pairs as f64 * 1000.0).round() / 1000.0 };
     }
@@ -227,17 +227,17 @@ pub fn run(args: &JudgmentArgs) -> Result<JudgmentReport> {
             }
         }
         match pair.label {
-            Label::Paraphrase => report.paraphrases_merged.add(&pair.id, merged, false),
-            Label::Distinct => report.distinct_wrongly_merged.add(&pair.id, merged, true),
+            Label::Paraphrase => report.paraphrases_merged.add(pair, merged, false),
+            Label::Distinct => report.distinct_wrongly_merged.add(pair, merged, true),
             Label::Update => {
-                report.distinct_wrongly_merged.add(&pair.id, merged, true);
+                report.distinct_wrongly_merged.add(pair, merged, true);
                 clock.set_days(QUESTION_DAY);
                 let question = pair.question.as_deref().expect("checked on reading");
                 let past = pair.past_question.as_deref().expect("checked on reading");
                 let newer_first = !merged && first(&memory, question)?.as_deref() == Some(newer.urn.as_str());
-                report.newer_ranks_first.add(&pair.id, newer_first, false);
+                report.newer_ranks_first.add(pair, newer_first, false);
                 let older_first = !merged && first(&memory, past)?.as_deref() == Some(older.urn.as_str());
-                report.past_finds_older.add(&pair.id, older_first, false);
+                report.past_finds_older.add(pair, older_first, false);
             }
         }
     }

@@ -1,8 +1,10 @@
 //! What a session learnt, read from Claude Code's transcript (JSON lines) by rules that need no
 //! language model: sentences that state a decision, a fix or its cause, a blocker, or (from the
 //! user) a standing preference. Each becomes a memory with `source: hook` in its metadata and
-//! the tag `hook`; the store's exact-duplicate check keeps a sentence from being stored twice
-//! when the same transcript is read again at the next stop.
+//! the tag `hook`. A sentence making the same claim as another of the same run is kept once;
+//! the capture's claim rule merges one that says what a stored memory says (and once merged,
+//! the same wording read again at the next stop confirms nothing new), and the store's
+//! exact-duplicate check keeps a sentence from being stored twice.
 //!
 //! With a language model configured, the model reads the same turns instead
 //! ([`extraction_request`], [`parse_extraction`]) and states each finding in its own words,
@@ -12,6 +14,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 
 use kenning_core::CaptureInput;
+use kenning_core::claim::{Claim, ClaimRules, Judgement};
 use kenning_core::llm::{CompletionRequest, Message};
 use serde_json::Value;
 
@@ -131,15 +134,20 @@ pub fn sentences(text: &str) -> Vec<String> {
     found
 }
 
-/// Everything worth keeping in a transcript, newest first, without repeats, at most `limit`.
+/// Everything worth keeping in a transcript, newest first, without repeats (a sentence making
+/// the same claim as a newer one found, by [`ClaimRules`], is one), at most `limit`.
 pub fn findings(transcript: &str, limit: usize) -> Vec<Finding> {
+    let rules = ClaimRules::default();
     let mut found: Vec<Finding> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
     for (speaker, text) in texts(transcript).into_iter().rev() {
         for sentence in sentences(&text).into_iter().rev() {
             let Some(namespace) = classify(speaker, &sentence) else { continue };
-            if found.iter().any(|finding| finding.sentence == sentence) {
+            let claim = rules.claim(&sentence);
+            if found.iter().any(|finding| finding.sentence == sentence) || claims.iter().any(|known| rules.compare(known, &claim) == Judgement::Same) {
                 continue;
             }
+            claims.push(claim);
             found.push(Finding { namespace, speaker, sentence });
             if found.len() == limit {
                 return found;
@@ -289,6 +297,27 @@ fn capture_input(finding: Finding, event: HookEvent, input: &HookInput, extracto
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_making_the_same_claim_as_a_newer_one_is_kept_once() {
+        let turn = |text: &str| format!("{{\"type\": \"user\", \"message\": {{\"content\": \"{text}\"}}}}");
+        let transcript = [
+            turn("Always run cargo fmt before committing Rust code."),
+            turn("Always run gofmt before committing Go code."),
+            turn("Always run cargo fmt before you commit Rust code."),
+            turn("Never run cargo fmt before committing Rust code."),
+        ]
+        .join("\n");
+        let found: Vec<String> = findings(&transcript, MAX_CAPTURES).into_iter().map(|finding| finding.sentence).collect();
+        assert_eq!(
+            found,
+            [
+                "Never run cargo fmt before committing Rust code.",
+                "Always run cargo fmt before you commit Rust code.",
+                "Always run gofmt before committing Go code.",
+            ]
+        );
+    }
 
     #[test]
     fn a_model_extraction_is_read_strictly() {
