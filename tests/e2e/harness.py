@@ -59,6 +59,22 @@ class Workspace:
         env.update(extra or {})
         return env
 
+    @property
+    def claude(self) -> Path:
+        """A Claude Code folder of this workspace's own: a hook run with `hook_env` reads
+        transcripts from it (and never from the caller's)."""
+        return self.root / "claude"
+
+    def hook_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a `kenning hook` run by hand, as Claude Code with this workspace's folder runs it."""
+        return self.env({"CLAUDE_CONFIG_DIR": str(self.claude), **(extra or {})})
+
+    def transcript(self, name: str) -> Path:
+        """Where Claude Code keeps a session's transcript, in this workspace's Claude folder."""
+        folder = self.claude / "projects" / "-workspace"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{name}.jsonl"
+
     def stderr_path(self, label: str) -> Path:
         self._logs += 1
         return self.root / f"server-{self._logs}-{label}.stderr.log"
@@ -117,11 +133,23 @@ class Connection:
         assert body is not None and body["error"] and body["message"] and body["suggestion"], body
         return body
 
-    async def rpc_error(self, tool: str, arguments: dict[str, Any]) -> MCPError:
-        """Calls a tool with a request that must be refused with a JSON-RPC error, and returns it."""
-        with pytest.raises(MCPError) as caught:
-            await self.call(tool, arguments)
-        return caught.value
+    async def refused(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Calls a tool with arguments it must refuse, and returns the refusal's body.
+
+        A refused argument is a tool execution error (SEP-1303, MCP 2025-11-25), not a JSON-RPC
+        error: a result with `isError: true` whose body names the `field`, the `problem`, the
+        value `received` and a `suggestion`, and whose text block, which is what a model reads,
+        names the field too.
+        """
+        result = await self.call(tool, arguments)
+        assert result.is_error is True, (tool, arguments, result)
+        body = result.structured_content
+        assert body is not None and body["error"] == "invalid_argument", body
+        assert body["field"] and body["problem"] and body["suggestion"] and "received" in body, body
+        texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+        assert texts and json.loads(texts[0]) == body and body["field"] in texts[0], result.content
+        assert body["field"] in body["message"], body
+        return body
 
     async def read_json(self, uri: str) -> Any:
         result = await self.session.read_resource(uri)

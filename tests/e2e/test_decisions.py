@@ -86,12 +86,10 @@ def close(actual: float, expected: float, tolerance: float = 1e-9) -> bool:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def assert_field_error(error: MCPError, field: str, received: Any) -> None:
-    """Seed 000's error format: -32602 with {field, problem, received, suggestion}."""
-    assert error.code == -32602, error
-    assert error.data["field"] == field, error.data
-    assert error.data["received"] == received, error.data
-    assert error.data["problem"] and error.data["suggestion"], error.data
+def assert_field_error(body: dict[str, Any], field: str, received: Any) -> None:
+    """Seed 000's error format, {field, problem, received, suggestion}, in an isError result."""
+    assert body["field"] == field, body
+    assert body["received"] == received, body
 
 
 
@@ -392,23 +390,24 @@ async def test_seed_error_cases(ws: Workspace, transport: str) -> None:
         valid = {"statement": "Use PostgreSQL for the orders service", "alternatives": ["MongoDB"], "confidence": 0.8,
                  "module": "database"}
         # confidence_out_of_range
-        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "confidence": 1.5}), "confidence", 1.5)
-        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "confidence": -0.1}), "confidence", -0.1)
+        assert_field_error(await conn.refused("decision_capture", {**valid, "confidence": 1.5}), "confidence", 1.5)
+        assert_field_error(await conn.refused("decision_capture", {**valid, "confidence": -0.1}), "confidence", -0.1)
         # missing_alternatives
-        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "alternatives": []}), "alternatives", [])
+        assert_field_error(await conn.refused("decision_capture", {**valid, "alternatives": []}), "alternatives", [])
+        # Left out, they are a decision log entry's: kept, and the result says none were listed.
         without = {key: value for key, value in valid.items() if key != "alternatives"}
-        assert_field_error(await conn.rpc_error("decision_capture", without), "alternatives", [])
+        assert any("no alternatives" in warning for warning in (await conn.ok("decision_capture", without))["warnings"])
         # invalid_module, with the closest valid one suggested
-        error = await conn.rpc_error("decision_capture", {**valid, "module": "databse"})
+        error = await conn.refused("decision_capture", {**valid, "module": "databse"})
         assert_field_error(error, "module", "databse")
-        assert "did you mean `database`" in error.data["suggestion"]
+        assert "did you mean `database`" in error["suggestion"]
         # statement length, risk level, decision id format
-        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "statement": "Use PG"}), "statement", "Use PG")
-        assert_field_error(await conn.rpc_error("decision_capture", {**valid, "risk_level": "extreme"}), "risk_level", "extreme")
-        assert_field_error(await conn.rpc_error("decision_get", {"decision_id": "dec-123"}), "decision_id", "dec-123")
+        assert_field_error(await conn.refused("decision_capture", {**valid, "statement": "Use PG"}), "statement", "Use PG")
+        assert_field_error(await conn.refused("decision_capture", {**valid, "risk_level": "extreme"}), "risk_level", "extreme")
+        assert_field_error(await conn.refused("decision_get", {"decision_id": "dec-123"}), "decision_id", "dec-123")
         # a mistyped argument names its path
-        error = await conn.rpc_error("decision_capture", {**valid, "confidence": "high"})
-        assert error.code == -32602 and error.data["field"] == "confidence"
+        error = await conn.refused("decision_capture", {**valid, "confidence": "high"})
+        assert error["field"] == "confidence"
 
         decision = (await conn.ok("decision_capture", valid))["decision_id"]
         # decision_not_found: a well-formed id no domain holds
@@ -422,23 +421,23 @@ async def test_seed_error_cases(ws: Workspace, transport: str) -> None:
             body = await conn.failure(tool, arguments)
             assert (body["error"], body["decision_id"]) == ("decision_not_found", missing), body
         # Illegal transitions name the allowed ones.
-        error = await conn.rpc_error("decision_update", {"decision_id": decision, "status": "completed"})
+        error = await conn.refused("decision_update", {"decision_id": decision, "status": "completed"})
         assert_field_error(error, "status", "completed")
-        assert "executed" in error.data["suggestion"]
-        assert_field_error(await conn.rpc_error("decision_record_signal", {"decision_id": decision, "signal_type": "deployed",
+        assert "executed" in error["suggestion"]
+        assert_field_error(await conn.refused("decision_record_signal", {"decision_id": decision, "signal_type": "deployed",
                                                                             "valence": "positive"}), "signal_type", "deployed")
-        assert_field_error(await conn.rpc_error("decision_record_outcome", {"decision_id": decision, "final_status": "success",
+        assert_field_error(await conn.refused("decision_record_outcome", {"decision_id": decision, "final_status": "success",
                                                                              "final_score": 2}), "final_score", 2)
         await conn.ok("decision_record_outcome", {"decision_id": decision, "final_status": "success"})
-        error = await conn.rpc_error("decision_record_outcome", {"decision_id": decision, "final_status": "failure"})
+        error = await conn.refused("decision_record_outcome", {"decision_id": decision, "final_status": "failure"})
         assert_field_error(error, "decision_id", decision)
         # Calibration with fewer than 3 outcomes is no error: it says insufficient_data.
         calibration = (await conn.ok("decision_calibration", {"module": "database"}))["calibration"]
         assert (calibration["status"], calibration["sample_size"]) == ("insufficient_data", 1)
         guidance = (await conn.ok("decision_calibration", {"module": "database", "confidence": 0.8}))["guidance"]
         assert guidance["status"] == "no_data" and "suggested_confidence" not in guidance
-        assert_field_error(await conn.rpc_error("decision_calibration", {"mode": "everything"}), "mode", "everything")
-        assert_field_error(await conn.rpc_error("decision_context", {"statement": "Anything at all here", "depth": "deep"}), "depth", "deep")
+        assert_field_error(await conn.refused("decision_calibration", {"mode": "everything"}), "mode", "everything")
+        assert_field_error(await conn.refused("decision_context", {"statement": "Anything at all here", "depth": "deep"}), "depth", "deep")
         # Resources: a bad address is invalid params, an unknown decision is not found.
         with pytest.raises(MCPError) as caught:
             await conn.session.read_resource("kenning://calibration/auth?page=2")

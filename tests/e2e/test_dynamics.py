@@ -46,11 +46,11 @@ async def test_a_contradiction_is_reported_listed_and_resolved(ws: Workspace, tr
         loser = await conn.ok("memory_get", {"urn": old["urn"]})
         assert loser["version"] == 2 and loser["metadata"]["evidence_contradicting"] == "1"
 
-        error = await conn.rpc_error("memory_resolve_truth", {"contradiction_id": note["id"]})
-        assert error.code == -32602 and error.data["field"] == "contradiction_id"
-        assert "reopened" in error.data["suggestion"]
-        error = await conn.rpc_error("memory_contradictions", {"state": "closed"})
-        assert error.code == -32602 and error.data["field"] == "state"
+        error = await conn.refused("memory_resolve_truth", {"contradiction_id": note["id"]})
+        assert error["field"] == "contradiction_id"
+        assert "reopened" in error["suggestion"]
+        error = await conn.refused("memory_contradictions", {"state": "closed"})
+        assert error["field"] == "state"
         assert (await conn.ok("memory_contradictions", {"state": "resolved"}))["total"] == 1
 
 

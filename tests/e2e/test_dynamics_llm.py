@@ -80,10 +80,10 @@ def test_recall_adds_the_models_terms_to_the_query(ws: Workspace) -> None:
 
 
 def run_stop_hook(ws: Workspace, transcript_lines: list[dict]) -> subprocess.CompletedProcess[str]:
-    transcript = ws.root / "transcript.jsonl"
+    transcript = ws.transcript("s-e2e")
     transcript.write_text("".join(json.dumps(line) + "\n" for line in transcript_lines))
     payload = {"session_id": "s-e2e", "transcript_path": str(transcript), "hook_event_name": "Stop", "cwd": str(ws.repo)}
-    return subprocess.run([ws.bin, "hook", "stop"], cwd=ws.repo, env=ws.env(ENV), input=json.dumps(payload),
+    return subprocess.run([ws.bin, "hook", "stop"], cwd=ws.repo, env=ws.hook_env(ENV), input=json.dumps(payload),
                           capture_output=True, text=True, timeout=60)
 
 

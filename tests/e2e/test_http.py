@@ -8,7 +8,6 @@ import urllib.request
 
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 
 from harness import PROJECT_DOMAIN, Workspace, http_server
 
@@ -71,9 +70,8 @@ async def test_high_level_client_over_http(ws: Workspace) -> None:
             recalled = await client.call_tool("memory_recall", {"query": "feature flags"})
             assert recalled.structured_content["results"][0]["urn"] == urn
 
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool("memory_recall", {"query": "x", "limit": "ten"})
-            assert caught.value.code == -32602 and caught.value.data["field"] == "limit"
+            refused = await client.call_tool("memory_recall", {"query": "x", "limit": "ten"})
+            assert refused.is_error and refused.structured_content["field"] == "limit"
 
             missing = await client.call_tool("memory_get", {"urn": urn[:-4] + "zzzz"})
             assert missing.is_error and missing.structured_content["error"] == "not_found"

@@ -3,7 +3,8 @@
 Regression tests for messages rmcp used to mishandle: text that is not JSON got no answer over
 stdio and 415 over HTTP (the specification says -32700 with id null, and HTTP 400); an invalid
 request was answered without its id over stdio, so the client waited for its timeout; `arguments`
-given as an array got -32601 "method not found" instead of -32602.
+given as an array got -32601 "method not found" instead of -32602. A well-formed call whose
+arguments the tool refuses is no JSON-RPC error but a tool error result (SEP-1303).
 """
 
 from __future__ import annotations
@@ -59,16 +60,33 @@ MISFITS = [
          '{"jsonrpc": "2.0", "id": 11, "method": "resources/read", "params": "kenning://x"}',
          -32602, 11, "params"),
     Case("unknown_method", '{"jsonrpc": "2.0", "id": 12, "method": "no/such/method"}', -32601, 12, None),
+    Case("unknown_tool",
+         '{"jsonrpc": "2.0", "id": 15, "method": "tools/call", "params": {"name": "memory_nonexistent", "arguments": {}}}',
+         -32602, 15, None),
+]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    name: str
+    line: str
+    id: Any
+    field: str
+
+
+# Well-formed calls whose arguments the tool refuses: tool execution errors, answered as a result
+# with `isError: true` that names the field (SEP-1303), not as JSON-RPC errors.
+REFUSED_ARGUMENTS = [
     # A 1 MB query is refused at once, naming it (it used to keep a core busy for minutes).
-    Case("query_of_a_megabyte",
+    Refusal("query_of_a_megabyte",
          json.dumps({"jsonrpc": "2.0", "id": 13, "method": "tools/call",
                      "params": {"name": "memory_recall", "arguments": {"query": "word " * 200_000}}}),
-         -32602, 13, "query"),
+         13, "query"),
     # A crafted cursor used to overflow recall's page arithmetic.
-    Case("crafted_cursor",
+    Refusal("crafted_cursor",
          '{"jsonrpc": "2.0", "id": 14, "method": "tools/call", "params": '
          '{"name": "memory_recall", "arguments": {"query": "pool", "cursor": "offffffffffffffff"}}}',
-         -32602, 14, "cursor"),
+         14, "cursor"),
 ]
 
 
@@ -78,6 +96,23 @@ def check_error(reply: dict[str, Any], case: Case) -> None:
     assert reply["error"]["code"] == case.code, reply
     if case.field is not None:
         assert reply["error"]["data"]["field"] == case.field, reply
+
+
+def check_refusal(reply: dict[str, Any], case: Refusal) -> None:
+    """A result marked `isError` whose body and model-visible text name the refused field."""
+    assert reply.get("jsonrpc") == "2.0" and reply.get("id") == case.id, reply
+    result = reply["result"]
+    assert result["isError"] is True, reply
+    body = result["structuredContent"]
+    assert (body["error"], body["field"]) == ("invalid_argument", case.field), body
+    assert f"`{case.field}`" in result["content"][0]["text"], result
+
+
+def check_answer(reply: dict[str, Any], case: Case | Refusal) -> None:
+    if isinstance(case, Refusal):
+        check_refusal(reply, case)
+    else:
+        check_error(reply, case)
 
 
 class StdioLines(RawStdioServer):
@@ -92,13 +127,13 @@ class StdioLines(RawStdioServer):
         return json.loads(line)
 
 
-@pytest.mark.parametrize("case", UNREADABLE + MISFITS, ids=lambda case: case.name)
-def test_stdio_answers_by_the_spec(ws: Workspace, case: Case) -> None:
+@pytest.mark.parametrize("case", UNREADABLE + MISFITS + REFUSED_ARGUMENTS, ids=lambda case: case.name)
+def test_stdio_answers_by_the_spec(ws: Workspace, case: Case | Refusal) -> None:
     server = StdioLines(ws, {})
     server.request("initialize", INITIALIZE_PARAMS)
     server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     server.send_line(case.line)
-    check_error(server.next_message(), case)
+    check_answer(server.next_message(), case)
     # The session goes on: the next request is answered as usual.
     assert server.request("ping") == {"jsonrpc": "2.0", "id": server._next_id, "result": {}}
     assert server.close() == 0, server.stderr.decode(errors="replace")
@@ -146,8 +181,8 @@ def test_http_refuses_unreadable_bodies_with_400_and_the_json_rpc_error(ws: Work
         check_error(json.loads(body), case)
 
 
-@pytest.mark.parametrize("case", MISFITS, ids=lambda case: case.name)
-def test_http_answers_misfit_requests_with_their_error(ws: Workspace, case: Case) -> None:
+@pytest.mark.parametrize("case", MISFITS + REFUSED_ARGUMENTS, ids=lambda case: case.name)
+def test_http_answers_misfit_requests_with_their_error(ws: Workspace, case: Case | Refusal) -> None:
     with http_server(ws) as server:
         initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE_PARAMS})
         status, headers, body = http_post(server.url, initialize)
@@ -162,7 +197,21 @@ def test_http_answers_misfit_requests_with_their_error(ws: Workspace, case: Case
         content_type = {key.lower(): value for key, value in headers.items()}.get("content-type", "")
         replies = [message for message in json_rpc_messages(content_type, body) if "id" in message]
         assert len(replies) == 1, body
-        check_error(replies[0], case)
+        check_answer(replies[0], case)
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_refused_arguments_are_tool_errors_on_every_protocol_version(ws: Workspace, version: str) -> None:
+    """SEP-1303 entered the specification with 2025-11-25 as a clarification; the official SDKs
+    (TypeScript, Python, Go) answer a refused argument as a tool error whatever version was
+    negotiated, and so does kenning."""
+    server = StdioLines(ws, {})
+    init = server.request("initialize", {**INITIALIZE_PARAMS, "protocolVersion": version})
+    assert init["result"]["protocolVersion"] == version, init
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    reply = server.request("tools/call", {"name": "memory_capture", "arguments": {"content": "x", "salience": 7}})
+    check_refusal(reply, Refusal("salience", "", server._next_id, "salience"))
+    assert server.close() == 0, server.stderr.decode(errors="replace")
 
 
 def test_http_refuses_an_unreadable_notification_with_400_and_no_id(ws: Workspace) -> None:

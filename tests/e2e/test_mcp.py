@@ -266,7 +266,7 @@ async def test_resources(ws: Workspace, transport: str) -> None:
 
         templates = await conn.session.list_resource_templates()
         uri_templates = [template.uri_template for template in templates.resource_templates]
-        assert len(uri_templates) == 3, uri_templates
+        assert len(uri_templates) == 4 and "kenning://{kind}{?cursor}" in uri_templates, uri_templates
         assert "kenning://{domain}/{namespace}/{id}" in uri_templates
         assert all(template.mime_type == "application/json" for template in templates.resource_templates)
 
@@ -370,36 +370,35 @@ async def test_server_and_cli_share_the_stores(ws: Workspace, transport: str) ->
         assert json.loads(cli.stdout)["results"][0]["urn"] == served
 
 
-async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
+async def test_invalid_arguments_are_tool_errors_the_model_can_read(ws: Workspace, transport: str) -> None:
+    """SEP-1303 (MCP 2025-11-25): a refused argument is a result with `isError: true`, so the
+    client hands it to the model, whose next call can fix it; the body is seed 000's error
+    format. A request that is not a well-formed call stays a JSON-RPC error."""
     async with connect(ws, transport) as conn:
-        error = await conn.rpc_error("memory_capture", {"content": "Confidence is too high here.", "confidence": 1.5})
-        assert error.code == -32602
-        assert error.data["field"] == "confidence"
-        assert error.data["received"] == 1.5
-        assert error.data["problem"]
-        assert error.data["suggestion"]
-        assert "confidence" in error.message
+        assert conn.init.protocol_version == "2025-11-25"
+        error = await conn.refused("memory_capture", {"content": "Confidence is too high here.", "confidence": 1.5})
+        assert error["field"] == "confidence" and error["received"] == 1.5, error
+        assert "confidence" in error["message"]
 
-        error = await conn.rpc_error("memory_recall", {"query": "anything", "limit": "ten"})
-        assert error.code == -32602
-        assert error.data["field"] == "limit"
-        assert error.data["received"] == "ten"
-        assert error.data["suggestion"]
+        error = await conn.refused("memory_recall", {"query": "anything", "limit": "ten"})
+        assert (error["field"], error["received"]) == ("limit", "ten"), error
 
-        error = await conn.rpc_error("memory_recall", {"query": "anything", "limit": 0})
-        assert error.code == -32602 and error.data["field"] == "limit"
+        error = await conn.refused("memory_recall", {"query": "anything", "limit": 0})
+        assert error["field"] == "limit"
 
-        error = await conn.rpc_error("memory_get", {"urn": "not-a-urn"})
-        assert error.code == -32602
-        assert error.data["field"] == "urn"
-        assert error.data["received"] == "not-a-urn"
-        assert "kenning://" in error.data["suggestion"]
+        error = await conn.refused("memory_get", {"urn": "not-a-urn"})
+        assert (error["field"], error["received"]) == ("urn", "not-a-urn"), error
+        assert "kenning://" in error["suggestion"]
 
-        error = await conn.rpc_error("memory_capture", {"content": "x", "colour": "blue"})
-        assert error.code == -32602
+        error = await conn.refused("memory_capture", {"content": "x", "colour": "blue"})
+        assert "colour" in error["problem"], error
 
-        error = await conn.rpc_error("memory_capture", {})
-        assert error.code == -32602
+        error = await conn.refused("memory_capture", {})
+        assert "content" in error["problem"], error
+
+        # The model corrects its call from what the refusal said, and the call goes through.
+        corrected = await conn.ok("memory_capture", {"content": "Confidence is too high here.", "confidence": 0.75})
+        assert corrected["urn"].startswith(f"kenning://{PROJECT_DOMAIN}/")
 
         missing = f"kenning://{PROJECT_DOMAIN}/decisions/01jzzzzzzzzzzzzzzzzzzzzzzz"
         for tool, arguments in (("memory_get", {"urn": missing}),
@@ -412,6 +411,7 @@ async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
             assert result.structured_content["urn"] == missing
             assert result.structured_content["suggestion"]
 
+        # An unknown tool is not a call that could run: it stays a JSON-RPC error.
         with pytest.raises(MCPError) as caught:
             await conn.call("memory_nonexistent", {})
         assert caught.value.code == -32602
@@ -419,10 +419,8 @@ async def test_invalid_arguments(ws: Workspace, transport: str) -> None:
 
 async def test_bad_kinds_entry_names_the_kinds_argument(ws: Workspace) -> None:
     async with connect(ws, "stdio") as conn:
-        error = await conn.rpc_error("memory_recall", {"query": "anything", "kinds": ["mythical"]})
-        assert error.code == -32602
-        assert error.data["received"] == "mythical"
-        assert error.data["field"] == "kinds", error.data
+        error = await conn.refused("memory_recall", {"query": "anything", "kinds": ["mythical"]})
+        assert (error["field"], error["received"]) == ("kinds", "mythical"), error
 
 
 async def test_read_only_server(ws: Workspace, transport: str) -> None:

@@ -15,7 +15,6 @@ import uuid
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from harness import PROJECT_DOMAIN, Connection, Workspace, connect
 
@@ -102,10 +101,8 @@ async def test_memory_promote_copies_into_org_with_a_link_back(ws: Workspace, tr
         missing = f"kenning://{PROJECT_DOMAIN}/learnings/{UNKNOWN_ID}"
         body = await conn.failure("memory_promote", {"urn": missing})
         assert body["error"] == "not_found" and body["urn"] == missing, body
-        with pytest.raises(MCPError) as refused:
-            await conn.call("memory_promote", {"urn": copy_urn})
-        assert refused.value.code == -32602, refused.value
-        assert refused.value.data["field"] == "to", refused.value.data
+        refused = await conn.refused("memory_promote", {"urn": copy_urn})
+        assert refused["field"] == "to", refused
 
 
 async def test_memory_promote_to_an_unreachable_org_fails_and_writes_nothing(ws: Workspace) -> None:

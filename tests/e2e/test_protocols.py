@@ -10,7 +10,6 @@ import subprocess
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from harness import PROJECT_DOMAIN, Connection, Workspace, connect
 
@@ -18,7 +17,10 @@ pytestmark = pytest.mark.anyio
 
 ARGS = ("--toolsets", "memory,decisions,protocols")
 PROTOCOL_TOOLS = {"protocol_list", "protocol_start", "protocol_continue", "protocol_abort"}
-SHIPPED = {"capture_decision", "record_work", "investigate", "resolve_blocker", "add_invariant", "explore_space"}
+SHIPPED = {
+    "capture_decision", "record_work", "investigate", "resolve_blocker", "add_invariant", "explore_space",
+    "add_objectives", "add_health_coverage", "add_implementation",
+}
 
 
 async def run(conn: Connection, view: dict[str, Any], answers: dict[str, Any]) -> dict[str, Any]:
@@ -150,9 +152,8 @@ async def test_a_session_survives_a_restart_and_abort_writes_nothing(ws: Workspa
         aborted = await conn.ok("protocol_abort", {"session_id": start["session_id"]})
         assert aborted["aborted"] is True
         assert await memory_count(conn) == before + 1, "an aborted session leaves no memory behind"
-        with pytest.raises(MCPError) as gone:
-            await conn.call("protocol_continue", {"session_id": start["session_id"], "answer": "x"})
-        assert gone.value.code == -32602 and gone.value.data["field"] == "session_id", gone.value
+        gone = await conn.refused("protocol_continue", {"session_id": start["session_id"], "answer": "x"})
+        assert gone["field"] == "session_id", gone
 
 
 async def test_a_project_protocol_replaces_a_shipped_one_and_the_cli_runs_it(ws: Workspace) -> None:

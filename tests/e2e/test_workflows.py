@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from harness import PROJECT_DOMAIN, Connection, Workspace, connect
 
@@ -30,12 +29,9 @@ PLAN = {
 }
 
 
-async def invalid_params(conn: Connection, tool: str, arguments: dict[str, Any]) -> MCPError:
-    """A request refused as invalid params, naming the problem and a suggestion."""
-    error = await conn.rpc_error(tool, arguments)
-    assert error.code == -32602, error
-    assert error.data["problem"] and error.data["suggestion"], error.data
-    return error
+async def invalid_params(conn: Connection, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Arguments refused, naming the field, the problem and a suggestion."""
+    return await conn.refused(tool, arguments)
 
 
 async def step(conn: Connection, workflow_id: str, step_id: str, status: str, **extra: Any) -> dict[str, Any]:
@@ -49,10 +45,10 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
 
         cyclic = {**PLAN, "steps": [{"id": "a", "description": "a", "dependencies": ["b"]}, {"id": "b", "description": "b", "dependencies": ["a"]}]}
         error = await invalid_params(conn, "workflow_create", cyclic)
-        assert "a -> b -> a" in error.data["problem"], error.data
+        assert "a -> b -> a" in error["problem"], error
         unknown = {**PLAN, "steps": [{"id": "a", "description": "a", "dependencies": ["desing"]}]}
         error = await invalid_params(conn, "workflow_create", unknown)
-        assert error.data["field"] == "steps[0].dependencies[0]" and error.data["received"] == "desing", error.data
+        assert error["field"] == "steps[0].dependencies[0]" and error["received"] == "desing", error
         assert (await conn.ok("workflow_list"))["workflows"] == [], "nothing is kept of a refused plan"
 
         created = await conn.ok("workflow_create", PLAN)
@@ -64,7 +60,7 @@ async def test_a_workflow_survives_a_restart_and_ends_as_a_linked_memory(ws: Wor
         decision = await conn.ok("memory_capture", {"content": "User lookups are cached for 60 seconds in process.", "namespace": "decisions"})
         await step(conn, workflow_id, "design", "completed", notes="in-process cache, 60 s", produced=[decision["urn"]])
         error = await invalid_params(conn, "workflow_update_step", {"workflow_id": workflow_id, "step_id": "ship", "status": "in_progress"})
-        assert "before its dependencies are done" in error.data["problem"], error.data
+        assert "before its dependencies are done" in error["problem"], error
         started = await step(conn, workflow_id, "build", "in_progress")
         assert (started["in_progress"], started["ready"], started["done"]) == (["build"], ["docs"], ["design"])
 
@@ -107,7 +103,7 @@ async def test_abandoning_writes_the_workflow_up(ws: Workspace, transport: str) 
         memory = await conn.ok("memory_get", {"urn": abandoned["memory"]})
         assert "the cache moved to the gateway" in memory["content"]
         error = await invalid_params(conn, "workflow_update_step", {"workflow_id": created["workflow_id"], "step_id": "design", "status": "completed"})
-        assert error.data["field"] == "workflow_id", error.data
+        assert error["field"] == "workflow_id", error
 
 
 async def test_workflow_tools_are_off_by_default_and_read_only_keeps_the_readers(ws: Workspace) -> None:

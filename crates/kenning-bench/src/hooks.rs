@@ -1,9 +1,18 @@
 //! Hook speed: how long `kenning hook EVENT` takes from spawn to its answer (the process has
-//! written its output and exited), on a store of the synthetic corpus. A hook is a process
-//! Claude Code starts for every session, prompt and tool call, so this is the delay it adds.
+//! written its output and exited), in the normal case: inside a git repository whose project
+//! domain (git notes, indexed beside them) and the user domain each hold `--memories` memories
+//! of the synthetic corpus. A hook is a process Claude Code starts for every session, prompt,
+//! failed command and turn, so this is the delay it adds.
+//!
+//! Every event kenning answers is timed with the input Claude Code sends: a session start, a
+//! prompt about a topic of the corpus, a failed test run (PostToolUseFailure) and a command that
+//! succeeded (PostToolUse), the stop of a turn whose findings are already stored (as at every
+//! stop after the first reading), and a compaction and a session end that read a long
+//! transcript written the way the client writes it (conversation lines among larger bookkeeping
+//! entries).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,20 +21,27 @@ use anyhow::{Context, Result, ensure};
 use clap::Args;
 use kenning_core::{Domain, MemoryStore};
 use kenning_engine::{DomainStore, MemoryService};
-use kenning_sqlite::SqliteStore;
+use kenning_git::GitNotesStore;
+use kenning_sqlite::{Durability, SqliteStore};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::corpus::Corpus;
 use crate::embedder::EmbedderArgs;
+use crate::notes::git;
 use crate::report::Machine;
 use crate::stats::Summary;
+
+/// The project the repository's `origin` remote names.
+const PROJECT: &str = "hook-bench";
+/// Turns in the long transcript a compaction and a session end read.
+const TRANSCRIPT_TURNS: usize = 120;
 
 #[derive(Debug, Args)]
 pub struct HooksArgs {
     #[command(flatten)]
     embedder: EmbedderArgs,
-    /// Memories in the store the hooks read.
+    /// Memories in each of the project and the user domain.
     #[arg(long, default_value_t = 10_000)]
     pub memories: usize,
     /// Spawns timed per event, after one untimed warm-up spawn.
@@ -46,8 +62,11 @@ pub struct HooksReport {
     pub kenning_version: &'static str,
     pub started_at: String,
     pub machine: Machine,
-    pub memories: usize,
+    /// Memories in each of the project and the user domain.
+    pub memories_per_domain: usize,
     pub embedder: &'static str,
+    /// The size of the transcript pre-compact and session-end read.
+    pub transcript_bytes: u64,
     pub events: Vec<EventFigures>,
 }
 
@@ -60,19 +79,74 @@ pub struct EventFigures {
     pub answered: usize,
 }
 
-/// The hook inputs timed: a session start, a prompt about a topic of the corpus, a failed test run.
-fn inputs(corpus: &Corpus, memories: usize) -> Vec<(&'static str, serde_json::Value)> {
+/// The hook inputs timed, each as Claude Code sends it.
+fn inputs(corpus: &Corpus, memories: usize, repo: &Path, transcript: &Path) -> Vec<(&'static str, Value)> {
     let session = "0f7d1c2e-5a4b-4c3d-8e9f-1a2b3c4d5e6f";
+    let base = |event: &str| {
+        json!({"session_id": session, "transcript_path": transcript, "cwd": repo, "hook_event_name": event, "permission_mode": "default"})
+    };
+    let with = |event: &str, fields: Value| {
+        let mut input = base(event);
+        input.as_object_mut().expect("an object").extend(fields.as_object().expect("an object").clone());
+        input
+    };
+    let failure = format!(
+        "Exit code 101\nrunning 4 tests\ntest billing::webhook ... FAILED\n{}\ntest result: FAILED. 3 passed; 1 failed",
+        corpus.query(11, memories)
+    );
     vec![
-        ("session-start", json!({"session_id": session, "hook_event_name": "SessionStart", "source": "startup"})),
-        ("user-prompt", json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": corpus.query(7, memories)})),
+        ("session-start", with("SessionStart", json!({"source": "startup"}))),
+        ("user-prompt", with("UserPromptSubmit", json!({"prompt": corpus.query(7, memories)}))),
+        (
+            "post-tool-failure",
+            with("PostToolUseFailure", json!({"tool_name": "Bash", "tool_input": {"command": "cargo test -p billing"}, "error": failure, "is_interrupt": false})),
+        ),
         (
             "post-tool",
-            json!({"session_id": session, "hook_event_name": "PostToolUse", "tool_name": "Bash",
-                "tool_input": {"command": "cargo test -p billing"},
-                "tool_response": {"stdout": format!("test result: FAILED. 3 passed; 1 failed\n{}", corpus.query(11, memories)), "stderr": "error: test failed"}}),
+            with("PostToolUse", json!({"tool_name": "Bash", "tool_input": {"command": "git log --oneline -5"},
+                "tool_response": {"stdout": "a1b2c3 Fix: handle Error: in the parser", "stderr": "", "interrupted": false}})),
         ),
+        ("stop", with("Stop", json!({"stop_hook_active": false, "last_assistant_message": last_answer(TRANSCRIPT_TURNS - 1)}))),
+        ("pre-compact", with("PreCompact", json!({"trigger": "auto", "custom_instructions": null}))),
+        ("session-end", with("SessionEnd", json!({"reason": "other"}))),
     ]
+}
+
+/// The final answer of turn `turn` of the synthetic session: one finding and some chatter.
+fn last_answer(turn: usize) -> String {
+    format!(
+        "I ran the suite again and looked at the logs. The root cause of failure {turn} was a stale cache entry in shard {}. \
+         I'll keep an eye on it.",
+        turn % 17
+    )
+}
+
+/// A long session's transcript as Claude Code writes it: each turn a prompt, an assistant
+/// message with a tool call, the tool's result, the final answer, and the client's bookkeeping
+/// (request snapshots of a few kilobytes) between them.
+fn write_transcript(path: &Path, corpus: &Corpus, memories: usize) -> Result<u64> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let snapshot = "x".repeat(6_000);
+    for turn in 0..TRANSCRIPT_TURNS {
+        let lines = [
+            json!({"type": "user", "isSidechain": false, "message": {"role": "user", "content": corpus.query(turn, memories)}}),
+            json!({"type": "attachment", "attachment": {"type": "prompt_snapshot", "systemPrompt": [snapshot]}}),
+            json!({"type": "assistant", "isSidechain": false, "message": {"role": "assistant", "content": [
+                {"type": "text", "text": "Let me run the tests first."},
+                {"type": "tool_use", "id": format!("toolu_{turn}"), "name": "Bash", "input": {"command": "cargo test"}}]}}),
+            json!({"type": "user", "isSidechain": false, "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("toolu_{turn}"), "content": "test result: ok. 40 passed", "is_error": false}]}}),
+            json!({"type": "api-request-blob", "message": {"role": "system", "content": [snapshot]}}),
+            json!({"type": "assistant", "isSidechain": false, "message": {"role": "assistant", "content": [{"type": "text", "text": last_answer(turn)}]}}),
+            json!({"type": "system", "subtype": "stop_hook_summary", "hookCount": 1}),
+        ];
+        for line in lines {
+            serde_json::to_writer(&mut file, &line)?;
+            file.write_all(b"\n")?;
+        }
+    }
+    file.flush()?;
+    Ok(std::fs::metadata(path)?.len())
 }
 
 pub fn run(args: &HooksArgs) -> Result<HooksReport> {
@@ -86,23 +160,35 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let machine = Machine::detect();
     let loaded = args.embedder.load()?;
-    let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
-    let db_path = dir.path().join("user.db");
+    let dir = tempfile::tempdir().context("creating a temporary directory for the stores")?;
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo)?;
+    git(&repo, &["init", "-q", "-b", "main"])?;
+    git(&repo, &["remote", "add", "origin", &format!("https://example.com/acme/{PROJECT}.git")])?;
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "first"])?;
+    let user_db = dir.path().join("user.db");
     let corpus = Corpus::new(args.seed);
     {
-        let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&db_path)?);
-        let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder.clone());
-        for first in (0..args.memories).step_by(1000) {
-            let batch: Vec<_> = (first..(first + 1000).min(args.memories)).map(|index| corpus.memory(index)).collect();
-            service.capture_many(batch, None)?;
+        let project: Arc<dyn MemoryStore> =
+            Arc::new(GitNotesStore::open(&repo, &repo.join(".git").join("kenning").join("project.db"), Durability::PowerLoss)?);
+        let user: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&user_db)?);
+        let domains = [(Domain::Project(PROJECT.into()), project, 0), (Domain::User, user, args.memories)];
+        for (domain, store, offset) in domains {
+            let service = MemoryService::new(vec![DomainStore { domain, store }], loaded.embedder.clone());
+            for first in (0..args.memories).step_by(1000) {
+                let batch: Vec<_> = (first..(first + 1000).min(args.memories)).map(|index| corpus.memory(offset + index)).collect();
+                service.capture_many(batch, None)?;
+            }
         }
     }
-    let work = dir.path().join("work");
+    let transcript = dir.path().join("session.jsonl");
+    let transcript_bytes = write_transcript(&transcript, &corpus, args.memories)?;
+    let data = dir.path().join("data");
     let config = dir.path().join("config");
-    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(&data)?;
     std::fs::create_dir_all(&config)?;
     let mut events = Vec::new();
-    for (event, input) in inputs(&corpus, args.memories) {
+    for (event, input) in inputs(&corpus, args.memories, &repo, &transcript) {
         let payload = input.to_string();
         let mut samples = Vec::with_capacity(args.runs);
         let mut answered = 0;
@@ -115,11 +201,10 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
             }
             command
                 .args(["hook", event])
-                .current_dir(&work)
-                .env("KENNING_USER_DB", &db_path)
+                .current_dir(&repo)
+                .env("KENNING_USER_DB", &user_db)
                 .env("KENNING_CONFIG_DIR", &config)
-                .env("KENNING_DATA_DIR", &work)
-                .env("KENNING_PROJECT", "false")
+                .env("KENNING_DATA_DIR", &data)
                 .env("KENNING_EMBEDDER", args.embedder.embedder.name())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -137,26 +222,33 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
         }
         events.push(EventFigures { event, spawn_to_output: Summary::of(&samples), answered });
     }
-    let log = work.join("hooks.log");
+    let log = data.join("hooks.log");
     ensure!(!log.exists(), "a hook failed: {}", std::fs::read_to_string(&log).unwrap_or_default());
     Ok(HooksReport {
         benchmark: "hooks",
         kenning_version: env!("CARGO_PKG_VERSION"),
         started_at,
         machine,
-        memories: args.memories,
+        memories_per_domain: args.memories,
         embedder: args.embedder.embedder.name(),
+        transcript_bytes,
         events,
     })
 }
 
 pub fn table(report: &HooksReport) -> String {
-    let mut text = format!("hook spawn to output at {} memories ({} embedder)\n", report.memories, report.embedder);
-    text.push_str("event          p50 ms   p95 ms   answered\n");
+    let mut text = format!(
+        "hook spawn to output in a git repository, {} project + {} user memories ({} embedder; transcript {} KiB)\n",
+        report.memories_per_domain,
+        report.memories_per_domain,
+        report.embedder,
+        report.transcript_bytes / 1024
+    );
+    text.push_str("event               p50 ms   p95 ms   answered\n");
     for event in &report.events {
         let (p50, p95) = event.spawn_to_output.as_ref().map_or((0.0, 0.0), |summary| (summary.p50_ms, summary.p95_ms));
         let runs = event.spawn_to_output.as_ref().map_or(0, |summary| summary.samples);
-        text.push_str(&format!("{:<14} {p50:>7.2}  {p95:>7.2}   {}/{runs}\n", event.event, event.answered));
+        text.push_str(&format!("{:<19} {p50:>7.2}  {p95:>7.2}   {}/{runs}\n", event.event, event.answered));
     }
     text
 }

@@ -9,7 +9,10 @@
 //! - `latency`: capture and recall speed, store size and memory use, calling the engine in
 //!   process and the real binary over MCP stdio (recall and cold start).
 //! - `embed`: how many texts per second an embedder turns into vectors on one thread.
-//! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer ([`hooks`]).
+//! - `hooks`: how long `kenning hook EVENT` takes from spawn to its answer, in a git repository
+//!   with a project and a user domain, for every event ([`hooks`]).
+//! - `hook-context`: on a LoCoMo-format data set replayed as prompts, the share of questions
+//!   whose evidence is in the context the user-prompt hook injects ([`hook_context`]).
 //! - `notes`: the project domain's git-notes store beside the SQLite user domain (capture,
 //!   recall), sync through a bare remote, index catch-up and rebuild from notes.
 //! - `http`: recall throughput of `kenning serve --http` under concurrent clients, each with
@@ -31,6 +34,7 @@ mod code;
 mod corpus;
 mod embed;
 mod embedder;
+mod hook_context;
 mod hooks;
 mod http;
 mod http_client;
@@ -66,8 +70,12 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Embedding throughput, one text per call on one thread, on the synthetic corpus.
     Embed(embed::EmbedArgs),
-    /// Claude Code hook speed: spawn to answer of `kenning hook EVENT` on a synthetic store.
+    /// Hook speed: spawn to answer of `kenning hook EVENT` for every event, in a git repository
+    /// with synthetic project and user domains.
     Hooks(hooks::HooksArgs),
+    /// Context worth its tokens: the share of LoCoMo questions, replayed as prompts, whose
+    /// evidence is in the context the user-prompt hook injects.
+    HookContext(hook_context::HookContextArgs),
     /// The project domain in git notes beside the SQLite user domain: capture and recall,
     /// sync through a bare remote, index catch-up and rebuild.
     Notes(notes::NotesArgs),
@@ -106,6 +114,10 @@ fn main() -> Result<()> {
         Command::Hooks(args) => {
             let report = hooks::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &hooks::table(&report), args.json_out.as_deref())
+        }
+        Command::HookContext(args) => {
+            let report = hook_context::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &hook_context::table(&report), args.json_out.as_deref())
         }
         Command::Http(args) => {
             let report = http::run(&args)?;

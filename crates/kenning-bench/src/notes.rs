@@ -228,7 +228,7 @@ fn path_text(path: &Path) -> Result<&str> {
     path.to_str().context("the temporary directory's path is not UTF-8")
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<()> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<()> {
     let output = Command::new("git")
         .current_dir(dir)
         .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false"])

@@ -204,7 +204,7 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
 }
 
 /// A turn as the `memory_capture` tool would receive it from an agent recording a conversation.
-fn turn_input(turn: &Turn) -> CaptureInput {
+pub(crate) fn turn_input(turn: &Turn) -> CaptureInput {
     CaptureInput {
         content: format!("{}: {}", turn.speaker, turn.text),
         event_time: Some(turn.event_time.clone()),

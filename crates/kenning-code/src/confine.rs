@@ -1,11 +1,19 @@
-//! Confinement: every path a caller names is resolved inside the repository or refused.
+//! Confinement: every path a caller names is resolved inside the repository or refused, and
+//! every file the repository itself names is read only once it resolves inside.
 //!
 //! A tool argument is untrusted text. It is refused, with a [`FieldError`] naming the field, the
 //! problem, the value and a suggestion, when it climbs out with `..`, is absolute and outside
 //! the root, reaches into `.git`, holds control characters or backslashes, names a URL, or
 //! leads (through any symbolic link on the way, at any depth) to a place outside the
-//! repository's real root. What is accepted is returned as a path relative to the root in
-//! normal form (`a/b.rs`), which is all the rest of this crate ever joins onto the root.
+//! repository's real root or into a `.git` directory. What is accepted is returned as a path
+//! relative to the root in normal form (`a/b.rs`), which is all the rest of this crate ever
+//! joins onto the root.
+//!
+//! The repository's own files are untrusted too: a README, a changelog or a manifest may be a
+//! symbolic link to any file of the machine, and a manifest may name a dependency by an
+//! absolute or `../` path. Such reads go through [`Confinement::inside`] or [`within`], which
+//! resolve every link first and then require the result inside the repository (outside its
+//! `.git`) or inside the dependency folder it was found in.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -107,6 +115,26 @@ impl Confinement {
         if relative.is_empty() { self.real.clone() } else { self.real.join(relative) }
     }
 
+    /// `path` (absolute, or relative to the root) with every symbolic link resolved, when it
+    /// exists and lies inside the repository and outside any `.git` directory; `None` otherwise.
+    /// Every read of a file the repository names (a README, a changelog, a manifest) goes
+    /// through this.
+    pub fn inside(&self, path: &Path) -> Option<PathBuf> {
+        let real = within(&self.real, &self.real.join(path))?;
+        (!in_git_dir(&self.real, &real)).then_some(real)
+    }
+
+    /// The start of a text file the repository names ([`read_text`]'s 64 KiB), or `""` when it
+    /// is missing or resolves outside the repository.
+    pub fn read_text(&self, relative: &str) -> String {
+        self.inside(Path::new(relative)).map(|path| read_text(&path)).unwrap_or_default()
+    }
+
+    /// Whether the repository holds `relative` (a file or a directory that resolves inside it).
+    pub fn holds(&self, relative: &str) -> bool {
+        self.inside(Path::new(relative)).is_some()
+    }
+
     /// Follows the deepest part of the path that exists, symbolic links resolved, and refuses
     /// it if it lands outside the real root: a link anywhere on the way counts.
     fn check_links(&self, field: &str, text: &str, parts: &[&str]) -> Result<(), FieldError> {
@@ -124,6 +152,14 @@ impl Confinement {
             return Ok(());
         }
         match std::fs::canonicalize(&existing) {
+            // The `.git` rule holds for where the path leads, not only for how it is spelt: a
+            // link `gitlink -> .git` must not expose `gitlink/config`.
+            Ok(real) if real.starts_with(&self.real) && in_git_dir(&self.real, &real) => Err(FieldError::new(
+                field,
+                "leads through a symbolic link into a `.git` directory, which holds git's own data, not the project's files",
+                text,
+                "name the file inside the repository, not a link into `.git`",
+            )),
             Ok(real) if real.starts_with(&self.real) => Ok(()),
             Ok(_) => Err(FieldError::new(
                 field,
@@ -140,6 +176,30 @@ impl Confinement {
             )),
         }
     }
+}
+
+/// `path` with every symbolic link resolved, when it exists and lies inside `base`, which must
+/// itself be resolved (a canonical path); `None` otherwise. The check for reads from a folder of
+/// installed dependencies (Cargo's registry sources, a `site-packages`, a package's own folder).
+pub fn within(base: &Path, path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok().filter(|real| real.starts_with(base))
+}
+
+/// Whether `real`, a resolved path inside `root`, lies in a `.git` directory (the repository's or a
+/// submodule's).
+fn in_git_dir(root: &Path, real: &Path) -> bool {
+    real.strip_prefix(root).is_ok_and(|inside| inside.components().any(|component| component.as_os_str() == ".git"))
+}
+
+/// The start of a text file (64 KiB at most); empty when it cannot be read. Only for paths
+/// already confined ([`Confinement::inside`], [`within`]).
+pub fn read_text(path: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.take(64 * 1024).read_to_string(&mut text);
+    }
+    text
 }
 
 fn truncated(text: &str) -> String {

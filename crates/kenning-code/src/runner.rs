@@ -20,7 +20,7 @@ use crate::graph::Manifests;
 use crate::index::CodeIndex;
 use crate::lang::Language;
 use crate::run::{Invocation, Output, run};
-use crate::understand::read_text;
+use crate::confine::Confinement;
 
 /// Failures kept in a result; a run with more says how many it left out.
 const MAX_FAILURES: usize = 50;
@@ -105,6 +105,9 @@ pub struct RunResult {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Tests collected but not run because the selection (a name, `-k`) left them out;
+    /// unlike skipped tests, nothing asked them to be skipped.
+    pub deselected: usize,
     pub failures: Vec<Failure>,
     pub duration_ms: u64,
     pub exit_code: Option<i32>,
@@ -125,8 +128,10 @@ impl RunResult {
 
 /// Every runner the repository at `root` uses.
 pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
-    let exists = |name: &str| root.join(name).exists();
-    let text = |name: &str| read_text(&root.join(name));
+    let Ok(repository) = Confinement::new(root) else { return Vec::new() };
+    // Manifests are read only where they resolve inside the repository.
+    let exists = |name: &str| repository.holds(name);
+    let text = |name: &str| repository.read_text(name);
     let mut runners = Vec::new();
     if exists("Cargo.toml") {
         runners.push(Runner {
@@ -146,7 +151,7 @@ pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
         || has_python_tests(root);
     if pytest {
         let python = toolchain.python.clone().unwrap_or_else(|| {
-            [".venv/bin/python", "venv/bin/python"].iter().map(|venv| root.join(venv)).find(|venv| venv.exists()).unwrap_or_else(|| PathBuf::from("python3"))
+            [".venv/bin/python", "venv/bin/python"].iter().map(|venv| repository.root().join(venv)).find(|venv| venv.exists()).unwrap_or_else(|| PathBuf::from("python3"))
         });
         let linter = if pyproject.contains("[tool.ruff") || exists("ruff.toml") || exists(".ruff.toml") {
             Some("ruff")
@@ -173,7 +178,7 @@ pub fn detect(root: &Path, toolchain: &Toolchain) -> Vec<Runner> {
                 kind,
                 linter: has("eslint").then(|| "eslint".to_owned()),
                 typechecker: (has("typescript") && exists("tsconfig.json")).then(|| "tsc".to_owned()),
-                program: root.join("node_modules/.bin").join(kind.name()),
+                program: repository.root().join("node_modules/.bin").join(kind.name()),
             });
         }
     }
@@ -362,11 +367,12 @@ pub fn run_tests(index: &CodeIndex, toolchain: &Toolchain, kind: Option<RunnerKi
     let (invocations, selected) = runner.test_invocations(index, scope)?;
     let mut result = RunResult {
         runner: runner.kind,
-        commands: invocations.iter().map(Invocation::display).collect(),
+        commands: invocations.iter().map(|invocation| invocation.display(index.root())).collect(),
         status: "no_tests".to_owned(),
         passed: 0,
         failed: 0,
         skipped: 0,
+        deselected: 0,
         failures: Vec::new(),
         duration_ms: 0,
         exit_code: Some(0),
@@ -383,6 +389,7 @@ pub fn run_tests(index: &CodeIndex, toolchain: &Toolchain, kind: Option<RunnerKi
         result.passed += parsed.passed;
         result.failed += parsed.failed;
         result.skipped += parsed.skipped;
+        result.deselected += parsed.deselected;
         result.failures.extend(parsed.failures);
         result.exit_code = output.exit_code;
         result.truncated |= output.truncated;
@@ -448,6 +455,7 @@ pub struct Parsed {
     pub passed: usize,
     pub failed: usize,
     pub skipped: usize,
+    pub deselected: usize,
     pub failures: Vec<Failure>,
     /// Something other than a test failed: a build, or collecting a test file.
     pub errored: bool,
@@ -608,7 +616,8 @@ fn parse_pytest(stdout: &str) -> Parsed {
                 match *what {
                     "passed" | "xpassed" => parsed.passed += count,
                     "failed" => parsed.failed += count,
-                    "skipped" | "xfailed" | "deselected" => parsed.skipped += count,
+                    "skipped" | "xfailed" => parsed.skipped += count,
+                    "deselected" => parsed.deselected += count,
                     _ => {}
                 }
             }
@@ -725,8 +734,8 @@ fn parse_go_json(stdout: &str) -> Parsed {
 /// What a lint or type check found.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CheckResult {
-    pub runner: RunnerKind,
-    pub tool: String,
+    /// The tool that ran: `clippy`, `cargo check`, `ruff`, `flake8`, `mypy`, `eslint`, `tsc`, `go vet` or `go build`.
+    pub runner: String,
     pub commands: Vec<String>,
     /// `clean`, `problems`, `error` (the tool failed to run) or `timeout`.
     pub status: String,
@@ -812,9 +821,8 @@ pub fn run_check(index: &CodeIndex, toolchain: &Toolchain, check: Check, files: 
         "error"
     };
     Ok(CheckResult {
-        runner: runner.kind,
-        tool,
-        commands: vec![invocation.display()],
+        runner: tool,
+        commands: vec![invocation.display(index.root())],
         status: status.to_owned(),
         problems: problems.into_iter().take(MAX_FAILURES * 4).collect(),
         duration_ms: u64::try_from(output.elapsed.as_millis()).unwrap_or(u64::MAX),
@@ -882,6 +890,14 @@ mod tests {
         let parsed = parse_tests(RunnerKind::Go, &output(&events, "", Some(1)));
         assert_eq!((parsed.passed, parsed.failed, parsed.skipped), (1, 1, 1));
         assert_eq!(parsed.failures[0], Failure { name: "TestSub".into(), file: Some("calc_test.go".into()), line: Some(14), message: "got 1, want 2".into() });
+    }
+
+    /// Regression: tests a `-k` selection left out were counted as skipped.
+    #[test]
+    fn pytest_deselected_tests_are_not_skipped_tests() {
+        let stdout = "tests/test_stock.py::test_restock PASSED\n========= 1 passed, 1 skipped, 3 deselected in 0.02s =========\n";
+        let parsed = parse_tests(RunnerKind::Pytest, &output(stdout, "", Some(0)));
+        assert_eq!((parsed.status.as_str(), parsed.passed, parsed.skipped, parsed.deselected), ("passed", 1, 1, 3));
     }
 
     #[test]

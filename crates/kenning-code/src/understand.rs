@@ -2,10 +2,10 @@
 //! conventions, tests and history, read from the index, the graph and git.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde::Serialize;
 
+use crate::confine::Confinement;
 use crate::error::Result;
 use crate::git;
 use crate::index::{CodeIndex, State};
@@ -57,7 +57,7 @@ impl CodeIndex {
     pub fn understand(&self, path: &str, deep: bool) -> Result<UnderstandView> {
         let (state, _) = self.fresh()?;
         let is_dir = self.confinement().absolute(path).is_dir();
-        let mut view = if is_dir { understand_directory(&state, self.root(), path) } else { understand_file(&state, path) };
+        let mut view = if is_dir { understand_directory(&state, self.confinement(), path) } else { understand_file(&state, path) };
         view.last_modified = git::last_change(self.root(), path);
         if deep && !is_dir {
             view.transitive = Some(dependencies(&state, path, Direction::Both, 2));
@@ -239,7 +239,7 @@ fn understand_file(state: &State, path: &str) -> UnderstandView {
     }
 }
 
-fn understand_directory(state: &State, root: &Path, path: &str) -> UnderstandView {
+fn understand_directory(state: &State, confinement: &Confinement, path: &str) -> UnderstandView {
     let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
     let files: Vec<&String> = state.files.keys().filter(|file| file.starts_with(&prefix)).collect();
     let deps = dependencies(state, path, Direction::Both, 1);
@@ -264,7 +264,7 @@ fn understand_directory(state: &State, root: &Path, path: &str) -> UnderstandVie
         .filter_map(|file| state.files.get(*file).map(|row| row.doc.clone()))
         .find(|doc| !doc.is_empty());
     let purpose = module_doc
-        .or_else(|| readme.and_then(|readme| first_paragraph(&read_text(&root.join(readme)))))
+        .or_else(|| readme.and_then(|readme| first_paragraph(&confinement.read_text(readme))))
         .unwrap_or_else(|| format!("{} source files; see the outline for each file's purpose", files.len()));
     let chunks: Vec<&Chunk> = files.iter().flat_map(|file| state.chunks_of(file)).collect();
     let test_files: Vec<String> = files.iter().filter(|file| Language::of(file).is_some_and(|language| is_test_file(file, language))).take(MAX_LISTED).map(|file| (*file).clone()).collect();
@@ -298,16 +298,6 @@ fn understand_directory(state: &State, root: &Path, path: &str) -> UnderstandVie
         last_modified: None,
         transitive: None,
     }
-}
-
-/// The start of a text file (64 KiB at most); empty when it cannot be read.
-pub fn read_text(path: &Path) -> String {
-    use std::io::Read;
-    let mut text = String::new();
-    if let Ok(file) = std::fs::File::open(path) {
-        let _ = file.take(64 * 1024).read_to_string(&mut text);
-    }
-    text
 }
 
 fn first_paragraph(text: &str) -> Option<String> {

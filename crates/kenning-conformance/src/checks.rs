@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
-    Domain, Error, Inserted, Link, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn, Namespace,
-    SearchFilter, Source, Status,
+    Domain, Embedding, Error, Inserted, Link, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn,
+    Namespace, SearchFilter, Source, Status,
 };
 
 use crate::MakeStore;
@@ -92,6 +92,59 @@ pub fn duplicates_within_a_batch_are_not_written(make: MakeStore) {
     assert_eq!(store.count(&all_statuses()).unwrap(), 2);
     // The duplicate's vector was not written either.
     assert_eq!(store.stats().unwrap().vectors_by_model.get(MODEL).copied().unwrap_or(0), 0);
+}
+
+/// A batch as large as a bulk load (a backend may write one another way, e.g. PostgreSQL's
+/// `COPY`) keeps every promise a small one does: outcomes in order, the first of a content
+/// stored and the rest reported as its duplicates, an active memory's content refused again,
+/// vectors searchable, and a retry of the batch reporting duplicates rather than failing.
+pub fn a_large_batch_is_stored_as_a_small_one_is(make: MakeStore) {
+    // Eight pseudo-random components (splitmix64) per memory: far apart, as real vectors are.
+    let scattered = |n: u64| -> Vec<f32> {
+        let mut state = n;
+        (0..8)
+            .map(|_| {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    };
+    let store = make();
+    let existing = memory("large-existing", "learnings", "Every service logs in JSON lines.");
+    insert_all(&*store, std::slice::from_ref(&existing));
+    let mut batch: Vec<(Memory, Option<Embedding>)> = (0..150u64)
+        .map(|n| {
+            let content = format!("Service number {n} keeps its own error budget of {n} minutes.");
+            (memory(&format!("large-{n:03}"), "learnings", &content), Some(embedding(MODEL, &scattered(n))))
+        })
+        .collect();
+    batch[10].0.content = batch[3].0.content.clone();
+    batch[20].0.content = existing.content.clone();
+    batch[30].0.status = Status::Forgotten;
+    batch[30].0.content = batch[4].0.content.clone();
+    let outcomes = store.insert(&batch).unwrap();
+    for (index, outcome) in outcomes.iter().enumerate() {
+        let expected = match index {
+            10 => Inserted::Duplicate(batch[3].0.id.clone()),
+            20 => Inserted::Duplicate(existing.id.clone()),
+            _ => Inserted::Created,
+        };
+        assert_eq!(outcome, &expected, "memory {index}");
+    }
+    assert_eq!(store.count(&all_statuses()).unwrap(), 1 + 150 - 2);
+    assert_eq!(store.get(&batch[7].0.id).unwrap(), Some(batch[7].0.clone()));
+    let hits = store.search_vector(&embedding(MODEL, &scattered(42)).vector, MODEL, &SearchFilter::active(), 3).unwrap();
+    assert_eq!(hits.first().map(|hit| hit.id.to_string()), Some("large-042".to_owned()));
+    let hits = store.search_text("error budget", &SearchFilter::active(), 200).unwrap();
+    assert_eq!(hits.len(), 150 - 3);
+
+    // A retry, as after an acknowledgement that was lost: every active memory is a duplicate.
+    let active: Vec<(Memory, Option<Embedding>)> = batch.iter().filter(|(memory, _)| memory.status == Status::Active).cloned().collect();
+    let retried = store.insert(&active).unwrap();
+    assert!(retried.iter().all(|outcome| matches!(outcome, Inserted::Duplicate(_))), "{retried:?}");
+    assert_eq!(store.count(&all_statuses()).unwrap(), 1 + 150 - 2);
 }
 
 pub fn forgotten_memories_do_not_block_a_new_capture(make: MakeStore) {

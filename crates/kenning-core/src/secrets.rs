@@ -375,7 +375,11 @@ pub fn redact_decision(input: &mut CaptureDecision) -> Vec<Redaction> {
     if let Some(rationale) = input.rationale.as_mut() {
         redact_field(rationale, "rationale", &mut found);
     }
+    if let Some(problem) = input.problem.as_mut() {
+        redact_field(problem, "problem", &mut found);
+    }
     redact_list(&mut input.assumptions, "assumptions", &mut found);
+    redact_list(&mut input.risks, "risks", &mut found);
     if let Some(alternatives) = input.alternatives.as_mut() {
         redact_list(alternatives, "alternatives", &mut found);
     }
@@ -406,6 +410,9 @@ pub fn redact_outcome(input: &mut OutcomeInput) -> Vec<Redaction> {
     let mut found = Vec::new();
     redact_list(&mut input.lessons_learned, "lessons_learned", &mut found);
     redact_values(&mut input.signals, "signals", &mut found);
+    if let Some(notes) = input.notes.as_mut() {
+        redact_field(notes, "notes", &mut found);
+    }
     found
 }
 

@@ -248,4 +248,11 @@ pub trait MemoryStore: Send + Sync {
     fn capture_context(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+
+    /// Why the store's reads are not being answered where they were configured to be, while
+    /// that lasts: an organisation database whose read replica cannot be reached answers from
+    /// its primary. Recall and status report it. `None` (the default) when all is as configured.
+    fn degraded(&self) -> Option<String> {
+        None
+    }
 }

@@ -666,7 +666,7 @@ mod decisions {
             .collect();
         let evidence: Vec<Evidence> = past
             .iter()
-            .map(|(decision, outcome)| Evidence { stated_confidence: decision.confidence, score: outcome.score, at: outcome.completed_at })
+            .map(|(decision, outcome)| Evidence { stated_confidence: decision.confidence.expect("stated"), score: outcome.score, at: outcome.completed_at })
             .collect();
         let calibration = calibrate(&evidence);
         let mined = mine(&past);

@@ -9,6 +9,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::Error;
@@ -44,7 +45,8 @@ pub struct TransformerEmbedder {
 impl TransformerEmbedder {
     /// Loads the model in `dir`, which must hold `config.json`, `tokenizer.json` and
     /// `model.safetensors`; `sentence_bert_config.json` and `1_Pooling/config.json` are read
-    /// when present. The model id is the folder's name.
+    /// when present. The model id comes from the weights themselves (see [`model_id`]), so the
+    /// same model has the same id wherever its folder sits and whatever it is called.
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let started = Instant::now();
         if !dir.is_dir() {
@@ -69,13 +71,18 @@ impl TransformerEmbedder {
 
         let device = Device::Cpu;
         // Reading the file rather than memory-mapping it needs no unsafe code, and costs
-        // nothing extra: candle copies mapped CPU tensors into owned buffers anyway.
-        let tensors = candle_core::safetensors::load(&weights_path, &device).map_err(|e| invalid(&weights_path, e))?;
+        // nothing extra: candle copies mapped CPU tensors into owned buffers anyway. The bytes
+        // read once serve both the id's hash and the tensors.
+        let (model_id, tensors) = {
+            let weights = std::fs::read(&weights_path).map_err(|e| invalid(&weights_path, e))?;
+            let tensors = candle_core::safetensors::load_buffer(&weights, &device).map_err(|e| invalid(&weights_path, e))?;
+            (model_id(&config, &Sha256::digest(&weights)), tensors)
+        };
         let model = BertModel::load(VarBuilder::from_tensors(tensors, DType::F32, &device), &config)
             .map_err(|e| invalid(&weights_path, e))?;
 
         let embedder = TransformerEmbedder {
-            model_id: model_name(dir),
+            model_id,
             dimensions: config.hidden_size,
             max_seq_length,
             lowercase,
@@ -262,33 +269,52 @@ fn check_pooling(dir: &Path) -> Result<(), Error> {
     }
 }
 
-/// A stable, descriptive model id: the folder's name, or for a Hugging Face cache snapshot
-/// (`models--org--name/snapshots/<commit>`) the model's name rather than the commit hash.
-fn model_name(dir: &Path) -> String {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    let name = |path: Option<&Path>| path.and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
-    let parent = dir.parent();
-    if name(parent).as_deref() == Some("snapshots")
-        && let Some(repo) = name(parent.and_then(Path::parent))
-        && let Some(model) = repo.strip_prefix("models--").and_then(|r| r.rsplit("--").next())
-    {
-        return model.to_string();
+/// Well-known weights by the SHA-256 of their `model.safetensors`, with the name their authors
+/// gave them. Vectors are stored under the model id, so a known model keeps the id it always had.
+const KNOWN_WEIGHTS: &[(&str, &str)] =
+    &[("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", "all-MiniLM-L6-v2")];
+
+/// The model's id, from the model alone: the name of well-known weights, else its architecture,
+/// width and the start of its weights' hash (`bert-384d-1f2e3d4c5b6a`). A folder's name says
+/// nothing reliable (a package keeps its model in a folder called `model`, a cache in one named
+/// after a commit), and two folders holding the same weights must share their vectors.
+fn model_id(config: &Config, weights_sha256: &[u8]) -> String {
+    let hex: String = weights_sha256.iter().map(|byte| format!("{byte:02x}")).collect();
+    match KNOWN_WEIGHTS.iter().find(|(hash, _)| *hash == hex) {
+        Some((_, name)) => (*name).to_string(),
+        None => format!("bert-{}d-{}", config.hidden_size, &hex[..12]),
     }
-    name(Some(&dir)).unwrap_or_else(|| "transformer".to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn model_name_is_the_folder_name() {
-        assert_eq!(model_name(Path::new("/nonexistent/models/all-MiniLM-L6-v2/")), "all-MiniLM-L6-v2");
+    fn config(hidden_size: usize) -> Config {
+        serde_json::from_value(serde_json::json!({
+            "vocab_size": 30522, "hidden_size": hidden_size, "num_hidden_layers": 6, "num_attention_heads": 12,
+            "intermediate_size": 1536, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+            "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
+            "layer_norm_eps": 1e-12, "pad_token_id": 0
+        }))
+        .expect("a BERT config")
+    }
+
+    fn bytes_of(hex: &str) -> Vec<u8> {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
-    fn model_name_of_a_cache_snapshot_is_the_model_not_the_commit() {
-        let dir = Path::new("/nonexistent/hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/c9745ed1d9f2");
-        assert_eq!(model_name(dir), "all-MiniLM-L6-v2");
+    fn known_weights_keep_their_published_name() {
+        assert_eq!(model_id(&config(384), &bytes_of(KNOWN_WEIGHTS[0].0)), "all-MiniLM-L6-v2");
+    }
+
+    #[test]
+    fn other_weights_are_named_by_architecture_and_hash() {
+        let first = model_id(&config(384), &Sha256::digest(b"one model"));
+        let second = model_id(&config(384), &Sha256::digest(b"another model"));
+        assert!(first.starts_with("bert-384d-") && first.len() == "bert-384d-".len() + 12, "{first}");
+        assert_ne!(first, second, "different weights must not share an id");
+        assert_eq!(first, model_id(&config(384), &Sha256::digest(b"one model")), "the id is deterministic");
     }
 }

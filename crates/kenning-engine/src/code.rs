@@ -166,16 +166,16 @@ impl CodeService {
         Ok(self.index.conventions()?)
     }
 
-    /// The repository's README (the first one at the root), up to 64 KiB.
+    /// The repository's README (the first one at the root), up to 64 KiB; a README that is a
+    /// link out of the repository reads as empty.
     pub fn readme(&self) -> Result<String> {
-        let root = self.index.root();
-        let readme = std::fs::read_dir(root)
+        let readme = std::fs::read_dir(self.index.root())
             .map_err(|error| Error::Storage(error.to_string()))?
             .flatten()
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
             .filter(|name| name.to_ascii_lowercase().starts_with("readme"))
             .min();
-        Ok(readme.map(|name| kenning_code::understand::read_text(&root.join(name))).unwrap_or_default())
+        Ok(readme.map(|name| self.index.confinement().read_text(&name)).unwrap_or_default())
     }
 
     pub fn recent_changes(&self, count: usize) -> Vec<CommitView> {
@@ -315,7 +315,7 @@ impl CodeService {
         Ok(files
             .into_iter()
             .map(|file| {
-                let text = kenning_code::understand::read_text(&self.index.root().join(&file));
+                let text = self.index.confinement().read_text(&file);
                 let title = text.lines().find(|line| line.starts_with('#')).map(|line| line.trim_start_matches('#').trim().to_owned());
                 serde_json::json!({"path": file, "title": title})
             })
@@ -328,12 +328,13 @@ impl CodeService {
         Ok(structure.into_iter().map(|(path, doc)| serde_json::json!({"path": path, "doc": doc})).collect())
     }
 
-    /// The changelog: CHANGELOG.md (or HISTORY/NEWS) if there is one, else recent commits.
+    /// The changelog: CHANGELOG.md (or HISTORY/NEWS) if there is one inside the repository, else
+    /// recent commits.
     pub fn changelog(&self) -> Result<serde_json::Value> {
-        let root = self.index.root();
+        let confinement = self.index.confinement();
         for name in ["CHANGELOG.md", "CHANGELOG", "HISTORY.md", "NEWS.md", "CHANGES.md"] {
-            if root.join(name).is_file() {
-                return Ok(serde_json::json!({"path": name, "content": kenning_code::understand::read_text(&root.join(name))}));
+            if confinement.inside(Path::new(name)).is_some_and(|path| path.is_file()) {
+                return Ok(serde_json::json!({"path": name, "content": confinement.read_text(name)}));
             }
         }
         Ok(serde_json::json!({"path": null, "recent_commits": self.recent_changes(30)}))

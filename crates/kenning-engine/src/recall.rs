@@ -20,7 +20,7 @@ use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Nam
 
 use crate::error::{Result, check_interrupt};
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
-use crate::views::{LinkView, ListingPage, RecallHit, RecallPage, UnavailableDomain, timestamp};
+use crate::views::{DomainNote, LinkView, ListingPage, RecallHit, RecallPage, timestamp};
 
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 pub const MAX_RECALL_LIMIT: usize = 100;
@@ -183,6 +183,13 @@ impl MemoryService {
 
         let end = plan.offset + results.len();
         let now = self.now();
+        let degraded = plan
+            .stores
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| plan.is_available(*index))
+            .filter_map(|(_, entry)| entry.store.degraded().map(|message| DomainNote { domain: entry.domain.to_string(), message }))
+            .collect();
         for (index, entry) in plan.stores.iter().enumerate() {
             let ids = page.iter().take(results.len()).filter(|candidate| candidate.key.0 == index).map(|candidate| candidate.key.1.clone());
             self.access.record(&entry.domain, ids, now);
@@ -198,8 +205,9 @@ impl MemoryService {
                 .unavailable
                 .take()
                 .into_iter()
-                .map(|(index, message)| UnavailableDomain { domain: plan.stores[index].domain.to_string(), message })
+                .map(|(index, message)| DomainNote { domain: plan.stores[index].domain.to_string(), message })
                 .collect(),
+            degraded,
             expanded_with: plan.expansion,
             query_rewrite: plan.query_rewrite,
         })

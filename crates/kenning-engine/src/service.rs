@@ -198,9 +198,18 @@ impl MemoryService {
     }
 
     fn store_for(&self, domain: &Domain) -> Result<&DomainStore> {
-        self.domains.iter().find(|entry| &entry.domain == domain).ok_or_else(|| {
-            Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() }
-        })
+        let exact = self.domains.iter().find(|entry| &entry.domain == domain);
+        // One repository's notes are one project whatever id a URN gives it, so an id the
+        // project had before (a remote added, renamed or removed, a rename on purpose) still
+        // reaches its memories: a memory id is unique, so another project's URN finds nothing.
+        let project = || matches!(domain, Domain::Project(_)).then(|| self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_)))).flatten();
+        exact.or_else(project).ok_or_else(|| Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() })
+    }
+
+    /// The domain of this service that keeps what `domain` names: itself, or for an earlier id
+    /// of the project, the project's domain as it is now.
+    pub fn canonical_domain(&self, domain: &Domain) -> Option<&Domain> {
+        self.store_for(domain).ok().map(|entry| &entry.domain)
     }
 
     pub(crate) fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
@@ -603,8 +612,12 @@ impl MemoryService {
     /// counting them scans every row that passes, which a caller that shows only the newest
     /// few (a hook's session-start context) should not pay for.
     pub fn newest(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<MemoryRef>> {
-        let entry = self.store_for(domain)?;
-        Ok(entry.store.list(filter, 0, limit)?.iter().map(MemoryRef::from).collect())
+        Ok(self.newest_memories(domain, filter, limit)?.iter().map(MemoryRef::from).collect())
+    }
+
+    /// [`MemoryService::newest`] with the whole records, for a caller that shows their text.
+    pub fn newest_memories(&self, domain: &Domain, filter: &SearchFilter, limit: usize) -> Result<Vec<Memory>> {
+        Ok(self.store_for(domain)?.store.list(filter, 0, limit)?)
     }
 
     /// A mark over every domain that changes whenever a memory of any of them changes, by

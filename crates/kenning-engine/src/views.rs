@@ -374,10 +374,12 @@ pub struct RecallPage {
     /// Estimated tokens of the results returned.
     pub estimated_tokens: usize,
     pub resource_template: String,
-    /// Domains that could not be searched (an organisation database that is down); the
-    /// results come from the others. Absent when every domain answered.
+    /// Domains left out, and why; the results come from the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unavailable: Vec<UnavailableDomain>,
+    pub unavailable: Vec<DomainNote>,
+    /// Domains that answered from a fallback, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<DomainNote>,
     /// Other names of what the query names (synonyms, or a model's rewrite), also searched with less weight.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expanded_with: Vec<String>,
@@ -386,9 +388,11 @@ pub struct RecallPage {
     pub query_rewrite: Option<String>,
 }
 
-/// A domain a recall had to leave out, and why.
+/// A domain, and what kept it from answering as configured: the organisation database that
+/// is down and left out, or whose read replica is down and whose primary answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct UnavailableDomain {
+#[schemars(description = "A domain and why it is listed.")]
+pub struct DomainNote {
     pub domain: String,
     pub message: String,
 }

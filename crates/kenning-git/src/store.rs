@@ -79,6 +79,16 @@ impl GitNotesStore {
         Ok(store)
     }
 
+    /// The project id the notes' memories were first stored under: the domain of the memory
+    /// captured first. It travels with the notes, so every clone agrees on it whatever its
+    /// remotes are called; `None` while the notes hold no memory.
+    pub fn recorded_project_id(&self) -> Result<Option<String>> {
+        Ok(match self.index.first_captured_domain()? {
+            Some(kenning_core::Domain::Project(id)) => Some(id),
+            _ => None,
+        })
+    }
+
     /// The index file.
     pub fn index_path(&self) -> PathBuf {
         self.index.path().to_owned()

@@ -8,7 +8,7 @@
 
 use kenning_engine::RecallRequest;
 
-use crate::context::{ContextBlock, Resource};
+use crate::context::{ContextBlock, MAX_TEXT_CHARS, Resource, bounded};
 use crate::{Error, Hooks};
 
 /// The least fused score a memory needs to be offered unasked.
@@ -78,11 +78,13 @@ pub(crate) fn recall_block(
     if words.len() < MIN_CONTENT_WORDS {
         return Ok(None);
     }
+    // The whole text comes back (the block cuts each to its bound), and the page is not cut to
+    // the budget here: the block decides what fits, giving the last memory what room is left.
     let page = hooks.memory.recall(RecallRequest {
         query: words.join(" "),
         limit: Some(MAX_RESULTS),
-        max_tokens: Some(max_tokens),
-        detail: Some("light".into()),
+        max_tokens: Some(MAX_RESULTS * MAX_TEXT_CHARS),
+        detail: Some("full".into()),
         namespaces,
         ..RecallRequest::default()
     })?;
@@ -91,7 +93,7 @@ pub(crate) fn recall_block(
         .into_iter()
         .filter(|hit| hit.score >= RELEVANCE_FLOOR)
         .filter(|hit| {
-            let text = format!("{} {} {}", hit.title, hit.tags.join(" "), hit.snippet.as_deref().unwrap_or_default());
+            let text = format!("{} {} {}", hit.title, hit.tags.join(" "), hit.content.as_deref().unwrap_or_default());
             shares_a_word(&words, &text)
         })
         .map(|hit| Resource {
@@ -100,7 +102,8 @@ pub(crate) fn recall_block(
             summary: hit.title,
             timestamp: hit.occurred_at,
             relevance: Some(hit.score),
-            detail: hit.snippet,
+            text: hit.content.map(|content| bounded(&content, MAX_TEXT_CHARS)),
+            detail: None,
         })
         .collect();
     let block = ContextBlock { project: hooks.project.clone(), note: Some(note.to_owned()), warnings: Vec::new(), resources };

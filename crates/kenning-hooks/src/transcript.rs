@@ -1,10 +1,20 @@
-//! What a session learnt, read from Claude Code's transcript (JSON lines) by rules that need no
-//! language model: sentences that state a decision, a fix or its cause, a blocker, or (from the
-//! user) a standing preference. Each becomes a memory with `source: hook` in its metadata and
-//! the tag `hook`. A sentence making the same claim as another of the same run is kept once;
-//! the capture's claim rule merges one that says what a stored memory says (and once merged,
-//! the same wording read again at the next stop confirms nothing new), and the store's
-//! exact-duplicate check keeps a sentence from being stored twice.
+//! What a session learnt, read by rules that need no language model: sentences that state a
+//! decision, a fix or its cause, a blocker, or (from the user) a standing preference. Each
+//! becomes a memory with `source: hook` in its metadata and the tag `hook`. A sentence making
+//! the same claim as another one read is kept once; the capture's claim rule merges one that says
+//! what a stored memory says, and the store's duplicate check keeps a sentence from being stored
+//! twice when the same turns are read again.
+//!
+//! What is read depends on the event. A stop reads the turn that just ended: its final answer
+//! from the hook input (`last_assistant_message`: the client may not have written it to the
+//! transcript yet when the hook runs) and the transcript from the turn's prompt on for what came
+//! before. A compaction and the session's end read the whole transcript, catching whatever the
+//! stops left (a turn with more findings than one capture takes, a turn that never stopped).
+//!
+//! Only what a person typed counts as told by the user: the client also writes entries of the
+//! user's role that no one typed (the summary that replaces a compacted conversation, the output
+//! of the user's `!` shell commands and of slash commands, system reminders), and those are
+//! skipped, as are code blocks in any message.
 //!
 //! With a language model configured, the model reads the same turns instead
 //! ([`extraction_request`], [`parse_extraction`]) and states each finding in its own words,
@@ -16,18 +26,21 @@ use std::io::{Read, Seek, SeekFrom};
 use kenning_core::CaptureInput;
 use kenning_core::claim::{Claim, ClaimRules, Judgement};
 use kenning_core::llm::{CompletionRequest, Message};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{Error, HookEvent, HookInput, Hooks};
 
-/// The most of a transcript read, from its end: a long session's early turns were read by the
-/// stops that followed them.
+/// The most of a transcript read, from its end, at a compaction or the session's end: a long
+/// session's early turns were read by the stops that followed them.
 const MAX_TRANSCRIPT_BYTES: u64 = 8 * 1024 * 1024;
-/// A stop reads only the latest lines (the turn that just ended and a margin); a compaction
-/// reads everything it is about to summarise away.
-const STOP_LINES: usize = 200;
-/// The most memories one run captures.
+/// The most a stop reads from the transcript's end: the turn that just ended. The client writes
+/// large entries (request snapshots) beside the conversation, so this is in bytes, not lines.
+const STOP_TRANSCRIPT_BYTES: u64 = 2 * 1024 * 1024;
+/// The most new memories one run stores; findings already stored do not count against it.
 const MAX_CAPTURES: usize = 12;
+/// The most findings one run considers, newest first.
+const MAX_FINDINGS: usize = 120;
 const MIN_SENTENCE_CHARS: usize = 25;
 const MAX_SENTENCE_CHARS: usize = 400;
 
@@ -85,26 +98,86 @@ pub fn classify(speaker: Speaker, sentence: &str) -> Option<&'static str> {
     }
 }
 
+/// The tags the client wraps around text it puts in the user's role without the user typing
+/// it: a `!` shell command and its output, a slash command and its output, reminders.
+const CLIENT_TAGS: &[&str] = &[
+    "bash-input",
+    "bash-stdout",
+    "bash-stderr",
+    "command-name",
+    "command-message",
+    "command-args",
+    "command-stdout",
+    "command-stderr",
+    "local-command-stdout",
+    "local-command-stderr",
+    "local-command-caveat",
+    "system-reminder",
+    "user-prompt-submit-hook",
+    "task-notification",
+];
+
+/// One line of Claude Code's transcript, with only the fields the rules read.
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(rename = "type", default)]
+    kind: String,
+    /// The summary that replaces a compacted conversation, written in the user's role.
+    #[serde(rename = "isCompactSummary", default)]
+    compact_summary: bool,
+    /// Entries the client adds for its own use (a slash command's caveat, for instance).
+    #[serde(rename = "isMeta", default)]
+    meta: bool,
+    #[serde(rename = "isVisibleInTranscriptOnly", default)]
+    transcript_only: bool,
+    /// A subagent's conversation, not the user's.
+    #[serde(rename = "isSidechain", default)]
+    sidechain: bool,
+    #[serde(default)]
+    message: Option<EntryMessage>,
+}
+
+#[derive(Deserialize)]
+struct EntryMessage {
+    #[serde(default)]
+    content: Value,
+}
+
 /// The texts of a transcript's user prompts and assistant replies, in order. Lines that are not
-/// JSON, tool calls and tool results are skipped.
+/// JSON, tool calls and tool results are skipped, and so is text in the user's role that the
+/// user did not type (see [`CLIENT_TAGS`]).
 pub fn texts(transcript: &str) -> Vec<(Speaker, String)> {
     let mut found = Vec::new();
     for line in transcript.lines() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else { continue };
-        let speaker = match entry.get("type").and_then(Value::as_str) {
-            Some("user") => Speaker::User,
-            Some("assistant") => Speaker::Assistant,
+        // Most lines are the client's bookkeeping, some of them large: only conversation
+        // entries are parsed.
+        if !(line.contains("\"type\":\"user\"") || line.contains("\"type\":\"assistant\"") || line.contains("\"type\": \"")) {
+            continue;
+        }
+        let Ok(entry) = serde_json::from_str::<Entry>(line) else { continue };
+        let speaker = match entry.kind.as_str() {
+            "user" => Speaker::User,
+            "assistant" => Speaker::Assistant,
             _ => continue,
         };
-        let Some(content) = entry.get("message").and_then(|message| message.get("content")) else { continue };
-        match content {
-            Value::String(text) => found.push((speaker, text.clone())),
+        if entry.compact_summary || entry.meta || entry.transcript_only || entry.sidechain {
+            continue;
+        }
+        let Some(message) = entry.message else { continue };
+        let mut push = |text: &str| {
+            let text = if speaker == Speaker::User { without_client_text(text) } else { text.to_owned() };
+            if !text.trim().is_empty() {
+                found.push((speaker, text));
+            }
+        };
+        match &message.content {
+            Value::String(text) => push(text),
             Value::Array(blocks) => {
                 for block in blocks {
                     if block.get("type").and_then(Value::as_str) == Some("text")
                         && let Some(text) = block.get("text").and_then(Value::as_str)
                     {
-                        found.push((speaker, text.to_owned()));
+                        push(text);
                     }
                 }
             }
@@ -114,11 +187,34 @@ pub fn texts(transcript: &str) -> Vec<(Speaker, String)> {
     found
 }
 
+/// The text with every `<tag>…</tag>` of [`CLIENT_TAGS`] taken out.
+fn without_client_text(text: &str) -> String {
+    let mut kept = text.to_owned();
+    for tag in CLIENT_TAGS {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        while let Some(start) = kept.find(&open) {
+            let end = kept[start..].find(&close).map_or(kept.len(), |offset| start + offset + close.len());
+            kept.replace_range(start..end, "");
+        }
+    }
+    kept
+}
+
 /// Splits a text into sentences: at line breaks and after `.`, `!` or `?` followed by a space.
+/// Code blocks (between ``` or ~~~ fences) hold no sentences.
 pub fn sentences(text: &str) -> Vec<String> {
     let mut found = Vec::new();
+    let mut in_code = false;
     for line in text.lines() {
-        let line = line.trim().trim_start_matches(['-', '*', '#', '>', ' ']).trim();
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let line = trimmed.trim_start_matches(['-', '*', '#', '>', ' ']).trim();
         let mut start = 0;
         let bytes = line.as_bytes();
         for index in 0..bytes.len() {
@@ -134,27 +230,51 @@ pub fn sentences(text: &str) -> Vec<String> {
     found
 }
 
-/// Everything worth keeping in a transcript, newest first, without repeats (a sentence making
-/// the same claim as a newer one found, by [`ClaimRules`], is one), at most `limit`.
-pub fn findings(transcript: &str, limit: usize) -> Vec<Finding> {
+/// Everything worth keeping in these texts, without repeats (a sentence making the same claim as
+/// one found before, by [`ClaimRules`], is one): what the user said first (their preferences are
+/// the rarest findings and the costliest to lose), then the assistant's, each newest first; at
+/// most [`MAX_FINDINGS`].
+pub fn findings(texts: &[(Speaker, String)]) -> Vec<Finding> {
     let rules = ClaimRules::default();
     let mut found: Vec<Finding> = Vec::new();
     let mut claims: Vec<Claim> = Vec::new();
-    for (speaker, text) in texts(transcript).into_iter().rev() {
-        for sentence in sentences(&text).into_iter().rev() {
-            let Some(namespace) = classify(speaker, &sentence) else { continue };
-            let claim = rules.claim(&sentence);
-            if found.iter().any(|finding| finding.sentence == sentence) || claims.iter().any(|known| rules.compare(known, &claim) == Judgement::Same) {
-                continue;
-            }
-            claims.push(claim);
-            found.push(Finding { namespace, speaker, sentence });
-            if found.len() == limit {
-                return found;
+    for wanted in [Speaker::User, Speaker::Assistant] {
+        for (speaker, text) in texts.iter().rev().filter(|(speaker, _)| *speaker == wanted) {
+            for sentence in sentences(text).into_iter().rev() {
+                let Some(namespace) = classify(*speaker, &sentence) else { continue };
+                let claim = rules.claim(&sentence);
+                if found.iter().any(|finding| finding.sentence == sentence) || claims.iter().any(|known| rules.compare(known, &claim) == Judgement::Same) {
+                    continue;
+                }
+                claims.push(claim);
+                found.push(Finding { namespace, speaker: *speaker, sentence });
+                if found.len() == MAX_FINDINGS {
+                    return found;
+                }
             }
         }
     }
     found
+}
+
+/// The texts of the turn that just ended: the transcript from the turn's prompt (the last text
+/// the user typed) on, and the prompt and the final answer from the hook input when the
+/// transcript does not hold them yet (Claude Code hands over the answer; Gemini CLI both).
+pub fn last_turn(transcript: &str, prompt: Option<&str>, last_answer: Option<&str>) -> Vec<(Speaker, String)> {
+    let all = texts(transcript);
+    let start = all.iter().rposition(|(speaker, _)| *speaker == Speaker::User).unwrap_or(0);
+    let mut turn = all[start..].to_vec();
+    if let Some(prompt) = prompt.map(str::trim).filter(|prompt| !prompt.is_empty())
+        && !turn.iter().any(|(speaker, text)| *speaker == Speaker::User && text.trim() == prompt)
+    {
+        turn.insert(0, (Speaker::User, prompt.to_owned()));
+    }
+    if let Some(answer) = last_answer.map(str::trim).filter(|answer| !answer.is_empty())
+        && !turn.iter().any(|(speaker, text)| *speaker == Speaker::Assistant && text.trim() == answer)
+    {
+        turn.push((Speaker::Assistant, answer.to_owned()));
+    }
+    turn
 }
 
 /// The most transcript text a model is given, from the end: enough for the turns since the last
@@ -193,7 +313,7 @@ pub fn extraction_request(turns: &[(Speaker, String)]) -> CompletionRequest {
 
 /// Reads a model's answer to [`extraction_request`]. `None` when it is not a JSON object with a
 /// `memories` list; findings with an unknown namespace or speaker, or a sentence out of bounds,
-/// are dropped, as are repeats; at most [`MAX_CAPTURES`] are kept.
+/// are dropped, as are repeats; at most [`MAX_FINDINGS`] are kept.
 pub fn parse_extraction(answer: &str) -> Option<Vec<Finding>> {
     let start = answer.find('{')?;
     let end = answer.rfind('}')?;
@@ -214,60 +334,87 @@ pub fn parse_extraction(answer: &str) -> Option<Vec<Finding>> {
             continue;
         }
         found.push(Finding { namespace, speaker, sentence: sentence.to_owned() });
-        if found.len() == MAX_CAPTURES {
+        if found.len() == MAX_FINDINGS {
             break;
         }
     }
     Some(found)
 }
 
-/// Reads the end of the transcript (all of it up to [`MAX_TRANSCRIPT_BYTES`]).
-fn read_transcript(path: &str) -> Result<String, Error> {
+/// Reads up to `limit` bytes from the end of the transcript, from the first whole line.
+fn read_transcript(path: &str, limit: u64) -> Result<String, Error> {
     let error = |message: String| Error::Transcript { path: path.to_owned(), message };
     let mut file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
     let size = file.metadata().map_err(|e| error(e.to_string()))?.len();
-    if size > MAX_TRANSCRIPT_BYTES {
-        file.seek(SeekFrom::Start(size - MAX_TRANSCRIPT_BYTES)).map_err(|e| error(e.to_string()))?;
+    let cut = size > limit;
+    if cut {
+        file.seek(SeekFrom::Start(size - limit)).map_err(|e| error(e.to_string()))?;
     }
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(|e| error(e.to_string()))?;
+    if cut {
+        let first_line = bytes.iter().position(|byte| *byte == b'\n').map_or(bytes.len(), |newline| newline + 1);
+        bytes.drain(..first_line);
+    }
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The texts an event reads: the turn that just ended for a stop, the whole transcript (up to
+/// [`MAX_TRANSCRIPT_BYTES`]) for a compaction or the session's end.
+fn texts_of(event: HookEvent, input: &HookInput) -> Result<Vec<(Speaker, String)>, Error> {
+    let path = input.transcript_path.as_deref().filter(|path| !path.is_empty());
+    let last_answer = input.last_assistant_message.as_deref();
+    if event == HookEvent::Stop {
+        let transcript = match path {
+            Some(path) => read_transcript(path, STOP_TRANSCRIPT_BYTES)?,
+            None => String::new(),
+        };
+        return Ok(last_turn(&transcript, input.prompt.as_deref(), last_answer));
+    }
+    match path {
+        Some(path) => Ok(texts(&read_transcript(path, MAX_TRANSCRIPT_BYTES)?)),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Captures what the session learnt; returns how many new memories were stored.
 pub fn capture_session(hooks: &Hooks, event: HookEvent, input: &HookInput) -> Result<usize, Error> {
-    let Some(path) = input.transcript_path.as_deref().filter(|path| !path.is_empty()) else { return Ok(0) };
-    let transcript = read_transcript(path)?;
-    let transcript = if event == HookEvent::Stop {
-        let lines: Vec<&str> = transcript.lines().collect();
-        lines[lines.len().saturating_sub(STOP_LINES)..].join("\n")
-    } else {
-        transcript
-    };
-    let rules = || (findings(&transcript, MAX_CAPTURES), "rules".to_owned());
-    let (found, extractor) = match hooks.memory.llm() {
-        Some(model) => {
-            let turns = texts(&transcript);
-            match model.complete(&extraction_request(&turns)).map(|completion| parse_extraction(&completion.text)) {
-                Ok(Some(found)) => (found, model.name()),
-                Ok(None) => {
-                    tracing::warn!(model = %model.name(), "the model's findings were out of shape; the rules read the transcript");
-                    rules()
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "the model could not read the transcript; the rules read it");
-                    rules()
-                }
-            }
-        }
-        None => rules(),
-    };
-    if found.is_empty() {
+    let turns = texts_of(event, input)?;
+    if turns.is_empty() {
         return Ok(0);
     }
-    let inputs: Vec<CaptureInput> = found.into_iter().map(|finding| capture_input(finding, event, input, &extractor)).collect();
-    let outcomes = hooks.memory.capture_many(inputs, None)?;
-    Ok(outcomes.iter().filter(|outcome| outcome.created).count())
+    let rules = || (findings(&turns), "rules".to_owned());
+    let (found, extractor) = match hooks.memory.llm() {
+        Some(model) => match model.complete(&extraction_request(&turns)).map(|completion| parse_extraction(&completion.text)) {
+            Ok(Some(found)) => (found, model.name()),
+            Ok(None) => {
+                tracing::warn!(model = %model.name(), "the model's findings were out of shape; the rules read the transcript");
+                rules()
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the model could not read the transcript; the rules read it");
+                rules()
+            }
+        },
+        None => rules(),
+    };
+    store_new(hooks, found.into_iter().map(|finding| capture_input(finding, event, input, &extractor)).collect())
+}
+
+/// Stores findings in order until [`MAX_CAPTURES`] of them were new: those the store already
+/// holds do not count, so a finding past the first few is not lost because earlier ones were
+/// stored by an earlier stop.
+fn store_new(hooks: &Hooks, inputs: Vec<CaptureInput>) -> Result<usize, Error> {
+    let mut created = 0;
+    let mut rest = inputs.into_iter();
+    while created < MAX_CAPTURES {
+        let batch: Vec<CaptureInput> = rest.by_ref().take(MAX_CAPTURES - created).collect();
+        if batch.is_empty() {
+            break;
+        }
+        created += hooks.memory.capture_many(batch, None)?.iter().filter(|outcome| outcome.created).count();
+    }
+    Ok(created)
 }
 
 /// The capture of one finding; `extractor` is `rules` or the model that found it.
@@ -308,7 +455,7 @@ mod tests {
             turn("Never run cargo fmt before committing Rust code."),
         ]
         .join("\n");
-        let found: Vec<String> = findings(&transcript, MAX_CAPTURES).into_iter().map(|finding| finding.sentence).collect();
+        let found: Vec<String> = findings(&texts(&transcript)).into_iter().map(|finding| finding.sentence).collect();
         assert_eq!(
             found,
             [

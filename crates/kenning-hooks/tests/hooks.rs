@@ -1,5 +1,6 @@
-//! Each hook fed the JSON Claude Code sends (fixtures of every event) against real SQLite
-//! stores: valid output, the token budget, the relevance floor, and the transcript captures.
+//! Each hook fed the JSON Claude Code sends (fixtures of every event, as the client wrote them)
+//! against real SQLite stores: valid output, the token budget, the relevance floor, failures
+//! told by the client and not by words, and the transcript captures.
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::search::estimate_tokens;
 use kenning_core::{CaptureInput, Domain, MemoryStore, SearchFilter};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
-use kenning_hooks::transcript::{Speaker, classify, findings};
+use kenning_hooks::transcript::{Speaker, classify, findings, texts};
 use kenning_hooks::{Budgets, HookEvent, HookInput, Hooks};
 use kenning_sqlite::SqliteStore;
 use serde_json::Value;
@@ -84,7 +85,25 @@ fn session_start_gives_blockers_decisions_and_preferences_as_a_memory_context_bl
     }
     assert!(!context.contains(urns[4].as_str()), "a pattern is not standing context: {context}");
     assert!(context.find(urns[1].as_str()) < context.find(urns[2].as_str()), "blockers come before decisions");
+    assert!(context.contains("<text>Use PostgreSQL 16 for the orders service, behind pgbouncer.</text>"), "the memory's text: {context}");
     assert!(context.contains("<resource_template uri=\"kenning://{domain}/{namespace}/{id}\" />"));
+}
+
+#[test]
+fn after_a_compaction_session_start_brings_back_what_this_session_captured_first() {
+    let setup = setup();
+    let urns = seed(&setup.hooks);
+    let transcript = format!("{}/tests/fixtures/transcript.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let mut pre_compact = fixture("pre-compact.json");
+    pre_compact.transcript_path = Some(transcript);
+    setup.hooks.run(HookEvent::PreCompact, &pre_compact).unwrap();
+    let answer = setup.hooks.run(HookEvent::SessionStart, &fixture("session-start-compact.json")).unwrap().unwrap();
+    let context = context_of(&answer, HookEvent::SessionStart);
+    assert!(context.contains("captured earlier in this session"), "{context}");
+    let captured = context.find("The fix was to verify the HMAC").unwrap_or_else(|| panic!("the session's learning is missing: {context}"));
+    assert!(captured < context.find(urns[1].as_str()).unwrap(), "this session's captures come first: {context}");
+    let fresh = setup.hooks.run(HookEvent::SessionStart, &fixture("session-start.json")).unwrap().unwrap();
+    assert!(!context_of(&fresh, HookEvent::SessionStart).contains("captured earlier in this session"));
 }
 
 #[test]
@@ -117,6 +136,7 @@ fn a_prompt_gets_the_memories_above_the_relevance_floor() {
     let context = context_of(&answer, HookEvent::UserPrompt);
     assert!(context.contains(urns[0].as_str()), "{context}");
     assert!(context.contains("relevance=\""), "{context}");
+    assert!(context.contains("verify the HMAC over the raw body"), "the memory's text, not only its title: {context}");
     assert!(!context.contains(urns[3].as_str()), "an unrelated preference passed the floor: {context}");
     assert!(estimate_tokens(&context) <= Budgets::default().user_prompt);
 }
@@ -138,31 +158,61 @@ fn thanks_and_unrelated_prompts_get_nothing() {
 fn a_failed_test_run_brings_back_why_it_failed_before() {
     let setup = setup();
     let urns = seed(&setup.hooks);
-    let answer = setup.hooks.run(HookEvent::PostTool, &fixture("post-tool-failed.json")).unwrap().unwrap();
-    let context = context_of(&answer, HookEvent::PostTool);
+    let answer = setup.hooks.run(HookEvent::PostToolFailure, &fixture("post-tool-failure.json")).unwrap().unwrap();
+    let context = context_of(&answer, HookEvent::PostToolFailure);
     assert!(context.contains(urns[0].as_str()), "{context}");
-    assert!(context.contains("failed before"), "{context}");
+    assert!(context.contains("`cargo test -p billing webhook` failed (exit code 101)"), "{context}");
     assert_eq!(setup.hooks.run(HookEvent::PostTool, &fixture("post-tool-passed.json")).unwrap(), None, "a green run got context");
 }
 
 #[test]
-fn failures_are_told_from_green_runs() {
-    use kenning_hooks::failure::detect;
-    let response = |value: Value| HookInput { tool_response: Some(value), ..HookInput::default() };
-    assert!(detect(&response(serde_json::json!({"stdout": "5 passed, 2 failed in 1.2s"}))).is_some());
-    assert!(detect(&response(serde_json::json!({"stdout": "test result: ok. 9 passed; 0 failed"}))).is_none());
-    assert!(detect(&response(serde_json::json!({"stdout": "", "stderr": "", "exit_code": 2}))).is_some());
-    assert!(detect(&response(serde_json::json!({"is_error": true, "content": "Permission denied"}))).is_some());
-    assert!(detect(&response(serde_json::json!("Traceback (most recent call last):\n  File \"x.py\""))).is_some());
-    assert!(detect(&response(serde_json::json!({"stdout": "Compiling app\nFinished"}))).is_none());
-    assert!(detect(&HookInput::default()).is_none());
+fn a_failure_is_what_the_client_says_never_what_the_output_says() {
+    use kenning_hooks::failure::{from_failure_event, from_tool_response};
+    let succeeded = |stdout: &str| HookInput {
+        hook_event_name: Some("PostToolUse".into()),
+        tool_input: Some(serde_json::json!({"command": "git log --oneline"})),
+        tool_response: Some(serde_json::json!({"stdout": stdout, "stderr": "", "interrupted": false, "isImage": false})),
+        ..HookInput::default()
+    };
+    // Commands that exited 0, whatever their output says.
+    for stdout in ["a1b2c3 Fix: Error: handling in the parser
+d4e5f6 FAILED builds are retried", "src/main.rs:12: Error: bad input", "5 passed, 2 failed in 1.2s"] {
+        assert_eq!(from_tool_response(&succeeded(stdout)), None, "{stdout}");
+    }
+    let flagged = |response: Value| HookInput { tool_response: Some(response), ..HookInput::default() };
+    assert_eq!(from_tool_response(&flagged(serde_json::json!({"stdout": "", "exit_code": 2}))).unwrap().exit_code, Some(2));
+    assert!(from_tool_response(&flagged(serde_json::json!({"isError": true, "content": "Permission denied"}))).is_some());
+    assert!(from_tool_response(&flagged(serde_json::json!({"stdout": "ok", "exit_code": 0}))).is_none());
+
+    let failure = from_failure_event(&fixture("post-tool-failure.json")).unwrap();
+    assert_eq!(failure.exit_code, Some(101));
+    assert_eq!(failure.command.as_deref(), Some("cargo test -p billing webhook"));
+    assert!(failure.lines.iter().any(|line| line.contains("panicked at")), "{failure:?}");
+    let quiet = HookInput { error: Some("Exit code 1".into()), ..HookInput::default() };
+    assert_eq!(from_failure_event(&quiet).unwrap().exit_code, Some(1));
+    let interrupted = HookInput { error: Some("Exit code 130\n^C".into()), is_interrupt: Some(true), ..HookInput::default() };
+    assert_eq!(from_failure_event(&interrupted), None, "an interrupt is the user's doing, not a failure");
+}
+
+#[test]
+fn a_command_that_succeeded_gets_no_failure_context() {
+    let setup = setup();
+    seed(&setup.hooks);
+    let input = HookInput {
+        hook_event_name: Some("PostToolUse".into()),
+        tool_name: Some("Bash".into()),
+        tool_input: Some(serde_json::json!({"command": "grep -rn \"Error:\" src/billing"})),
+        tool_response: Some(serde_json::json!({"stdout": "src/billing/webhook.rs:88: Error: signature check failed", "stderr": ""})),
+        ..HookInput::default()
+    };
+    assert_eq!(setup.hooks.run(HookEvent::PostTool, &input).unwrap(), None);
 }
 
 #[test]
 fn stop_captures_decisions_fixes_blockers_and_preferences_once() {
     let setup = setup();
     let transcript = format!("{}/tests/fixtures/transcript.jsonl", env!("CARGO_MANIFEST_DIR"));
-    for (event, name) in [(HookEvent::Stop, "stop.json"), (HookEvent::PreCompact, "pre-compact.json")] {
+    for (event, name) in [(HookEvent::Stop, "stop.json"), (HookEvent::PreCompact, "pre-compact.json"), (HookEvent::SessionEnd, "session-end.json")] {
         let mut input = fixture(name);
         input.transcript_path = Some(transcript.clone());
         assert_eq!(setup.hooks.run(event, &input).unwrap(), None, "{event} prints nothing");
@@ -182,6 +232,62 @@ fn stop_captures_decisions_fixes_blockers_and_preferences_once() {
         assert!(memory.tags.contains(&"hook".to_owned()));
         let expected_source = if memory.namespace == "preferences" { "told-by-user" } else { "model-generated" };
         assert_eq!(memory.source, expected_source);
+    }
+}
+
+#[test]
+fn stop_takes_the_final_answer_from_the_client_not_the_transcript() {
+    let setup = setup();
+    // The transcript the client has written so far: the turn's prompt, no answer yet.
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("session.jsonl");
+    std::fs::write(
+        &transcript,
+        "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"Why do the invoice exports time out?\"}}\n",
+    )
+    .unwrap();
+    let mut input = fixture("stop.json");
+    input.transcript_path = Some(transcript.display().to_string());
+    input.last_assistant_message = Some("The root cause was an N+1 query in the export job; the fix was to batch the line items.".into());
+    setup.hooks.run(HookEvent::Stop, &input).unwrap();
+    let listed = setup.hooks.memory.list(&Domain::Project("shop".into()), &SearchFilter::active(), None, 10).unwrap();
+    assert_eq!(listed.memories.len(), 1, "{listed:?}");
+    assert!(listed.memories[0].title.starts_with("The root cause was an N+1 query"), "{listed:?}");
+}
+
+#[test]
+fn findings_already_stored_do_not_count_against_the_cap() {
+    let setup = setup();
+    // Fifteen findings in one turn, and the user's preference said first.
+    let mut answer = String::new();
+    for n in 0..15 {
+        answer.push_str(&format!("The root cause of failure number {n} was a missing index on table t{n}.\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("session.jsonl");
+    let prompt = serde_json::json!({"type": "user", "message": {"role": "user", "content": "Always run the integration suite before merging."}});
+    std::fs::write(&transcript, format!("{prompt}\n")).unwrap();
+    let mut input = fixture("stop.json");
+    input.transcript_path = Some(transcript.display().to_string());
+    input.last_assistant_message = Some(answer);
+    let count = |hooks: &Hooks| hooks.memory.list(&Domain::Project("shop".into()), &SearchFilter::active(), None, 100).unwrap().memories.len();
+    setup.hooks.run(HookEvent::Stop, &input).unwrap();
+    assert_eq!(count(&setup.hooks), 12, "one stop stores at most twelve new memories");
+    let preference = setup.hooks.memory.list(&Domain::Project("shop".into()), &SearchFilter::active(), None, 100).unwrap();
+    assert!(preference.memories.iter().any(|memory| memory.namespace == "preferences"), "the user's preference goes first");
+    setup.hooks.run(HookEvent::Stop, &input).unwrap();
+    assert_eq!(count(&setup.hooks), 16, "the next stop stores the rest, not nothing");
+}
+
+#[test]
+fn only_what_a_person_typed_is_told_by_the_user() {
+    let transcript = std::fs::read_to_string(format!("{}/tests/fixtures/transcript.jsonl", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let read = texts(&transcript);
+    let user: Vec<&str> = read.iter().filter(|(speaker, _)| *speaker == Speaker::User).map(|(_, text)| text.as_str()).collect();
+    assert_eq!(user, ["The billing webhook tests fail on CI again. Always run the full billing suite before pushing.", "yes please"]);
+    let found = findings(&read);
+    for sentence in ["Never deploy on Fridays", "Always use the staging cluster", "never log the raw body"] {
+        assert!(!found.iter().any(|finding| finding.sentence.contains(sentence)), "{sentence} is not a finding: {found:?}");
     }
 }
 
@@ -208,8 +314,6 @@ fn the_rules_keep_statements_and_leave_questions_and_chatter() {
     for (speaker, sentence, expected) in cases {
         assert_eq!(classify(speaker, sentence), expected, "{sentence}");
     }
-    let transcript = std::fs::read_to_string(format!("{}/tests/fixtures/transcript.jsonl", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    assert_eq!(findings(&transcript, 2).len(), 2, "the limit holds");
 }
 
 #[test]

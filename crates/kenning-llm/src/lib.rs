@@ -8,6 +8,8 @@
 //!   requests per minute), and retries 429, 5xx, 529 and dropped connections with exponential
 //!   backoff and full jitter, honouring `retry-after` up to a bound.
 //! - [`Provider`]: one configured provider of any of these kinds, built by [`connect`].
+//! - [`Configured`]: a provider with the request settings of its entry: the temperature of its
+//!   requests, a cap on an answer's tokens, and a limit on tokens a minute.
 //! - [`Fallback`]: an ordered chain of models, itself a `LanguageModel`: the first that answers
 //!   wins, and when none does the error names every provider's failure.
 //! - [`ProviderSettings`]: what configures a provider (kind, model, base URL, the environment
@@ -29,6 +31,7 @@ mod settings;
 mod transport;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use anthropic::Anthropic;
 pub use fallback::Fallback;
@@ -94,10 +97,83 @@ pub fn connect(settings: &ProviderSettings, env: &dyn Fn(&str) -> Option<String>
     })
 }
 
+/// A provider with the request settings of its `[llm]` entry: `temperature` sent with every
+/// request in place of kenning's own (which asks for 0, answers that must parse, wherever it
+/// asks at all), `max_tokens` as a cap on every answer, and `tokens_per_minute` as a client-side
+/// limit on the tokens a request can use (its prompt, estimated at four characters a token, and
+/// its answer's cap), waited for like the request rate.
+#[derive(Debug)]
+pub struct Configured {
+    provider: Provider,
+    temperature: Option<f32>,
+    max_tokens: Option<u32>,
+    tokens: Option<limiter::TokenBucket>,
+    /// How long a request may wait for the token limit: the provider's timeout.
+    patience: Duration,
+}
+
+impl Configured {
+    pub fn new(provider: Provider, settings: &ProviderSettings) -> Configured {
+        Configured {
+            provider,
+            temperature: settings.temperature,
+            max_tokens: settings.max_tokens,
+            tokens: settings.tokens_per_minute.map(limiter::TokenBucket::new),
+            patience: settings.timeout,
+        }
+    }
+
+    /// The request as this provider's settings shape it.
+    pub fn shape(&self, request: &CompletionRequest) -> CompletionRequest {
+        let mut shaped = request.clone();
+        shaped.temperature = self.temperature.or(shaped.temperature);
+        if let Some(cap) = self.max_tokens {
+            shaped.max_tokens = shaped.max_tokens.min(cap);
+        }
+        shaped
+    }
+}
+
+/// The tokens a request can use: its prompt at four characters a token, and its answer's cap.
+fn estimated_tokens(request: &CompletionRequest) -> f64 {
+    let characters = request.system.as_deref().map_or(0, str::len) + request.messages.iter().map(|message| message.content.len()).sum::<usize>();
+    (characters as f64 / 4.0).ceil() + f64::from(request.max_tokens)
+}
+
+impl LanguageModel for Configured {
+    fn name(&self) -> String {
+        self.provider.name()
+    }
+    fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+        let request = self.shape(request);
+        if let Some(tokens) = &self.tokens {
+            tokens.acquire(estimated_tokens(&request), self.patience).map_err(|wait| LlmError {
+                provider: self.provider.name(),
+                kind: LlmErrorKind::RateLimited,
+                message: format!(
+                    "kenning's own limit for this provider is reached (tokens_per_minute); the request may go in {:.1} s, later than the {} s timeout",
+                    wait.as_secs_f64(),
+                    self.patience.as_secs_f64()
+                ),
+            })?;
+        }
+        self.provider.complete(&request)
+    }
+    fn health_check(&self) -> Result<(), LlmError> {
+        self.provider.health_check()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.provider.capabilities()
+    }
+}
+
 /// Builds every configured provider, in order, into one fallback chain. A missing key of any of
 /// them is an error: a chain that silently lost a member would hide a broken configuration until
 /// the providers before it failed.
 pub fn chain(settings: &[ProviderSettings], env: &dyn Fn(&str) -> Option<String>) -> Result<Fallback, Error> {
-    let providers = settings.iter().map(|settings| connect(settings, env).map(|provider| Arc::new(provider) as Arc<dyn LanguageModel>)).collect::<Result<Vec<_>, _>>()?;
+    let providers = settings
+        .iter()
+        .map(|settings| connect(settings, env).map(|provider| Arc::new(Configured::new(provider, settings)) as Arc<dyn LanguageModel>))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Fallback::new(providers))
 }

@@ -1,4 +1,4 @@
-//! The client-side rate limit: a token bucket of requests per minute, per provider.
+//! The client-side rate limits: token buckets of requests, and of model tokens, per minute, per provider.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,10 +25,11 @@ impl TokenBucket {
         TokenBucket { capacity, per_second: capacity / 60.0, state: Mutex::new(Bucket { tokens: capacity, updated: Instant::now() }) }
     }
 
-    /// Takes a token, sleeping until it is there. When the wait would exceed `patience`, nothing
-    /// is taken and the wait is returned instead: a request that would sit longer than its own
-    /// timeout fails at once.
-    pub(crate) fn acquire(&self, patience: Duration) -> Result<(), Duration> {
+    /// Takes `amount` tokens (at most a minute's), sleeping until they are there. When the wait
+    /// would exceed `patience`, nothing is taken and the wait is returned instead: a request
+    /// that would sit longer than its own timeout fails at once.
+    pub(crate) fn acquire(&self, amount: f64, patience: Duration) -> Result<(), Duration> {
+        let amount = amount.clamp(0.0, self.capacity);
         let wait = {
             // A poisoned lock only means another caller panicked while holding two numbers;
             // they are still a usable estimate.
@@ -37,11 +38,11 @@ impl TokenBucket {
             let refilled = bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * self.per_second;
             bucket.tokens = refilled.min(self.capacity);
             bucket.updated = now;
-            let wait = if bucket.tokens >= 1.0 { Duration::ZERO } else { Duration::from_secs_f64((1.0 - bucket.tokens) / self.per_second) };
+            let wait = if bucket.tokens >= amount { Duration::ZERO } else { Duration::from_secs_f64((amount - bucket.tokens) / self.per_second) };
             if wait > patience {
                 return Err(wait);
             }
-            bucket.tokens -= 1.0;
+            bucket.tokens -= amount;
             wait
         };
         if !wait.is_zero() {
@@ -59,9 +60,9 @@ mod tests {
     fn a_full_bucket_serves_a_minute_of_requests_then_makes_callers_wait() {
         let bucket = TokenBucket::new(3);
         for _ in 0..3 {
-            assert_eq!(bucket.acquire(Duration::ZERO), Ok(()));
+            assert_eq!(bucket.acquire(1.0, Duration::ZERO), Ok(()));
         }
-        let wait = bucket.acquire(Duration::from_secs(1)).unwrap_err();
+        let wait = bucket.acquire(1.0, Duration::from_secs(1)).unwrap_err();
         assert!(wait > Duration::from_secs(19) && wait <= Duration::from_secs(20), "one token of three a minute takes 20 s: {wait:?}");
     }
 
@@ -70,14 +71,14 @@ mod tests {
         // 600 a minute is one every 100 ms.
         let bucket = TokenBucket::new(600);
         for _ in 0..600 {
-            bucket.acquire(Duration::ZERO).unwrap();
+            bucket.acquire(1.0, Duration::ZERO).unwrap();
         }
         let started = Instant::now();
-        bucket.acquire(Duration::from_secs(1)).unwrap();
+        bucket.acquire(1.0, Duration::from_secs(1)).unwrap();
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(90), "{waited:?}");
         // The next caller queues behind the reservation.
-        let wait = bucket.acquire(Duration::ZERO).unwrap_err();
+        let wait = bucket.acquire(1.0, Duration::ZERO).unwrap_err();
         assert!(wait >= Duration::from_millis(50), "{wait:?}");
     }
 }

@@ -63,6 +63,13 @@ impl ProviderKind {
         }
     }
 
+    /// The model of an `[llm]` entry that names none. The seed configuration's defaults
+    /// (`claude-3-5-sonnet-20241022`, `llama3`) name models since retired or superseded; these
+    /// are current ones.
+    pub fn default_model(self) -> &'static str {
+        self.example_model()
+    }
+
     fn example_model(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "claude-sonnet-4-5",
@@ -115,6 +122,12 @@ pub struct ProviderSettings {
     /// The longest wait before a retry, whether from backoff or `retry-after`. A provider that
     /// asks for a longer wait is not retried: the caller learns at once that it is rate limited.
     pub max_backoff: Duration,
+    /// The temperature of every request, in place of the one kenning asks for; `None` keeps it.
+    pub temperature: Option<f32>,
+    /// The most tokens any answer may take: a request asking for more is cut to this.
+    pub max_tokens: Option<u32>,
+    /// The client-side limit on tokens a minute (the prompt, estimated, and the answer's cap).
+    pub tokens_per_minute: Option<u32>,
 }
 
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
@@ -122,7 +135,22 @@ pub const DEFAULT_MAX_RETRIES: u32 = 2;
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 60;
 const MAX_TIMEOUT_SECS: u64 = 600;
 const MAX_RETRIES: u32 = 10;
-const FIELDS: [&str; 8] = ["provider", "model", "base_url", "api_key_env", "timeout_secs", "max_retries", "requests_per_minute", "max_context"];
+const FIELDS: [&str; 14] = [
+    "provider",
+    "model",
+    "base_url",
+    "port",
+    "api_key_env",
+    "timeout_secs",
+    "timeout_seconds",
+    "max_retries",
+    "retry_delay_ms",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "max_context",
+    "temperature",
+    "max_tokens",
+];
 
 impl ProviderSettings {
     /// The defaults of a kind, for a model.
@@ -135,6 +163,9 @@ impl ProviderSettings {
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             max_retries: DEFAULT_MAX_RETRIES,
             requests_per_minute: DEFAULT_REQUESTS_PER_MINUTE,
+            temperature: None,
+            max_tokens: None,
+            tokens_per_minute: None,
             max_context: kind.default_max_context(),
             backoff_base: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
@@ -160,10 +191,21 @@ impl ProviderSettings {
             let near = closest(&kind_text, names).map(|near| format!("did you mean `{near}`? ")).unwrap_or_default();
             FieldError::new(format!("{field}.provider"), "is not a known provider", kind_text.as_str(), format!("{near}use one of {}", names.join(", ")))
         })?;
-        let model = required_string(table, field, "model", &format!("name the model, e.g. `{}`", kind.example_model()))?;
+        let model = optional_string(table, field, "model")?.unwrap_or_else(|| kind.default_model().to_owned());
         let mut settings = ProviderSettings::new(kind, model);
         if let Some(url) = optional_string(table, field, "base_url")? {
             settings.base_url = base_url(&format!("{field}.base_url"), &url)?;
+        }
+        if let Some(port) = integer(table, field, "port", 1, 65_535, "port")? {
+            if table.contains_key("base_url") || !matches!(kind, ProviderKind::LmStudio | ProviderKind::Ollama) {
+                return Err(FieldError::new(
+                    format!("{field}.port"),
+                    "applies only to a local server (lmstudio, ollama) given without base_url",
+                    port,
+                    "give the whole address as base_url, e.g. `http://localhost:1234`",
+                ));
+            }
+            settings.base_url = format!("http://localhost:{port}");
         }
         if let Some(variable) = optional_string(table, field, "api_key_env")? {
             let valid = !variable.is_empty() && variable.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !variable.starts_with(|c: char| c.is_ascii_digit());
@@ -177,8 +219,30 @@ impl ProviderSettings {
             }
             settings.api_key_env = Some(variable);
         }
-        if let Some(secs) = integer(table, field, "timeout_secs", 1, MAX_TIMEOUT_SECS, "seconds")? {
-            settings.timeout = Duration::from_secs(secs);
+        if table.contains_key("timeout_secs") && table.contains_key("timeout_seconds") {
+            return Err(FieldError::new(format!("{field}.timeout_seconds"), "repeats timeout_secs", table["timeout_seconds"].clone(), "give the timeout once"));
+        }
+        for key in ["timeout_secs", "timeout_seconds"] {
+            if let Some(secs) = integer(table, field, key, 1, MAX_TIMEOUT_SECS, "seconds")? {
+                settings.timeout = Duration::from_secs(secs);
+            }
+        }
+        if let Some(millis) = integer(table, field, "retry_delay_ms", 1, 60_000, "milliseconds of the first retry's wait")? {
+            settings.backoff_base = Duration::from_millis(millis);
+        }
+        if let Some(value) = table.get("temperature") {
+            match value.as_f64() {
+                Some(temperature) if (0.0..=2.0).contains(&temperature) => settings.temperature = Some(temperature as f32),
+                _ => {
+                    return Err(FieldError::new(format!("{field}.temperature"), "is not a number from 0 to 2", value.clone(), "write e.g. `temperature = 0.3`"));
+                }
+            }
+        }
+        if let Some(tokens) = integer(table, field, "max_tokens", 1, 1_000_000, "tokens")? {
+            settings.max_tokens = Some(tokens as u32);
+        }
+        if let Some(rate) = integer(table, field, "tokens_per_minute", 1, 1_000_000_000, "tokens a minute")? {
+            settings.tokens_per_minute = Some(rate as u32);
         }
         if let Some(retries) = integer(table, field, "max_retries", 0, u64::from(MAX_RETRIES), "retries after the first attempt")? {
             settings.max_retries = retries as u32;

@@ -157,7 +157,7 @@ impl Transport {
     }
 
     fn acquire(&self) -> Result<(), LlmError> {
-        self.limiter.acquire(self.timeout).map_err(|wait| {
+        self.limiter.acquire(1.0, self.timeout).map_err(|wait| {
             self.error(
                 LlmErrorKind::RateLimited,
                 format!(

@@ -566,10 +566,13 @@ fn provider_entries_are_checked_field_by_field() {
     let defaults = ProviderSettings::from_json("llm.providers[1]", &json!({"provider": "anthropic", "model": "claude-sonnet-4-5"})).unwrap();
     assert_eq!(defaults.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
     assert_eq!(defaults.base_url, "https://api.anthropic.com");
+    let unnamed = ProviderSettings::from_json("llm.providers[2]", &json!({"provider": "openai"})).unwrap();
+    assert_eq!(unnamed.label(), "openai/gpt-4o-mini", "a provider named without a model gets its default");
 
     for (entry, field, received, hint) in [
         (json!({"provider": "antropic", "model": "m"}), "llm.providers[0].provider", json!("antropic"), "anthropic"),
-        (json!({"provider": "openai"}), "llm.providers[0].model", Value::Null, "gpt-4o-mini"),
+        (json!({"provider": "openai", "temperature": 5}), "llm.providers[0].temperature", json!(5), "temperature = 0.3"),
+        (json!({"provider": "openai", "port": 8080}), "llm.providers[0].port", json!(8080), "base_url"),
         (json!({"provider": "openai", "model": "m", "api_key": "sk-live"}), "llm.providers[0].api_key", json!("sk-live"), "api_key_env"),
         (json!({"provider": "openai", "model": "m", "timeout_secs": 0}), "llm.providers[0].timeout_secs", json!(0), "from 1 to 600"),
         (json!({"provider": "openai", "model": "m", "max_retries": -1}), "llm.providers[0].max_retries", json!(-1), "from 0 to 10"),
@@ -581,4 +584,32 @@ fn provider_entries_are_checked_field_by_field() {
         assert_eq!((error.field.as_str(), &error.received), (field, &received), "{error}");
         assert!(error.suggestion.contains(hint), "{error}");
     }
+}
+
+/// An entry's `temperature` is sent with every request, its `max_tokens` caps the answer,
+/// and its `tokens_per_minute` holds back a request that would use more than a minute's worth.
+#[test]
+fn an_entrys_request_options_shape_what_is_sent() {
+    let server = FakeServer::start((0..5).map(|_| answer(200, anthropic_message("ok"))).collect());
+    let mut shaped = settings(ProviderKind::Anthropic, "claude-sonnet-4-5", &server);
+    shaped.temperature = Some(0.3);
+    shaped.max_tokens = Some(100);
+    let chain = kenning_llm::chain(&[shaped.clone()], &environment).unwrap();
+    chain.complete(&CompletionRequest { temperature: None, ..request() }).unwrap();
+    chain.complete(&request()).unwrap();
+    let received = server.received();
+    assert_eq!((received[0].body["temperature"].as_f64().map(|t| (t * 100.0).round()), received[0].body["max_tokens"].as_u64()), (Some(30.0), Some(100)));
+    assert_eq!(received[1].body["temperature"].as_f64().map(|t| (t * 100.0).round()), Some(30.0), "the configured temperature wins");
+
+    let mut limited = shaped;
+    limited.tokens_per_minute = Some(400);
+    limited.timeout = Duration::from_millis(200);
+    let chain = kenning_llm::chain(&[limited], &environment).unwrap();
+    // The request can use about 130 tokens (its prompt and the 100-token cap): three go in at
+    // once, the fourth would wait past the timeout and is refused without reaching the server.
+    let server_calls_before = server.received().len();
+    let error = (0..4).map(|_| chain.complete(&request())).find_map(Result::err).expect("the limit is reached");
+    assert_eq!(error.kind, LlmErrorKind::RateLimited, "{error}");
+    assert!(error.to_string().contains("tokens_per_minute"), "{error}");
+    assert_eq!(server.received().len(), server_calls_before + 3, "the refused request was not sent");
 }

@@ -1,9 +1,15 @@
 //! How engine errors reach an MCP client.
 //!
-//! A malformed request (a field with the wrong type or an invalid value) is a JSON-RPC error,
-//! code -32602, whose `data` names the field, the problem, the value received and a suggestion.
-//! A tool that ran and failed (an unknown URN, a storage failure) returns a result with
-//! `isError: true` and a structured body the agent can read and act on.
+//! A tool argument that is refused (a field with the wrong type or an invalid value) and a tool
+//! that ran and failed (an unknown URN, a storage failure) both answer with a result marked
+//! `isError: true` and a structured body the agent can read and act on: clients hand tool results
+//! to the model and keep JSON-RPC errors from it, so only a result lets the model correct its own
+//! call (SEP-1303, MCP 2025-11-25). A refused argument's body names the field, the problem, the
+//! value received and a suggestion. Tool code and the [`Strict`](crate::params::Strict)
+//! extractor report a refused argument as a -32602 [`invalid_params`] error, and
+//! `KenningServer::call_tool` turns every such error of a listed tool into that result with
+//! [`refused_argument`]; a request that is not a well-formed call (not JSON, not a request, an
+//! unknown method or tool, `params` that do not fit `tools/call`) stays a JSON-RPC error.
 
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::IntoCallToolResult;
@@ -25,6 +31,12 @@ pub enum ToolError {
     Rpc(McpError),
 }
 
+impl From<FieldError> for ToolError {
+    fn from(error: FieldError) -> Self {
+        ToolError::Rpc(invalid_params(&error))
+    }
+}
+
 impl From<McpError> for ToolError {
     fn from(error: McpError) -> Self {
         ToolError::Rpc(error)
@@ -41,11 +53,28 @@ impl IntoCallToolResult for ToolError {
 }
 
 /// The seed's invalid-params error: code -32602 with field, problem, received and suggestion.
+/// Resources and prompts answer with it as it is; a tool call's becomes a result through
+/// [`refused_argument`].
 pub fn invalid_params(error: &FieldError) -> McpError {
     McpError::invalid_params(
         format!("invalid `{}`: {}", error.field, error.problem),
         Some(serde_json::to_value(error).expect("field errors serialise")),
     )
+}
+
+/// The `isError` result of a tool call whose arguments were refused with -32602: the error's
+/// field, problem, received value and suggestion, under `"error": "invalid_argument"` with the
+/// message that names the field, so that the text block the model reads names it too.
+pub fn refused_argument(error: McpError) -> CallToolResult {
+    let mut body = json!({
+        "error": "invalid_argument",
+        "message": error.message,
+        "suggestion": "check the arguments against the tool's inputSchema",
+    });
+    if let (Some(Value::Object(fields)), Value::Object(target)) = (error.data, &mut body) {
+        target.extend(fields);
+    }
+    CallToolResult::structured_error(body)
 }
 
 /// How much of a refused value an error quotes back.

@@ -61,6 +61,11 @@ pub fn input_schema<T: JsonSchema + 'static>() -> Arc<rmcp::model::JsonObject> {
     rmcp::handler::server::common::schema_for_input::<T>().expect("tool arguments are JSON objects")
 }
 
+// Seed call shapes. The seed documents name some arguments differently from kenning; their names
+// are read as serde aliases of kenning's own (`type` for `kind`, `types` and `memory_types` for
+// `kinds`, `memory_id` for `urn`), which schemars leaves out of the schemas, so tools/list does
+// not grow. The README's "Coming from another memory server" tables list them.
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkArg {
@@ -84,6 +89,7 @@ pub struct CaptureArgs {
     /// Short searchable title; defaults to the content's first line.
     pub title: Option<String>,
     /// `episodic` (what happened), `semantic` (facts, conventions) or `procedural` (how to do something); defaults by namespace.
+    #[serde(alias = "type")]
     pub kind: Option<String>,
     /// decisions, learnings, patterns, blockers, progress, context, tech-debt, apis, config, security, performance, testing, preferences, standards, or your own lower-case name; default `context`.
     pub namespace: Option<String>,
@@ -142,6 +148,7 @@ pub struct RecallArgs {
     /// `light` (title, snippet, URN; default) or `full` (content included).
     pub detail: Option<String>,
     /// Only these kinds: episodic, semantic, procedural.
+    #[serde(alias = "types", alias = "memory_types")]
     pub kinds: Option<Vec<String>>,
     /// Only these namespaces.
     pub namespaces: Option<Vec<String>>,
@@ -192,6 +199,7 @@ impl From<RecallArgs> for RecallRequest {
 #[serde(deny_unknown_fields)]
 pub struct UrnArgs {
     /// The memory's URN, `kenning://{domain}/{namespace}/{id}`.
+    #[serde(alias = "memory_id")]
     pub urn: String,
 }
 
@@ -208,6 +216,7 @@ pub struct PromoteArgs {
 #[serde(deny_unknown_fields)]
 pub struct ReasonArgs {
     /// The memory's URN, `kenning://{domain}/{namespace}/{id}`.
+    #[serde(alias = "memory_id")]
     pub urn: String,
     /// Why, in a sentence; kept in the memory's history.
     pub reason: String,
@@ -217,6 +226,7 @@ pub struct ReasonArgs {
 #[serde(deny_unknown_fields)]
 pub struct UpdateArgs {
     /// The memory's URN, `kenning://{domain}/{namespace}/{id}`.
+    #[serde(alias = "memory_id")]
     pub urn: String,
     /// Why it changes, in a sentence; kept with the superseded version.
     pub reason: String,

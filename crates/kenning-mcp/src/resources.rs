@@ -5,6 +5,9 @@
 //! - `kenning://{domain}`: the domain's namespaces with counts and a page of its memories.
 //! - `kenning://{domain}/{namespace}`: a page of the namespace's memories.
 //! - `kenning://{domain}/{namespace}/{id}`: one memory.
+//! - `kenning://{kind}` (`episodic`, `semantic`, `procedural`): the memories of one kind across
+//!   every domain, domain by domain, newest first. Seed 003's `memory://{kind}/list` and
+//!   `memory://stats` are read as these and `kenning://stats`.
 //!
 //! Listings take `?kind=` to list one kind and `?cursor=` for the next page.
 
@@ -49,7 +52,70 @@ pub fn templates() -> Vec<ResourceTemplate> {
             "Domain listing",
             "A domain's namespaces with counts and its memories, newest first, paginated; `kind` lists one kind.",
         ),
+        template(
+            "kenning://{kind}{?cursor}",
+            "kind",
+            "Kind listing",
+            "The memories of one kind (episodic, semantic or procedural) across every domain, newest first, paginated.",
+        ),
     ]
+}
+
+/// The kind a cross-domain kind listing names: `kenning://{kind}`, or seed 003's
+/// `memory://{kind}/list`.
+fn listed_kind(address: &str) -> Option<MemoryKind> {
+    let kind = address.strip_prefix("kenning://").or_else(|| address.strip_prefix("memory://")?.strip_suffix("/list"))?;
+    MemoryKind::parse(kind).ok()
+}
+
+/// The memories of one kind across every domain: a page of the domains' active memories of
+/// that kind one domain after the other, each newest first.
+#[derive(Serialize)]
+struct KindListing {
+    uri: String,
+    kind: String,
+    total: u64,
+    by_domain: BTreeMap<String, u64>,
+    memories: Vec<MemoryRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+fn kind_listing(memory: &MemoryService, kind: MemoryKind, cursor: Option<&str>) -> Result<KindListing, ReadError> {
+    let filter = SearchFilter { kinds: vec![kind], status: Some(Status::Active), ..SearchFilter::default() };
+    let offset = cursor.map(kenning_core::Cursor::decode).transpose()?.map_or(0, |cursor| cursor.offset);
+    let domains: Vec<Domain> = memory.domains().cloned().collect();
+    let mut by_domain = BTreeMap::new();
+    let mut counts = Vec::with_capacity(domains.len());
+    for domain in &domains {
+        let count = memory.list(domain, &filter, None, 0)?.total;
+        by_domain.insert(domain.to_string(), count);
+        counts.push(count as usize);
+    }
+    let total: usize = counts.iter().sum();
+    let mut memories = Vec::new();
+    let mut skip = offset;
+    for (domain, count) in domains.iter().zip(counts) {
+        if memories.len() == PAGE_SIZE {
+            break;
+        }
+        if skip >= count {
+            skip -= count;
+            continue;
+        }
+        let start = kenning_core::Cursor { offset: skip }.encode();
+        memories.extend(memory.list(domain, &filter, Some(&start), PAGE_SIZE - memories.len())?.memories);
+        skip = 0;
+    }
+    let end = offset + memories.len();
+    Ok(KindListing {
+        uri: format!("kenning://{kind}"),
+        kind: kind.to_string(),
+        total: total as u64,
+        by_domain,
+        memories,
+        next_cursor: (end < total).then(|| kenning_core::Cursor { offset: end }.encode()),
+    })
 }
 
 /// Active memories per domain, in the service's domain order.
@@ -65,6 +131,18 @@ fn catalogue(memory: &MemoryService) -> Result<(Vec<Resource>, ActiveCounts), En
             .with_description("Counts per domain, namespace and kind; store locations; embedder; index health.")
             .with_mime_type(JSON),
     ];
+    let mut kinds: BTreeMap<&str, u64> = BTreeMap::new();
+    for (kind, count) in status.domains.iter().flat_map(|domain| &domain.by_kind) {
+        *kinds.entry(kind.as_str()).or_default() += count;
+    }
+    for (kind, count) in kinds.into_iter().filter(|(_, count)| *count > 0) {
+        resources.push(
+            Resource::new(format!("kenning://{kind}"), kind.to_owned())
+                .with_title(format!("{kind} memories"))
+                .with_description(format!("{count} {kind} memories across every domain"))
+                .with_mime_type(JSON),
+        );
+    }
     let mut active = Vec::new();
     for (domain, status) in memory.domains().zip(&status.domains) {
         active.push((domain.clone(), status.by_status.get("active").copied().unwrap_or(0) as usize));
@@ -147,10 +225,25 @@ struct NamespaceCount {
 
 /// What reading a resource returns, as JSON text.
 pub fn read(memory: &MemoryService, uri: &str) -> Result<String, ReadError> {
-    if uri == STATS_URI {
+    if uri == STATS_URI || uri == "memory://stats" {
         return Ok(to_json(&memory.status()?));
     }
     let (address, query) = uri.split_once('?').unwrap_or((uri, ""));
+    if let Some(kind) = listed_kind(address) {
+        let cursor = match query.split_once('=') {
+            None if query.is_empty() => None,
+            Some(("cursor", value)) => Some(value),
+            _ => {
+                return Err(ReadError::Invalid(FieldError::new(
+                    "uri",
+                    "has an unknown query parameter",
+                    query,
+                    "a kind listing takes `?cursor={next_cursor}` only",
+                )));
+            }
+        };
+        return Ok(to_json(&kind_listing(memory, kind, cursor)?));
+    }
     let mut kind = None;
     let mut cursor = None;
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
@@ -181,11 +274,11 @@ pub fn read(memory: &MemoryService, uri: &str) -> Result<String, ReadError> {
             Ok(to_json(&memory.get(&urn.to_string())?))
         }
         Urn::Namespace(domain, namespace) => {
-            known_domain(memory, &domain, uri)?;
+            let domain = known_domain(memory, &domain, uri)?;
             Ok(to_json(&memory.list(&domain, &filter(Some(namespace)), cursor.as_deref(), PAGE_SIZE)?))
         }
         Urn::Domain(domain) => {
-            known_domain(memory, &domain, uri)?;
+            let domain = known_domain(memory, &domain, uri)?;
             let status = memory.status()?;
             let counts = status.domains.into_iter().find(|entry| entry.domain == domain.to_string()).expect("known domain has status");
             let page = memory.list(&domain, &filter(None), cursor.as_deref(), PAGE_SIZE)?;
@@ -204,8 +297,10 @@ pub fn read(memory: &MemoryService, uri: &str) -> Result<String, ReadError> {
     }
 }
 
-fn known_domain(memory: &MemoryService, domain: &Domain, uri: &str) -> Result<(), ReadError> {
-    if memory.domains().any(|known| known == domain) { Ok(()) } else { Err(ReadError::NotFound(uri.to_owned())) }
+/// The domain of this server that `domain` names (an earlier id of the project names the
+/// project's domain as it is now).
+fn known_domain(memory: &MemoryService, domain: &Domain, uri: &str) -> Result<Domain, ReadError> {
+    memory.canonical_domain(domain).cloned().ok_or_else(|| ReadError::NotFound(uri.to_owned()))
 }
 
 fn to_json(value: &impl Serialize) -> String {

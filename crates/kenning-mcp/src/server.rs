@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    CallToolRequestParams, CallToolResponse, CustomRequest, ErrorCode, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
@@ -20,7 +20,7 @@ use kenning_service::Outcome;
 use crate::access::CallObserver;
 use crate::client_log::ClientLog;
 use crate::decision_resources::{self, Change, DecisionUri};
-use crate::error::{deadline_of, interruptible, invalid_params};
+use crate::error::{deadline_of, interruptible, invalid_params, refused_argument};
 use crate::resources;
 use crate::subscriptions::Subscriptions;
 
@@ -364,8 +364,7 @@ impl ServerHandler for KenningServer {
         Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
-    /// Every tool call goes through the router; its outcome is logged to the client when the
-    /// client asked for logs (see [`ClientLog`]).
+    /// Every tool call goes through the router; a refused argument becomes an `isError` result.
     /// Every tool call is reported to the client's log level and, over HTTP, timed into the
     /// metrics and written to the audit log.
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
@@ -381,12 +380,20 @@ impl ServerHandler for KenningServer {
         )
         .await;
         let elapsed = started.elapsed();
+        let outcome = match &response {
+            Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Invalid,
+        };
+        // A listed tool's -32602 is a refused argument, which the model must see to correct
+        // its call; an unknown tool's stays a JSON-RPC error (see `crate::error`).
+        let response = match response {
+            Err(error) if error.code == ErrorCode::INVALID_PARAMS && self.tool_router.has_route(&tool) => {
+                Ok(refused_argument(error).into())
+            }
+            other => other,
+        };
         if let (Some(observer), Some(audit_context)) = (&self.observer, &audit_context) {
-            let outcome = match &response {
-                Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
-                Ok(_) => Outcome::Ok,
-                Err(_) => Outcome::Invalid,
-            };
             observer.record(&tool, audit_context, elapsed, outcome);
         }
         self.log.tool_call(&peer, &tool, elapsed, &response).await;

@@ -78,7 +78,7 @@ fn every_toolset() -> ServerOptions {
 fn toolset_tools_list_snapshots() {
     // (toolset, tools, most bytes of tools/list, most bytes a model sees)
     const TOOLSETS: &[(&str, usize, usize, usize)] = &[
-        ("decisions", 9, 40_000, 12_000),
+        ("decisions", 10, 44_000, 12_500),
         ("sync", 1, 8_000, 2_000),
         ("org", 1, 8_000, 2_000),
         ("repo", 4, 24_000, 6_000),
@@ -220,13 +220,20 @@ fn resources_read_memories_namespaces_domains_and_kinds() {
     let semantic = read("kenning://user?kind=semantic");
     assert_eq!(semantic["memories"][0]["title"], "Pool size 20");
     assert_eq!(read(resources::STATS_URI)["total_memories"], 2);
+    // Seed 003's cross-domain listings by kind, and kenning's own form of them.
+    let listed = read("memory://semantic/list");
+    assert_eq!((listed["uri"].as_str(), listed["total"].as_u64(), listed["memories"][0]["title"].as_str()), (Some("kenning://semantic"), Some(1), Some("Pool size 20")));
+    assert_eq!(read("kenning://episodic")["memories"][0]["urn"], decision.as_str());
+    assert_eq!(read("kenning://procedural")["total"], 0);
+    assert_eq!(read("memory://stats")["total_memories"], 2);
 
     for (uri, expected) in [
         ("kenning://user/decisions/nope", "NotFound"),
         ("kenning://org:acme", "NotFound"),
         ("kenning://user?kind=feelings", "Invalid"),
         ("kenning://user?page=2", "Invalid"),
-        ("memory://semantic/list", "Invalid"),
+        ("memory://feelings/list", "Invalid"),
+        ("kenning://semantic?kind=episodic", "Invalid"),
     ] {
         let error = resources::read(&memory, uri).unwrap_err();
         assert!(format!("{error:?}").starts_with(expected), "{uri}: {error:?}");
@@ -235,6 +242,7 @@ fn resources_read_memories_namespaces_domains_and_kinds() {
     let (page, next) = resources::list_page(&memory, &[], 0).unwrap();
     let uris: Vec<&str> = page.iter().map(|resource| resource.uri.as_str()).collect();
     assert!(uris.contains(&"kenning://stats") && uris.contains(&"kenning://user/decisions") && uris.contains(&decision.as_str()), "{uris:?}");
+    assert!(uris.contains(&"kenning://semantic") && uris.contains(&"kenning://episodic") && !uris.contains(&"kenning://procedural"), "{uris:?}");
     assert_eq!(next, None);
 }
 

@@ -3,7 +3,6 @@
 use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 use kenning_core::Memory;
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
 
 use crate::error::{Error, Result};
 
@@ -50,21 +49,4 @@ pub(crate) fn searchable(text: &str) -> String {
 /// Converts a count or offset for binding; values beyond `i64::MAX` mean "no limit" anyway.
 pub(crate) fn sql_count(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// Parameters of a query built piece by piece: each `push` returns its `$n` placeholder.
-#[derive(Default)]
-pub(crate) struct Params {
-    values: Vec<Box<dyn ToSql + Sync + Send>>,
-}
-
-impl Params {
-    pub fn push(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
-        self.values.push(Box::new(value));
-        format!("${}", self.values.len())
-    }
-
-    pub fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        self.values.iter().map(|value| value.as_ref() as &(dyn ToSql + Sync)).collect()
-    }
 }

@@ -1,5 +1,6 @@
-//! Connections: the URL, TLS, the pool, the private runtime that runs the asynchronous driver
-//! behind the synchronous store traits, and the schema check on the first connection.
+//! Connections: the pools (the primary's, and a read replica's when one is configured), the
+//! private runtime that runs the asynchronous driver behind the synchronous store traits, the
+//! schema check on the first connection, and where each unit of work runs.
 //!
 //! The store traits are synchronous and are called from plain threads, from the CLI's main
 //! thread and from the server's blocking pool. The driver is asynchronous, so the store owns a
@@ -9,50 +10,76 @@
 //! `block_in_place`, which hands that thread's other work to its siblings; from a
 //! current-thread runtime, where that is not allowed, the wait moves to a scoped thread. The
 //! private runtime never waits on the caller's, so no caller can deadlock it.
+//!
+//! Reads that may be a little behind (recall, listings, status) go to the read replica when
+//! there is one and it answers. A process reads its own writes: every write records where the
+//! primary's log stood after its commit, and a read goes to the replica only once the replica
+//! has replayed that far; until then the primary answers it. A replica that cannot be reached
+//! is left alone until a background probe finds it back, the primary answering meanwhile, and
+//! [`Db::degraded`] says so.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts};
+use deadpool::Runtime;
+use deadpool::managed::{Pool, PoolError, Timeouts};
 use tokio::runtime::{Handle, RuntimeFlavor};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
-use tokio_postgres::config::{Host, SslMode};
 
+use crate::connect::Connector;
+use crate::conninfo::{self, Environment};
 use crate::error::{Error, Result};
 use crate::schema;
+use crate::sql::Tx;
 
-/// How a store connects: the URL and what the store may do to the database.
-#[derive(Debug, Clone)]
+/// How a store connects: the URLs and what the store may do to the database.
+#[derive(Clone)]
 pub struct Settings {
-    /// A PostgreSQL URL (`postgresql://user:password@host:port/database?sslmode=require`) or
-    /// key-value connection string. TLS (through rustls) follows libpq's `sslmode`: `disable`
-    /// never uses it; `prefer` (the default) and `require` encrypt without checking the server's
-    /// certificate, unless `sslrootcert` names a CA file, which the certificate must then chain
-    /// to; `verify-ca` checks the chain and `verify-full` also the host name, against
-    /// `sslrootcert` or else the system's root certificates (and `SSL_CERT_FILE` when set).
+    /// The primary: a PostgreSQL URL (`postgresql://user:password@host:port/database?sslmode=require`)
+    /// or key-value connection string, read as libpq reads it (see `conninfo`): Unix-socket
+    /// hosts, host lists with `target_session_attrs`, every `sslmode`, client certificates.
     pub url: String,
+    /// A read replica (a streaming standby of the primary) for recall, listings and status.
+    pub read_url: Option<String>,
+    /// What libpq takes from the environment when a URL leaves it out (`PG*` variables, the
+    /// password file, the login name); empty unless the caller fills it in.
+    pub environment: Environment,
     /// The PostgreSQL schema that holds kenning's tables, so that one database can hold several
     /// organisations' stores (or test stores) side by side. Created if missing.
     pub schema: String,
-    /// The most connections the store opens at once.
+    /// The most connections the store opens at once, to the primary and to the replica each.
     pub max_connections: usize,
-    /// How long a call waits to connect (or for a free connection) before the database counts as
-    /// unreachable.
+    /// How long a call waits to connect to one host (unless the URL sets `connect_timeout`), or
+    /// for a free connection, before the database counts as unreachable.
     pub connect_timeout: Duration,
     /// How vector search finds the nearest vectors.
     pub vector_index: VectorIndex,
+    /// How long bulk loading must pause before the vectors it loaded join the vector index by
+    /// themselves; `None` leaves that to [`PostgresStore::catch_up_vector_index`](crate::PostgresStore::catch_up_vector_index).
+    pub catch_up_after: Option<Duration>,
+}
+
+/// The URLs are shown with their passwords masked.
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("url", &conninfo::masked(&self.url))
+            .field("read_url", &self.read_url.as_deref().map(conninfo::masked))
+            .field("environment", &self.environment)
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("vector_index", &self.vector_index)
+            .field("catch_up_after", &self.catch_up_after)
+            .finish()
+    }
 }
 
 /// How vector search finds the nearest vectors.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum VectorIndex {
-    /// An HNSW index (cosine) per embedding model and dimension: approximate, fast at any size.
+    /// HNSW indexes (cosine) per embedding model and dimension: approximate, fast at any size.
     #[default]
     Hnsw,
     /// No vector index: every vector of the model that passes the filter is compared, exactly.
@@ -76,179 +103,368 @@ impl Settings {
     pub fn new(url: impl Into<String>) -> Settings {
         Settings {
             url: url.into(),
+            read_url: None,
+            environment: Environment::default(),
             schema: "kenning".to_owned(),
             max_connections: 16,
             connect_timeout: Duration::from_secs(3),
             vector_index: VectorIndex::default(),
+            catch_up_after: Some(Duration::from_secs(3)),
         }
     }
 }
 
-/// The pool, the runtime it lives on and whether the schema has been checked.
+/// How long a replica found unreachable is left alone before it is tried again.
+const REPLICA_PROBE_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The pools, the runtime they live on and whether the schema has been checked.
 pub(crate) struct Db {
     /// Always `Some` until the store is dropped.
     runtime: Option<tokio::runtime::Runtime>,
-    pool: Pool,
+    primary: Pool<Connector>,
+    replica: Option<Arc<Replica>>,
     schema: String,
     location: String,
+    /// `BEGIN` and the session settings every unit of work starts with.
+    begin: String,
     schema_ready: AtomicBool,
     /// Serialises the schema check of this process's first connections.
     schema_lock: tokio::sync::Mutex<()>,
-    /// What the URL asked of TLS, to explain a refused connection.
-    tls_mode: TlsMode,
+    /// Where the primary's log stood after this process's latest write (0 before any).
+    written_at: AtomicU64,
+}
+
+/// A read replica and what this process knows of it.
+struct Replica {
+    pool: Pool<Connector>,
+    location: String,
+    /// Why the replica was last found unreachable, while it still is.
+    down: Mutex<Option<String>>,
+    /// The furthest log position the replica was seen to have replayed.
+    replayed: AtomicU64,
+}
+
+impl Replica {
+    fn is_down(&self) -> bool {
+        self.down.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+    }
+}
+
+/// How a unit of work ends when it succeeded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Commit,
+    /// Commit and report where the log stood, for read-your-writes on the replica.
+    CommitAt,
+    /// Commit after the caller has its answer: a read has nothing to lose by it.
+    CommitLater,
+    /// Undo it all (a dry run).
+    Rollback,
 }
 
 impl Db {
-    /// Sets up the pool without connecting: an unreachable database must not keep a server from
+    /// Sets up the pools without connecting: an unreachable database must not keep a server from
     /// starting, since its other domains still work. The first call connects and migrates.
     pub fn open(settings: &Settings) -> Result<Arc<Db>> {
         Self::open_with(settings, true)
     }
 
-    /// Sets up the pool without the schema check, for a caller that migrates by hand.
+    /// Sets up the pools without the schema check, for a caller that migrates by hand.
     pub fn open_unmigrated(settings: &Settings) -> Result<Arc<Db>> {
         Self::open_with(settings, false)
     }
 
     fn open_with(settings: &Settings, migrate: bool) -> Result<Arc<Db>> {
         let schema = validate_schema_name(&settings.schema)?;
-        let (url, tls) = split_tls(&settings.url)?;
-        let mut config = tokio_postgres::Config::from_str(&url).map_err(|error| Error::Url(error.to_string()))?;
-        config.ssl_mode(match tls.mode {
-            TlsMode::Disable => SslMode::Disable,
-            TlsMode::Prefer => SslMode::Prefer,
-            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
-        });
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(settings.connect_timeout);
-        }
-        // Every session finds kenning's tables first and pgvector's type (in `public`) after.
-        // Filtered vector searches keep walking the graph until they have enough rows that pass.
-        config.options(format!("-c search_path={schema},public -c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search=100"));
-        if config.get_application_name().is_none() {
-            config.application_name("kenning");
-        }
-        let location = location(&config, &schema);
+        let location = format!("{} (schema {schema})", conninfo::masked(&settings.url));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("kenning-postgres")
             .enable_all()
             .build()
             .map_err(|error| Error::Unreachable { location: location.clone(), reason: format!("cannot start the I/O runtime: {error}") })?;
-        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-        let manager = if tls.mode == TlsMode::Disable {
-            Manager::from_config(config, tokio_postgres::NoTls, manager_config)
-        } else {
-            Manager::from_config(config, tls_connector(&tls)?, manager_config)
+        let primary = pool(settings, &settings.url, &location)?;
+        let replica = match &settings.read_url {
+            None => None,
+            Some(url) => {
+                let location = conninfo::masked(url);
+                Some(Arc::new(Replica {
+                    pool: pool(settings, url, &location)?,
+                    location,
+                    down: Mutex::new(None),
+                    replayed: AtomicU64::new(0),
+                }))
+            }
         };
-        let timeouts = Timeouts {
-            wait: Some(settings.connect_timeout),
-            create: Some(settings.connect_timeout),
-            recycle: Some(settings.connect_timeout),
-        };
-        let pool = Pool::builder(manager)
-            .max_size(settings.max_connections.max(1))
-            .timeouts(timeouts)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|error| Error::Url(error.to_string()))?;
+        // Every unit finds kenning's tables first and pgvector's types (in `public`) after;
+        // filtered vector searches keep walking the graph until they have enough rows that pass.
+        let begin = format!(
+            "BEGIN; SET LOCAL search_path = {schema}, public; SET LOCAL hnsw.ef_search = 100; \
+             SET LOCAL hnsw.iterative_scan = relaxed_order"
+        );
         Ok(Arc::new(Db {
             runtime: Some(runtime),
-            pool,
+            primary,
+            replica,
             schema,
             location,
+            begin,
             schema_ready: AtomicBool::new(!migrate),
             schema_lock: tokio::sync::Mutex::new(()),
-            tls_mode: tls.mode,
+            written_at: AtomicU64::new(0),
         }))
     }
 
-    /// Where the store is, for messages and statistics: host, port, database and schema,
-    /// never the password.
-    pub fn location(&self) -> &str {
-        &self.location
+    /// Where the store is, for messages and statistics: the connection string with its password
+    /// masked, and the schema; with a replica, where reads go too.
+    pub fn location(&self) -> String {
+        match &self.replica {
+            Some(replica) => format!("{}; reads from {}", self.location, replica.location),
+            None => self.location.clone(),
+        }
     }
 
-    /// Runs `work` with a connection whose schema is up to date, on the private runtime, and
-    /// blocks until it is done.
-    pub fn run<T, F, Fut>(&self, work: F) -> Result<T>
-    where
-        T: Send,
-        F: FnOnce(Object) -> Fut + Send,
-        Fut: Future<Output = Result<T>> + Send,
-    {
-        let task = async move {
-            let client = self.connection().await?;
-            work(client).await
-        };
-        self.block_on(task).map_err(|error| error.at(&self.location))
+    /// Why reads are not going where they were configured to, while that lasts: the read
+    /// replica cannot be reached, so the primary answers them.
+    pub fn degraded(&self) -> Option<String> {
+        let replica = self.replica.as_ref()?;
+        let down = replica.down.lock().unwrap_or_else(PoisonError::into_inner);
+        down.as_ref().map(|reason| format!("the read replica at {} is unreachable ({reason}); the primary answered", replica.location))
     }
 
-    /// Runs `work` and, if it lost a race with a concurrent writer (a serialisation failure or
-    /// a deadlock the server broke), runs it again on a fresh transaction.
-    pub fn run_retrying<T, F, Fut>(&self, work: F) -> Result<T>
-    where
-        T: Send,
-        F: Fn(Object) -> Fut + Send + Sync,
-        Fut: Future<Output = Result<T>> + Send,
-    {
+    /// Runs a unit of work that writes, on the primary, in one transaction committed before
+    /// this returns. A unit that lost a race with a concurrent writer (a serialisation failure
+    /// or a deadlock the server broke) runs again on a fresh transaction.
+    pub fn write<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.retrying(|| self.on_primary(&work, if self.replica.is_some() { End::CommitAt } else { End::Commit }))
+    }
+
+    /// Runs a unit of work that writes only statistics (access counts), which a read need not
+    /// wait for the replica to replay: unlike [`Db::write`], it leaves the log position this
+    /// process's reads wait for where it was.
+    pub fn write_statistics<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.retrying(|| self.on_primary(&work, End::Commit))
+    }
+
+    /// Runs a unit of work on the primary and undoes it, for a dry run.
+    pub fn rolled_back<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.retrying(|| self.on_primary(&work, End::Rollback))
+    }
+
+    /// Runs a unit of work that reads on the primary: reads that decide a write, and reads
+    /// that must see every process's latest writes.
+    pub fn read_primary<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.on_primary(&work, End::CommitLater)
+    }
+
+    /// Runs a unit of work on one connection without a transaction around it, each statement
+    /// committing on its own: for `CREATE INDEX CONCURRENTLY`, which refuses to run in one.
+    pub fn autocommit<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        self.block_on(|| async {
+            self.ensure_schema().await?;
+            let object = self.primary.get().await.map_err(|error| pool_error(&self.location, error))?;
+            let tx = Tx::new(object, None);
+            work(&tx).await
+        })
+        .map_err(|error: Error| error.at(&self.location))
+    }
+
+    /// Runs a unit of work that reads, on the replica when there is one that answers and has
+    /// replayed this process's writes, else on the primary.
+    pub fn read<T: Send>(&self, work: impl AsyncFn(&Tx) -> Result<T> + Send + Sync) -> Result<T> {
+        if let Some(replica) = self.replica.as_ref().filter(|replica| !replica.is_down() && self.schema_ready.load(Ordering::Acquire)) {
+            match self.block_on(|| self.on_replica(replica, &work)) {
+                Ok(Some(value)) => return Ok(value),
+                // Behind this process's own writes: the primary answers this one.
+                Ok(None) => {}
+                Err(Error::Unreachable { reason, .. }) => self.replica_down(replica, reason),
+                Err(other) => return Err(other),
+            }
+        }
+        self.on_primary(&work, End::CommitLater)
+    }
+
+    fn on_primary<T: Send>(&self, work: &(impl AsyncFn(&Tx) -> Result<T> + Send + Sync), end: End) -> Result<T> {
+        self.block_on(|| async {
+            self.ensure_schema().await?;
+            let object = self.primary.get().await.map_err(|error| pool_error(&self.location, error))?;
+            let (value, written_at) = self.unit(Tx::new(object, Some(self.begin.clone())), work, end).await?;
+            if let Some(lsn) = written_at {
+                self.written_at.fetch_max(lsn, Ordering::AcqRel);
+            }
+            Ok(value)
+        })
+        .map_err(|error: Error| error.at(&self.location))
+    }
+
+    /// The read on the replica, or `None` when the replica has not yet replayed this process's
+    /// latest write.
+    async fn on_replica<T>(&self, replica: &Replica, work: &impl AsyncFn(&Tx) -> Result<T>) -> Result<Option<T>> {
+        let object = replica.pool.get().await.map_err(|error| pool_error(&replica.location, error))?;
+        let tx = Tx::new(object, Some(self.begin.clone()));
+        let needed = self.written_at.load(Ordering::Acquire);
+        if needed > replica.replayed.load(Ordering::Acquire) {
+            // A server that is not in recovery (a read URL naming the primary itself) has no
+            // replay position, and holds every write.
+            let replayed = match tx.simple_value("SELECT pg_catalog.pg_last_wal_replay_lsn()::text").await? {
+                Some(text) => crate::sql::parse_lsn(&text).unwrap_or(0),
+                None => u64::MAX,
+            };
+            replica.replayed.fetch_max(replayed, Ordering::AcqRel);
+            if replayed < needed {
+                tx.rollback().await;
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.unit(tx, work, End::CommitLater).await?.0))
+    }
+
+    async fn unit<T>(&self, tx: Tx, work: &impl AsyncFn(&Tx) -> Result<T>, end: End) -> Result<(T, Option<u64>)> {
+        match work(&tx).await {
+            Ok(value) => match end {
+                End::Commit => {
+                    tx.commit().await?;
+                    Ok((value, None))
+                }
+                End::CommitAt => {
+                    let lsn = tx.commit_at().await?;
+                    Ok((value, lsn))
+                }
+                End::CommitLater => {
+                    tokio::spawn(async move {
+                        if let Err(error) = tx.commit().await {
+                            tracing::debug!(%error, "ending a read transaction failed; its connection was closed");
+                        }
+                    });
+                    Ok((value, None))
+                }
+                End::Rollback => {
+                    tx.rollback().await;
+                    Ok((value, None))
+                }
+            },
+            Err(error) => {
+                tx.rollback().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Notes that the replica cannot be reached, and starts looking for it in the background.
+    fn replica_down(&self, replica: &Arc<Replica>, reason: String) {
+        tracing::warn!(replica = %replica.location, %reason, "the read replica is unreachable; reads go to the primary");
+        let first = replica.down.lock().unwrap_or_else(PoisonError::into_inner).replace(reason).is_none();
+        if !first {
+            return;
+        }
+        let runtime = self.runtime.as_ref().expect("the runtime lives as long as the store");
+        let replica = replica.clone();
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(REPLICA_PROBE_INTERVAL).await;
+                let answered = match replica.pool.get().await {
+                    Ok(object) => Tx::new(object, None).simple_value("SELECT 1").await.is_ok(),
+                    Err(_) => false,
+                };
+                if answered {
+                    tracing::info!(replica = %replica.location, "the read replica answers again");
+                    *replica.down.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                    break;
+                }
+            }
+        });
+    }
+
+    fn retrying<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
         const ATTEMPTS: u32 = 8;
-        let mut attempt = 0;
+        let mut tried = 0;
         loop {
-            attempt += 1;
-            match self.run(&work) {
-                Err(error) if error.is_retryable() && attempt < ATTEMPTS => {
-                    std::thread::sleep(Duration::from_millis(u64::from(attempt) * 5 + fastish_jitter()));
+            tried += 1;
+            match attempt() {
+                Err(error) if error.is_retryable() && tried < ATTEMPTS => {
+                    std::thread::sleep(Duration::from_millis(u64::from(tried) * 5 + fastrand::u64(0..7)));
                 }
                 other => return other,
             }
         }
     }
 
-    fn block_on<T: Send>(&self, task: impl Future<Output = T> + Send) -> T {
+    /// Runs the future `make` makes on the private runtime and blocks until it is done. The
+    /// future is made on the thread that runs it, so it need not be `Send`.
+    fn block_on<T: Send, Fut: Future<Output = T>>(&self, make: impl FnOnce() -> Fut + Send) -> T {
         let runtime = self.runtime.as_ref().expect("the runtime lives as long as the store");
         match Handle::try_current() {
-            Err(_) => runtime.block_on(task),
+            Err(_) => runtime.block_on(make()),
             Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| runtime.block_on(task))
+                tokio::task::block_in_place(|| runtime.block_on(make()))
             }
             Ok(_) => std::thread::scope(|scope| {
-                let waiter = scope.spawn(|| runtime.block_on(task));
+                let waiter = scope.spawn(|| runtime.block_on(make()));
                 waiter.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             }),
         }
     }
 
-    async fn connection(&self) -> Result<Object> {
-        let client = self.pool.get().await.map_err(|error| self.pool_error(error))?;
-        if !self.schema_ready.load(Ordering::Acquire) {
-            let _guard = self.schema_lock.lock().await;
-            if !self.schema_ready.load(Ordering::Acquire) {
-                schema::migrate(&client, &self.schema, None).await?;
-                self.schema_ready.store(true, Ordering::Release);
+    /// Creates or upgrades the schema on this process's first use of the primary.
+    async fn ensure_schema(&self) -> Result<()> {
+        if self.schema_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _guard = self.schema_lock.lock().await;
+        if self.schema_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let schema = self.schema.as_str();
+        let end = if self.replica.is_some() { End::CommitAt } else { End::Commit };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let object = self.primary.get().await.map_err(|error| pool_error(&self.location, error))?;
+            let tx = Tx::new(object, Some(self.begin.clone()));
+            match self.unit(tx, &async |tx: &Tx| schema::migrate(tx, schema, None).await, end).await {
+                Ok(((), written_at)) => {
+                    if let Some(lsn) = written_at {
+                        self.written_at.fetch_max(lsn, Ordering::AcqRel);
+                    }
+                    break;
+                }
+                // Another process created the schema or the extension while this one waited for
+                // the migration lock, and this session's catalog cache had not heard of it yet:
+                // a new transaction sees it.
+                Err(error) if error.is_unique_violation() && attempt < 3 => {}
+                Err(error) => return Err(error),
             }
         }
-        Ok(client)
+        self.schema_ready.store(true, Ordering::Release);
+        Ok(())
     }
+}
 
-    fn pool_error(&self, error: deadpool_postgres::PoolError) -> Error {
-        match error {
-            deadpool_postgres::PoolError::Backend(error) => match Error::from(error) {
-                // The driver's own words ("server does not support TLS") do not say that the
-                // URL is what asked for TLS, nor how to connect.
-                Error::Unreachable { location, reason } if reason.contains("does not support TLS") => Error::Unreachable {
-                    location,
-                    reason: format!(
-                        "{reason}: the URL asks for TLS (sslmode={}), and this server does not offer it; \
-                         enable ssl on the server, or connect with sslmode=disable or prefer where plain \
-                         connections are acceptable",
-                        self.tls_mode.name()
-                    ),
-                },
-                other => other,
-            },
-            other => Error::Unreachable { location: self.location.clone(), reason: other.to_string() },
-        }
+/// A pool of connections to `url`, made as libpq would make them.
+fn pool(settings: &Settings, url: &str, location: &str) -> Result<Pool<Connector>> {
+    let params = conninfo::resolve(url, &settings.environment)?;
+    let connector = Connector::new(params, settings.connect_timeout, location.to_owned());
+    let timeouts = Timeouts {
+        wait: Some(settings.connect_timeout),
+        create: Some(connector.create_timeout()),
+        recycle: Some(settings.connect_timeout),
+    };
+    Pool::builder(connector)
+        .max_size(settings.max_connections.max(1))
+        .timeouts(timeouts)
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|error| Error::Url(error.to_string()))
+}
+
+fn pool_error(location: &str, error: PoolError<Error>) -> Error {
+    match error {
+        PoolError::Backend(error) => error,
+        PoolError::Timeout(_) => Error::Unreachable {
+            location: location.to_owned(),
+            reason: "no connection could be made or became free in time".to_owned(),
+        },
+        other => Error::Unreachable { location: location.to_owned(), reason: other.to_string() },
     }
 }
 
@@ -263,12 +479,6 @@ impl Drop for Db {
     }
 }
 
-/// A few milliseconds of jitter so that writers that collided do not collide again in step.
-fn fastish_jitter() -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |time| time.subsec_nanos());
-    u64::from(nanos % 7)
-}
-
 /// A schema name is spliced into `search_path` and DDL, so it is held to a plain identifier.
 fn validate_schema_name(name: &str) -> Result<String> {
     let valid = !name.is_empty()
@@ -279,278 +489,6 @@ fn validate_schema_name(name: &str) -> Result<String> {
         Ok(name.to_owned())
     } else {
         Err(Error::Url(format!("schema `{name}` must be a lower-case identifier: [a-z_][a-z0-9_]*, at most 63 characters")))
-    }
-}
-
-fn location(config: &tokio_postgres::Config, schema: &str) -> String {
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(host)) => host.clone(),
-        Some(Host::Unix(path)) => path.display().to_string(),
-        None => "localhost".to_owned(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let database = config.get_dbname().or(config.get_user()).unwrap_or("postgres");
-    format!("postgresql://{host}:{port}/{database} (schema {schema})")
-}
-
-/// What a connection URL asks of TLS, in libpq's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TlsMode {
-    Disable,
-    Prefer,
-    Require,
-    VerifyCa,
-    VerifyFull,
-}
-
-impl TlsMode {
-    fn parse(text: &str) -> Option<TlsMode> {
-        match text {
-            "disable" => Some(TlsMode::Disable),
-            "prefer" => Some(TlsMode::Prefer),
-            "require" => Some(TlsMode::Require),
-            "verify-ca" => Some(TlsMode::VerifyCa),
-            "verify-full" => Some(TlsMode::VerifyFull),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            TlsMode::Disable => "disable",
-            TlsMode::Prefer => "prefer",
-            TlsMode::Require => "require",
-            TlsMode::VerifyCa => "verify-ca",
-            TlsMode::VerifyFull => "verify-full",
-        }
-    }
-}
-
-/// The URL's TLS settings: its `sslmode` and the CA file of `sslrootcert`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TlsRequest {
-    pub mode: TlsMode,
-    pub root_cert: Option<PathBuf>,
-}
-
-/// Takes `sslmode` and `sslrootcert` out of a connection URL or key-value string, and returns
-/// the rest with what they asked. The driver knows neither `verify-ca`/`verify-full` nor
-/// `sslrootcert`, so kenning reads them itself and sets up the verification they ask for.
-pub(crate) fn split_tls(url: &str) -> Result<(String, TlsRequest)> {
-    let mut mode = None;
-    let mut root_cert = None;
-    let mut take = |key: &str, value: String| -> Result<bool> {
-        match key {
-            "sslmode" => {
-                mode = Some(TlsMode::parse(&value).ok_or_else(|| {
-                    Error::Url(format!(
-                        "sslmode `{value}` is not one of disable, prefer, require, verify-ca, verify-full"
-                    ))
-                })?);
-                Ok(true)
-            }
-            "sslrootcert" => {
-                root_cert = Some(PathBuf::from(value));
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    };
-    let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        match url.split_once('?') {
-            None => url.to_owned(),
-            Some((base, query)) => {
-                let mut kept = Vec::new();
-                for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                    if !take(key, percent_decode(value))? {
-                        kept.push(pair);
-                    }
-                }
-                if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) }
-            }
-        }
-    } else {
-        let mut kept = Vec::new();
-        for (key, value, text) in key_value_pairs(url)? {
-            if !take(&key, value)? {
-                kept.push(text);
-            }
-        }
-        kept.join(" ")
-    };
-    let request = TlsRequest { mode: mode.unwrap_or(TlsMode::Prefer), root_cert };
-    if request.mode == TlsMode::Disable && request.root_cert.is_some() {
-        return Err(Error::Url("sslrootcert is given but sslmode=disable turns TLS off; drop one of them".to_owned()));
-    }
-    Ok((rest, request))
-}
-
-/// `%XX` escapes of a URL's query value.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let hex = |at: usize| bytes.get(at).and_then(|byte| (*byte as char).to_digit(16));
-        match (bytes[index], hex(index + 1), hex(index + 2)) {
-            (b'%', Some(high), Some(low)) => {
-                out.push((high * 16 + low) as u8);
-                index += 3;
-            }
-            (byte, _, _) => {
-                out.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The `key=value` pairs of a key-value connection string, each with its value unquoted and the
-/// text it was written as. Values may be single-quoted, with `\'` and `\\` escapes.
-fn key_value_pairs(text: &str) -> Result<Vec<(String, String, &str)>> {
-    let mut pairs = Vec::new();
-    let mut rest = text.trim_start();
-    while !rest.is_empty() {
-        let start = rest;
-        let equals = rest.find('=').ok_or_else(|| Error::Url(format!("`{rest}` is not a key=value pair")))?;
-        let key = rest[..equals].trim().to_owned();
-        rest = rest[equals + 1..].trim_start();
-        let mut value = String::new();
-        if let Some(quoted) = rest.strip_prefix('\'') {
-            let mut chars = quoted.char_indices();
-            let mut end = None;
-            while let Some((at, c)) = chars.next() {
-                match c {
-                    '\\' => value.extend(chars.next().map(|(_, escaped)| escaped)),
-                    '\'' => {
-                        end = Some(at);
-                        break;
-                    }
-                    other => value.push(other),
-                }
-            }
-            let end = end.ok_or_else(|| Error::Url(format!("the value of `{key}` has no closing quote")))?;
-            rest = &quoted[end + 1..];
-        } else {
-            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            value.push_str(&rest[..end]);
-            rest = &rest[end..];
-        }
-        let written = start[..start.len() - rest.len()].trim_end();
-        pairs.push((key, value, written));
-        rest = rest.trim_start();
-    }
-    Ok(pairs)
-}
-
-/// TLS through rustls, verifying the server as the URL's `sslmode` and `sslrootcert` ask.
-fn tls_connector(request: &TlsRequest) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|error| Error::Tls(error.to_string()))?;
-    let check_chain = request.root_cert.is_some() || matches!(request.mode, TlsMode::VerifyCa | TlsMode::VerifyFull);
-    let chain = if check_chain {
-        let roots = Arc::new(root_certificates(request.root_cert.as_deref())?);
-        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-            .build()
-            .map_err(|error| Error::Tls(error.to_string()))?;
-        Some(verifier)
-    } else {
-        None
-    };
-    let config = match chain {
-        Some(verifier) if request.mode == TlsMode::VerifyFull => builder.with_webpki_verifier(verifier).with_no_client_auth(),
-        chain => builder.dangerous().with_custom_certificate_verifier(Arc::new(LibpqVerifier { chain, provider })).with_no_client_auth(),
-    };
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
-/// The CA certificates of `sslrootcert`, or else the system's root certificates.
-fn root_certificates(file: Option<&Path>) -> Result<rustls::RootCertStore> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-
-    let mut roots = rustls::RootCertStore::empty();
-    match file {
-        Some(path) => {
-            let unreadable = |reason: String| Error::Tls(format!("sslrootcert {}: {reason}", path.display()));
-            let certificates = CertificateDer::pem_file_iter(path)
-                .map_err(|error| unreadable(error.to_string()))?
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|error| unreadable(error.to_string()))?;
-            if certificates.is_empty() {
-                return Err(unreadable("holds no PEM certificate".to_owned()));
-            }
-            for certificate in certificates {
-                roots.add(certificate).map_err(|error| unreadable(error.to_string()))?;
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            for error in &found.errors {
-                tracing::warn!(%error, "a system root certificate could not be read");
-            }
-            let (added, ignored) = roots.add_parsable_certificates(found.certs);
-            tracing::debug!(added, ignored, "root certificates for PostgreSQL TLS");
-        }
-    }
-    Ok(roots)
-}
-
-/// The certificate check of `sslmode` short of `verify-full` (which is rustls's own check).
-/// With `chain`, the certificate must chain to one of its CAs, whatever host name it names
-/// (`verify-ca`, or `require` with a CA file). Without, any certificate is taken (`prefer` or
-/// `require` without a CA file): libpq encrypts such connections without asking whose
-/// certificate the server shows, and so does kenning. The handshake's signatures are checked
-/// either way, so the session is bound to the certificate the server presented.
-#[derive(Debug)]
-struct LibpqVerifier {
-    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for LibpqVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        let Some(chain) = &self.chain else { return Ok(ServerCertVerified::assertion()) };
-        // webpki checks the chain before the name, so a name error means the chain was good.
-        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -568,43 +506,16 @@ mod tests {
     }
 
     #[test]
-    fn tls_settings_are_taken_out_of_urls() {
-        let (rest, request) =
-            split_tls("postgresql://u@db:5432/org?application_name=x&sslmode=verify-full&sslrootcert=%2Fetc%2Fca%20file.pem").unwrap();
-        assert_eq!(rest, "postgresql://u@db:5432/org?application_name=x");
-        assert_eq!(request, TlsRequest { mode: TlsMode::VerifyFull, root_cert: Some(PathBuf::from("/etc/ca file.pem")) });
-
-        let (rest, request) = split_tls("postgres://u@db/org?sslmode=require").unwrap();
-        assert_eq!(rest, "postgres://u@db/org");
-        assert_eq!(request, TlsRequest { mode: TlsMode::Require, root_cert: None });
-
-        let (rest, request) = split_tls("postgres://u@db/org").unwrap();
-        assert_eq!(rest, "postgres://u@db/org");
-        assert_eq!(request.mode, TlsMode::Prefer);
-    }
-
-    #[test]
-    fn tls_settings_are_taken_out_of_key_value_strings() {
-        let (rest, request) =
-            split_tls("host=db  sslmode=verify-ca sslrootcert='/tmp/my ca\\'s.pem' password='a b' user=u").unwrap();
-        assert_eq!(rest, "host=db password='a b' user=u");
-        assert_eq!(request, TlsRequest { mode: TlsMode::VerifyCa, root_cert: Some(PathBuf::from("/tmp/my ca's.pem")) });
-        assert!(tokio_postgres::Config::from_str(&rest).is_ok());
-    }
-
-    #[test]
-    fn unknown_or_contradictory_tls_settings_are_refused() {
-        let error = split_tls("postgresql://db/org?sslmode=verify").unwrap_err().to_string();
-        assert!(error.contains("sslmode `verify`") && error.contains("verify-full"), "{error}");
-        let error = split_tls("host=db sslmode=disable sslrootcert=/ca.pem").unwrap_err().to_string();
-        assert!(error.contains("sslrootcert"), "{error}");
-        assert!(split_tls("host=db sslrootcert='/unterminated").is_err());
+    fn settings_never_show_a_password() {
+        let settings = Settings { read_url: Some("host=replica password=also-secret user=k".into()), ..Settings::new("postgresql://k:secret@db/org") };
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("postgresql://k:****@db/org"), "{shown}");
     }
 
     #[test]
     fn the_location_leaves_the_password_out() {
-        let config = tokio_postgres::Config::from_str("postgresql://kenning:secret@db.example:6543/org").unwrap();
-        let shown = location(&config, "kenning");
-        assert_eq!(shown, "postgresql://db.example:6543/org (schema kenning)");
+        let db = Db::open(&Settings::new("postgresql://kenning:secret@db.example:6543/org")).unwrap();
+        assert_eq!(db.location(), "postgresql://kenning:****@db.example:6543/org (schema kenning)");
     }
 }

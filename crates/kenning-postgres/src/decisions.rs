@@ -1,19 +1,20 @@
 //! Decisions, signals and outcomes: every write runs inside one transaction opened by the
 //! caller, together with the memory rows it touches.
 
-use deadpool_postgres::GenericClient;
+use crate::sql::Tx;
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
     relation, taught_edges,
 };
 use kenning_core::{Embedding, Inserted, Memory};
 
-use crate::codec::{Params, sql_count, time_key};
+use crate::codec::{sql_count, time_key};
+use crate::sql::Params;
 use crate::error::{Error, Result};
 use crate::{relations, write};
 
 pub(crate) async fn insert_decision(
-    tx: &impl GenericClient,
+    tx: &Tx,
     decision: &Decision,
     memory: &Memory,
     embedding: Option<&Embedding>,
@@ -35,7 +36,7 @@ pub(crate) async fn insert_decision(
     write_files(tx, decision).await
 }
 
-pub(crate) async fn update_decision(tx: &impl GenericClient, change: &DecisionChange) -> Result<()> {
+pub(crate) async fn update_decision(tx: &Tx, change: &DecisionChange) -> Result<()> {
     let next = &change.next;
     let id = next.id.as_str();
     // Locked, so that the revision compared is the one this transaction replaces.
@@ -60,11 +61,11 @@ pub(crate) async fn update_decision(tx: &impl GenericClient, change: &DecisionCh
     Ok(())
 }
 
-async fn revision(tx: &impl GenericClient, id: &str) -> Result<Option<i32>> {
+async fn revision(tx: &Tx, id: &str) -> Result<Option<i32>> {
     Ok(tx.query_opt("SELECT revision FROM decisions WHERE id = $1", &[&id]).await?.map(|row| row.get(0)))
 }
 
-async fn write_files(tx: &impl GenericClient, decision: &Decision) -> Result<()> {
+async fn write_files(tx: &Tx, decision: &Decision) -> Result<()> {
     let id = decision.id.as_str();
     tx.execute("DELETE FROM decision_files WHERE decision_id = $1", &[&id]).await?;
     for path in decision.context.files() {
@@ -84,20 +85,20 @@ fn normalise_path(path: &str) -> &str {
     path.strip_suffix('/').unwrap_or(path)
 }
 
-pub(crate) async fn get_decision(client: &impl GenericClient, id: &str) -> Result<Option<DecisionRecord>> {
-    let Some(row) = client.query_opt("SELECT body FROM decisions WHERE id = $1", &[&id]).await? else { return Ok(None) };
-    Ok(Some(record(client, serde_json::from_str(row.get::<_, &str>(0))?).await?))
+pub(crate) async fn get_decision(tx: &Tx, id: &str) -> Result<Option<DecisionRecord>> {
+    let Some(row) = tx.query_opt("SELECT body FROM decisions WHERE id = $1", &[&id]).await? else { return Ok(None) };
+    Ok(Some(record(tx, serde_json::from_str(row.get::<_, &str>(0))?).await?))
 }
 
-async fn record(client: &impl GenericClient, decision: Decision) -> Result<DecisionRecord> {
+async fn record(tx: &Tx, decision: Decision) -> Result<DecisionRecord> {
     let id = decision.id.as_str();
-    let signals = client
+    let signals = tx
         .query("SELECT body FROM decision_signals WHERE decision_id = $1 ORDER BY recorded_at, id", &[&id])
         .await?
         .iter()
         .map(|row| Ok(serde_json::from_str(row.get::<_, &str>(0))?))
         .collect::<Result<Vec<_>>>()?;
-    let outcome = client.query_opt("SELECT body FROM decision_outcomes WHERE decision_id = $1", &[&id]).await?;
+    let outcome = tx.query_opt("SELECT body FROM decision_outcomes WHERE decision_id = $1", &[&id]).await?;
     let outcome = outcome.map(|row| serde_json::from_str(row.get::<_, &str>(0))).transpose()?;
     Ok(DecisionRecord { decision, signals, outcome })
 }
@@ -133,7 +134,7 @@ fn condition(filter: &DecisionFilter, params: &mut Params) -> String {
 }
 
 pub(crate) async fn list_decisions(
-    client: &impl GenericClient,
+    tx: &Tx,
     filter: &DecisionFilter,
     offset: usize,
     limit: usize,
@@ -143,22 +144,22 @@ pub(crate) async fn list_decisions(
     let limit = params.push(sql_count(limit));
     let offset = params.push(sql_count(offset));
     let sql = format!("SELECT d.body FROM decisions d WHERE {condition} ORDER BY d.created_at DESC, d.id DESC LIMIT {limit} OFFSET {offset}");
-    let rows = client.query(&sql, &params.refs()).await?;
+    let rows = tx.query(&sql, &params.refs()).await?;
     let mut records = Vec::with_capacity(rows.len());
     for row in rows {
-        records.push(record(client, serde_json::from_str(row.get::<_, &str>(0))?).await?);
+        records.push(record(tx, serde_json::from_str(row.get::<_, &str>(0))?).await?);
     }
     Ok(records)
 }
 
-pub(crate) async fn count_decisions(client: &impl GenericClient, filter: &DecisionFilter) -> Result<u64> {
+pub(crate) async fn count_decisions(tx: &Tx, filter: &DecisionFilter) -> Result<u64> {
     let mut params = Params::default();
     let condition = condition(filter, &mut params);
-    let count: i64 = client.query_one(&format!("SELECT COUNT(*) FROM decisions d WHERE {condition}"), &params.refs()).await?.get(0);
+    let count: i64 = tx.query_one(&format!("SELECT COUNT(*) FROM decisions d WHERE {condition}"), &params.refs()).await?.get(0);
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
-pub(crate) async fn add_signal(tx: &impl GenericClient, signal: &Signal) -> Result<()> {
+pub(crate) async fn add_signal(tx: &Tx, signal: &Signal) -> Result<()> {
     let decision = signal.decision_id.as_str();
     if revision(tx, decision).await?.is_none() {
         return Err(Error::NotFound(decision.to_owned()));
@@ -184,7 +185,7 @@ pub(crate) async fn add_signal(tx: &impl GenericClient, signal: &Signal) -> Resu
 /// The outcome is stored with `lesson_ids` naming the memory each lesson became, each with a
 /// `taught` edge from the outcome.
 pub(crate) async fn record_outcome(
-    tx: &impl GenericClient,
+    tx: &Tx,
     change: &DecisionChange,
     outcome: &Outcome,
     lessons: &[(Memory, Option<Embedding>)],
@@ -208,8 +209,8 @@ pub(crate) async fn record_outcome(
     Ok(inserted)
 }
 
-pub(crate) async fn outcomes(client: &impl GenericClient, module: Option<&str>) -> Result<Vec<(Decision, Outcome)>> {
-    let rows = client
+pub(crate) async fn outcomes(tx: &Tx, module: Option<&str>) -> Result<Vec<(Decision, Outcome)>> {
+    let rows = tx
         .query(
             "SELECT d.body, o.body FROM decision_outcomes o JOIN decisions d ON d.id = o.decision_id \
              WHERE $1::text IS NULL OR o.module = $1 ORDER BY o.completed_at, o.decision_id",
@@ -221,7 +222,7 @@ pub(crate) async fn outcomes(client: &impl GenericClient, module: Option<&str>) 
         .collect()
 }
 
-pub(crate) async fn sync_skills(tx: &impl GenericClient, sync: &SkillSync) -> Result<()> {
+pub(crate) async fn sync_skills(tx: &Tx, sync: &SkillSync) -> Result<()> {
     for inserted in write::insert(tx, &sync.inserts).await? {
         if let Inserted::Duplicate(existing) = inserted {
             return Err(Error::IdTaken(existing.to_string()));

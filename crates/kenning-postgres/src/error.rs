@@ -76,6 +76,11 @@ impl Error {
         }
     }
 
+    /// Whether a unique index turned a write away.
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        matches!(self, Error::Postgres(error) if error.code().map(|code| code.code()) == Some("23505"))
+    }
+
     /// Whether a writer that lost a race (a serialisation failure, a deadlock, or a unique index
     /// filled by a concurrent insert) should simply try again.
     pub(crate) fn is_retryable(&self) -> bool {

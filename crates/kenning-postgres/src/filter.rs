@@ -3,7 +3,8 @@
 
 use kenning_core::SearchFilter;
 
-use crate::codec::{Params, nanos};
+use crate::codec::nanos;
+use crate::sql::Params;
 
 pub(crate) fn condition(filter: &SearchFilter, params: &mut Params) -> String {
     condition_on("m", filter, params)

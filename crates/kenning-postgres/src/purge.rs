@@ -2,12 +2,12 @@
 //! the caller commits, or rolls back for a dry run. Full-text and vector search run on the
 //! tables themselves, so deleting the rows is all the search side needs.
 
-use deadpool_postgres::GenericClient;
+use crate::sql::Tx;
 use kenning_core::PurgeCounts;
 
 use crate::error::Result;
 
-pub(crate) async fn purge_author(tx: &impl GenericClient, author: &str) -> Result<PurgeCounts> {
+pub(crate) async fn purge_author(tx: &Tx, author: &str) -> Result<PurgeCounts> {
     // The same selection as the author's export: the current record or any superseded version
     // names the author.
     let rows = tx
@@ -25,7 +25,7 @@ pub(crate) async fn purge_author(tx: &impl GenericClient, author: &str) -> Resul
     Ok(counts)
 }
 
-async fn remove(tx: &impl GenericClient, id: &str, counts: &mut PurgeCounts) -> Result<()> {
+async fn remove(tx: &Tx, id: &str, counts: &mut PurgeCounts) -> Result<()> {
     counts.memories += tx.execute("DELETE FROM memories WHERE id = $1", &[&id]).await?;
     counts.decisions += tx.execute("DELETE FROM decisions WHERE id = $1", &[&id]).await?;
     let signals: Vec<String> = tx

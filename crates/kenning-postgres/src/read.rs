@@ -2,17 +2,16 @@
 //! Every filter is part of the SQL, so the database answers it beside the search itself.
 
 use chrono::TimeDelta;
-use deadpool_postgres::GenericClient;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
     Embedding, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryVersion, ScoredId, SearchFilter, Status, StoreStats,
 };
-use pgvector::Vector;
 
-use crate::codec::{MEMORY_COLUMNS, Params, decode_row, parse_time_key, sql_count};
+use crate::codec::{MEMORY_COLUMNS, decode_row, parse_time_key, sql_count};
 use crate::error::{Error, Result};
 use crate::filter;
 use crate::schema::literal;
+use crate::sql::{Params, Tx};
 
 /// The most words of a query that full-text search looks for; a longer query is cut, since
 /// its first words already pick the memories and every word costs an index lookup.
@@ -23,19 +22,19 @@ const MAX_CANDIDATE_WORDS: usize = 16;
 /// How many of its newest matches each word brings to be ranked (see [`search_text`]).
 const CANDIDATES_PER_WORD: usize = 200;
 
-pub(crate) async fn get(client: &impl GenericClient, id: &str) -> Result<Option<Memory>> {
-    let row = client.query_opt(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1"), &[&id]).await?;
+pub(crate) async fn get(tx: &Tx, id: &str) -> Result<Option<Memory>> {
+    let row = tx.query_opt(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1"), &[&id]).await?;
     row.map(|row| decode_row(&row, 0)).transpose()
 }
 
-pub(crate) async fn get_many(client: &impl GenericClient, ids: &[MemoryId]) -> Result<Vec<Memory>> {
+pub(crate) async fn get_many(tx: &Tx, ids: &[MemoryId]) -> Result<Vec<Memory>> {
     let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
-    let rows = client.query(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY($1)"), &[&ids]).await?;
+    let rows = tx.query(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY($1)"), &[&ids]).await?;
     rows.iter().map(|row| decode_row(row, 0)).collect()
 }
 
-pub(crate) async fn history(client: &impl GenericClient, id: &str) -> Result<Vec<MemoryVersion>> {
-    let rows = client
+pub(crate) async fn history(tx: &Tx, id: &str) -> Result<Vec<MemoryVersion>> {
+    let rows = tx
         .query("SELECT version, superseded_at, reason, body FROM memory_versions WHERE memory_id = $1 ORDER BY version", &[&id])
         .await?;
     rows.iter()
@@ -51,7 +50,7 @@ pub(crate) async fn history(client: &impl GenericClient, id: &str) -> Result<Vec
         .collect()
 }
 
-pub(crate) async fn list(client: &impl GenericClient, filter: &SearchFilter, offset: usize, limit: usize) -> Result<Vec<Memory>> {
+pub(crate) async fn list(tx: &Tx, filter: &SearchFilter, offset: usize, limit: usize) -> Result<Vec<Memory>> {
     let mut params = Params::default();
     let condition = filter::condition(filter, &mut params);
     let limit = params.push(sql_count(limit));
@@ -59,13 +58,13 @@ pub(crate) async fn list(client: &impl GenericClient, filter: &SearchFilter, off
     let sql = format!(
         "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition} ORDER BY m.created_at DESC, m.id DESC LIMIT {limit} OFFSET {offset}"
     );
-    memories(client, &sql, &params).await
+    memories(tx, &sql, &params).await
 }
 
-pub(crate) async fn count(client: &impl GenericClient, filter: &SearchFilter) -> Result<u64> {
+pub(crate) async fn count(tx: &Tx, filter: &SearchFilter) -> Result<u64> {
     let mut params = Params::default();
     let condition = filter::condition(filter, &mut params);
-    let count: i64 = client.query_one(&format!("SELECT COUNT(*) FROM memories m WHERE {condition}"), &params.refs()).await?.get(0);
+    let count: i64 = tx.query_one(&format!("SELECT COUNT(*) FROM memories m WHERE {condition}"), &params.refs()).await?.get(0);
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
@@ -80,7 +79,7 @@ pub(crate) async fn count(client: &impl GenericClient, filter: &SearchFilter) ->
 /// or the GIN index, whichever the planner finds cheaper. A word few memories hold brings all
 /// of them, so a rare, telling word is never crowded out by common ones, as inverse document
 /// frequency would have it; a common word brings its newest uses, which an agent wants first.
-pub(crate) async fn search_text(client: &impl GenericClient, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>> {
+pub(crate) async fn search_text(tx: &Tx, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>> {
     let words = query_words(query);
     if words.is_empty() || limit == 0 {
         return Ok(Vec::new());
@@ -106,7 +105,7 @@ pub(crate) async fn search_text(client: &impl GenericClient, query: &str, filter
          WHERE m.seq IN ({}) ORDER BY score DESC, m.seq LIMIT {limit}",
         candidates.join(" UNION ")
     );
-    scored(client, &sql, &params).await
+    scored(tx, &sql, &params).await
 }
 
 /// The query's words: runs of letters and digits, lower-cased, each once, in order.
@@ -124,78 +123,105 @@ fn query_words(query: &str) -> Vec<String> {
     words
 }
 
-/// Nearest neighbours by cosine similarity among `model`'s vectors of the query's dimension,
-/// through that model's HNSW index (`vector::vector(n)` under the partial predicate on model
-/// and dimension, spliced in as literals so the planner can match the index).
+/// Where vector search looks for a model's vectors of one dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VectorLayout {
+    /// No index: every vector is compared.
+    Exact,
+    /// Vectors written one by one (generation 0) through the live HNSW index; bulk-loaded ones
+    /// up to `bulk_through` through the bulk index; later bulk-loaded ones, the backlog the
+    /// index has not caught up with yet, compared exactly.
+    Indexed { bulk_through: i64 },
+}
+
+/// Nearest neighbours by cosine similarity among `model`'s vectors of the query's dimension.
+/// With indexes, each part of the store is searched its own way (see [`VectorLayout`]) and the
+/// parts' best are merged by exact score; the model id, dimension and generation bounds are
+/// spliced in as literals, so the planner can match the partial indexes' predicates.
 pub(crate) async fn search_vector(
-    client: &impl GenericClient,
+    tx: &Tx,
     query: &[f32],
     model: &str,
     filter: &SearchFilter,
     limit: usize,
+    layout: VectorLayout,
 ) -> Result<Vec<ScoredId>> {
     if limit == 0 || query.is_empty() {
         return Ok(Vec::new());
     }
     let dim = query.len();
     let mut params = Params::default();
-    let vector = params.push(Vector::from(query.to_vec()));
+    let vector = params.push(query.to_vec());
     let condition = filter::condition(filter, &mut params);
     let limit = params.push(sql_count(limit));
     let model = literal(model);
-    let distance = format!("e.vector::vector({dim}) <=> {vector}::vector({dim})");
-    let sql = format!(
-        "SELECT m.id, (1 - ({distance}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
-         WHERE e.model = {model} AND e.dim = {dim} AND {condition} ORDER BY {distance} LIMIT {limit}"
-    );
-    let mut hits = scored(client, &sql, &params).await?;
+    let exact = format!("e.vector::vector({dim}) <=> {vector}::real[]::vector({dim})");
+    let part = |generations: &str, order: &str| {
+        format!(
+            "(SELECT m.id, (1 - ({exact}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
+             WHERE e.model = {model} AND e.dim = {dim}{generations} AND {condition} ORDER BY {order} LIMIT {limit})"
+        )
+    };
+    let sql = match layout {
+        VectorLayout::Exact => part("", &exact),
+        VectorLayout::Indexed { bulk_through } => {
+            let mut parts = vec![part(" AND e.generation = 0", &exact)];
+            if bulk_through > 0 {
+                let halves = format!("e.vector::halfvec({dim}) <=> {vector}::real[]::halfvec({dim})");
+                parts.push(part(&format!(" AND e.generation BETWEEN 1 AND {bulk_through}"), &halves));
+            }
+            parts.push(part(&format!(" AND e.generation > {bulk_through}"), &exact));
+            format!("SELECT id, score FROM ({}) nearest ORDER BY score DESC LIMIT {limit}", parts.join(" UNION ALL "))
+        }
+    };
+    let mut hits = scored(tx, &sql, &params).await?;
     // An iterative index scan returns rows in nearly, not exactly, ascending distance.
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
     Ok(hits)
 }
 
 /// See [`kenning_core::MemoryStore::neighbours`]: capture order is `seq`, and the rows within
-/// [`NEIGHBOUR_REACH`] keys on each side are looked through.
-pub(crate) async fn neighbours(
-    client: &impl GenericClient,
-    ids: &[MemoryId],
-    filter: &SearchFilter,
-    window: TimeDelta,
-) -> Result<Vec<Vec<MemoryId>>> {
-    let reach = NEIGHBOUR_REACH as i64;
-    let window = window.num_nanoseconds().unwrap_or(i64::MAX);
-    let mut found = Vec::with_capacity(ids.len());
-    for id in ids {
-        let mut params = Params::default();
-        let origin_id = params.push(id.to_string());
-        let origin_condition = filter::condition(filter, &mut params);
-        let near_condition = filter::condition_on("n", filter, &mut params);
-        let reach = params.push(reach);
-        let window = params.push(window);
-        let sql = format!(
-            "WITH origin AS (SELECT m.seq, m.namespace, m.occurred_at FROM memories m WHERE m.id = {origin_id} AND {origin_condition}) \
-             SELECT side, id FROM ( \
-                 (SELECT 0 AS side, n.id, n.occurred_at, o.occurred_at AS origin_at FROM memories n, origin o \
-                  WHERE n.seq < o.seq AND n.seq >= o.seq - {reach} AND n.namespace = o.namespace AND {near_condition} \
-                  ORDER BY n.seq DESC LIMIT 1) \
-                 UNION ALL \
-                 (SELECT 1 AS side, n.id, n.occurred_at, o.occurred_at AS origin_at FROM memories n, origin o \
-                  WHERE n.seq > o.seq AND n.seq <= o.seq + {reach} AND n.namespace = o.namespace AND {near_condition} \
-                  ORDER BY n.seq ASC LIMIT 1) \
-             ) nearest WHERE abs(nearest.occurred_at::numeric - nearest.origin_at::numeric) <= {window}::bigint ORDER BY side"
-        );
-        let rows = client.query(&sql, &params.refs()).await?;
-        found.push(
-            rows.iter()
-                .map(|row| MemoryId::parse(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string())))
-                .collect::<Result<Vec<_>>>()?,
-        );
+/// [`NEIGHBOUR_REACH`] keys on each side are looked through. One statement answers every id.
+pub(crate) async fn neighbours(tx: &Tx, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> Result<Vec<Vec<MemoryId>>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut params = Params::default();
+    let origins = params.push(ids.iter().map(|id| id.as_str().to_owned()).collect::<Vec<String>>());
+    let origin_condition = filter::condition(filter, &mut params);
+    let near_condition = filter::condition_on("n", filter, &mut params);
+    let reach = params.push(NEIGHBOUR_REACH as i64);
+    let window = params.push(window.num_nanoseconds().unwrap_or(i64::MAX));
+    let sql = format!(
+        "WITH origin AS ( \
+             SELECT o.ordinality AS position, m.seq, m.namespace, m.occurred_at \
+             FROM unnest({origins}::text[]) WITH ORDINALITY AS o(id, ordinality) JOIN memories m ON m.id = o.id \
+             WHERE {origin_condition}) \
+         SELECT origin.position, side.id FROM origin, LATERAL ( \
+             (SELECT 0 AS side, n.id, n.occurred_at FROM memories n \
+              WHERE n.seq < origin.seq AND n.seq >= origin.seq - {reach} AND n.namespace = origin.namespace AND {near_condition} \
+              ORDER BY n.seq DESC LIMIT 1) \
+             UNION ALL \
+             (SELECT 1 AS side, n.id, n.occurred_at FROM memories n \
+              WHERE n.seq > origin.seq AND n.seq <= origin.seq + {reach} AND n.namespace = origin.namespace AND {near_condition} \
+              ORDER BY n.seq ASC LIMIT 1) \
+         ) side \
+         WHERE abs(side.occurred_at::numeric - origin.occurred_at::numeric) <= {window}::bigint \
+         ORDER BY origin.position, side.side"
+    );
+    let mut found = vec![Vec::new(); ids.len()];
+    for row in tx.query(&sql, &params.refs()).await? {
+        let position: i64 = row.get(0);
+        let id = MemoryId::parse(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        if let Some(slot) = usize::try_from(position - 1).ok().and_then(|index| found.get_mut(index)) {
+            slot.push(id);
+        }
     }
     Ok(found)
 }
 
 /// Newest first, so that after a model change recent memories become findable first.
-pub(crate) async fn missing_embeddings(client: &impl GenericClient, model: &str, limit: usize) -> Result<Vec<Memory>> {
+pub(crate) async fn missing_embeddings(tx: &Tx, model: &str, limit: usize) -> Result<Vec<Memory>> {
     let mut params = Params::default();
     let model = params.push(model.to_owned());
     let limit = params.push(sql_count(limit));
@@ -204,12 +230,12 @@ pub(crate) async fn missing_embeddings(client: &impl GenericClient, model: &str,
          WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.memory_id = m.id AND e.model = {model}) \
          ORDER BY m.created_at DESC, m.id DESC LIMIT {limit}"
     );
-    memories(client, &sql, &params).await
+    memories(tx, &sql, &params).await
 }
 
 /// Capture order is creation time, then id; unlike insertion order it survives export and import.
-pub(crate) async fn export(client: &impl GenericClient, offset: usize, limit: usize) -> Result<Vec<MemoryRecord>> {
-    let rows = client
+pub(crate) async fn export(tx: &Tx, offset: usize, limit: usize) -> Result<Vec<MemoryRecord>> {
+    let rows = tx
         .query(
             &format!("SELECT {MEMORY_COLUMNS} FROM memories m ORDER BY m.created_at, m.id LIMIT $1 OFFSET $2"),
             &[&sql_count(limit), &sql_count(offset)],
@@ -218,35 +244,35 @@ pub(crate) async fn export(client: &impl GenericClient, offset: usize, limit: us
     let mut records = Vec::with_capacity(rows.len());
     for row in rows {
         let memory = decode_row(&row, 0)?;
-        let history = history(client, memory.id.as_str()).await?;
-        let embedding = client
+        let history = history(tx, memory.id.as_str()).await?;
+        let embedding = tx
             .query_opt(
-                "SELECT model, vector FROM embeddings WHERE memory_id = $1 ORDER BY written DESC LIMIT 1",
+                "SELECT model, vector::real[] FROM embeddings WHERE memory_id = $1 ORDER BY written DESC LIMIT 1",
                 &[&memory.id.as_str()],
             )
             .await?
-            .map(|row| Embedding { model: row.get(0), vector: row.get::<_, Vector>(1).to_vec() });
+            .map(|row| Embedding { model: row.get(0), vector: row.get::<_, Vec<f32>>(1) });
         records.push(MemoryRecord { memory, history, embedding });
     }
     Ok(records)
 }
 
-pub(crate) async fn stats(client: &impl GenericClient, location: &str, schema: &str) -> Result<StoreStats> {
+pub(crate) async fn stats(tx: &Tx, location: &str, schema: &str) -> Result<StoreStats> {
     let mut stats = StoreStats { backend: "postgres".to_owned(), location: location.to_owned(), ..StoreStats::default() };
     // Every status and kind is listed, with zero where there are none.
     stats.by_status = Status::names().map(|name| (name.to_owned(), 0)).collect();
     stats.by_kind = MemoryKind::names().map(|name| (name.to_owned(), 0)).collect();
-    for (status, count) in grouped(client, "SELECT status, COUNT(*) FROM memories GROUP BY status").await? {
+    for (status, count) in grouped(tx, "SELECT status, COUNT(*) FROM memories GROUP BY status").await? {
         stats.total += count;
         stats.by_status.insert(status, count);
     }
     let active = "FROM memories WHERE status = 'active'";
-    stats.by_namespace = grouped(client, &format!("SELECT namespace, COUNT(*) {active} GROUP BY namespace")).await?.into_iter().collect();
-    stats.by_kind.extend(grouped(client, &format!("SELECT kind, COUNT(*) {active} GROUP BY kind")).await?);
-    stats.vectors_by_model = grouped(client, "SELECT model, COUNT(*) FROM embeddings GROUP BY model").await?.into_iter().collect();
-    let entries: i64 = client.query_one("SELECT COUNT(*) FROM memories WHERE search IS NOT NULL", &[]).await?.get(0);
+    stats.by_namespace = grouped(tx, &format!("SELECT namespace, COUNT(*) {active} GROUP BY namespace")).await?.into_iter().collect();
+    stats.by_kind.extend(grouped(tx, &format!("SELECT kind, COUNT(*) {active} GROUP BY kind")).await?);
+    stats.vectors_by_model = grouped(tx, "SELECT model, COUNT(*) FROM embeddings GROUP BY model").await?.into_iter().collect();
+    let entries: i64 = tx.query_one("SELECT COUNT(*) FROM memories WHERE search IS NOT NULL", &[]).await?.get(0);
     stats.text_index_entries = u64::try_from(entries).unwrap_or(0);
-    let size: Option<i64> = client
+    let size: Option<i64> = tx
         .query_one(
             "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')",
@@ -258,18 +284,18 @@ pub(crate) async fn stats(client: &impl GenericClient, location: &str, schema: &
     Ok(stats)
 }
 
-async fn grouped(client: &impl GenericClient, sql: &str) -> Result<Vec<(String, u64)>> {
-    let rows = client.query(sql, &[]).await?;
+async fn grouped(tx: &Tx, sql: &str) -> Result<Vec<(String, u64)>> {
+    let rows = tx.query(sql, &[]).await?;
     Ok(rows.iter().map(|row| (row.get::<_, String>(0), u64::try_from(row.get::<_, i64>(1)).unwrap_or(0))).collect())
 }
 
-async fn memories(client: &impl GenericClient, sql: &str, params: &Params) -> Result<Vec<Memory>> {
-    let rows = client.query(sql, &params.refs()).await?;
+async fn memories(tx: &Tx, sql: &str, params: &Params) -> Result<Vec<Memory>> {
+    let rows = tx.query(sql, &params.refs()).await?;
     rows.iter().map(|row| decode_row(row, 0)).collect()
 }
 
-async fn scored(client: &impl GenericClient, sql: &str, params: &Params) -> Result<Vec<ScoredId>> {
-    let rows = client.query(sql, &params.refs()).await?;
+async fn scored(tx: &Tx, sql: &str, params: &Params) -> Result<Vec<ScoredId>> {
+    let rows = tx.query(sql, &params.refs()).await?;
     rows.iter()
         .map(|row| {
             let id = MemoryId::parse(row.get::<_, &str>(0)).map_err(|error| Error::Corrupt(error.to_string()))?;
@@ -294,7 +320,7 @@ mod tests {
 /// The change mark: where the `memory_changes` sequence stands (see migration 5). Until its
 /// first use the sequence reports 1 as its last value, as after the first; `is_called` tells
 /// the two apart.
-pub(crate) async fn change_mark(client: &impl GenericClient) -> Result<String> {
-    let row = client.query_one("SELECT last_value, is_called FROM memory_changes", &[]).await?;
+pub(crate) async fn change_mark(tx: &Tx) -> Result<String> {
+    let row = tx.query_one("SELECT last_value, is_called FROM memory_changes", &[]).await?;
     Ok(format!("{}{}", row.get::<_, i64>(0), if row.get::<_, bool>(1) { "" } else { "-" }))
 }

@@ -1,7 +1,7 @@
 //! The graph: edges of the decision graph and a copy of every memory's links, in one table
 //! walked with recursive SQL.
 
-use deadpool_postgres::GenericClient;
+use crate::sql::Tx;
 use kenning_core::Memory;
 use kenning_core::decision::{Edge, Hop, Node, NodeKind};
 use tokio_postgres::Row;
@@ -13,7 +13,7 @@ const LINK: &str = "link";
 const GRAPH: &str = "graph";
 
 /// Makes the `link` edges from `memory` match its links.
-pub(crate) async fn sync_links(tx: &impl GenericClient, memory: &Memory) -> Result<()> {
+pub(crate) async fn sync_links(tx: &Tx, memory: &Memory) -> Result<()> {
     let id = memory.id.as_str();
     tx.execute("DELETE FROM relations WHERE from_kind = 'memory' AND from_id = $1 AND origin = 'link'", &[&id]).await?;
     for link in &memory.links {
@@ -28,7 +28,7 @@ pub(crate) async fn sync_links(tx: &impl GenericClient, memory: &Memory) -> Resu
 }
 
 /// Adds graph edges; an edge that exists already is kept as it is.
-pub(crate) async fn insert_edges(tx: &impl GenericClient, edges: &[Edge]) -> Result<()> {
+pub(crate) async fn insert_edges(tx: &Tx, edges: &[Edge]) -> Result<()> {
     for edge in edges {
         tx.execute(
             "INSERT INTO relations (from_kind, from_id, relation, to_kind, to_id, origin, created_at) \
@@ -49,7 +49,7 @@ pub(crate) async fn insert_edges(tx: &impl GenericClient, edges: &[Edge]) -> Res
 }
 
 /// Makes the graph edges that point at `node` exactly `edges`.
-pub(crate) async fn replace_edges_to(tx: &impl GenericClient, node: &Node, edges: &[Edge]) -> Result<()> {
+pub(crate) async fn replace_edges_to(tx: &Tx, node: &Node, edges: &[Edge]) -> Result<()> {
     tx.execute(
         "DELETE FROM relations WHERE to_kind = $1 AND to_id = $2 AND origin = 'graph'",
         &[&node.kind.as_str(), &node.id],
@@ -60,9 +60,9 @@ pub(crate) async fn replace_edges_to(tx: &impl GenericClient, node: &Node, edges
 
 /// Every edge reachable from `start`, each with the shortest distance of its source plus one.
 /// `UNION` (not `UNION ALL`) and the depth bound keep cycles from running forever.
-pub(crate) async fn causal_chain(client: &impl GenericClient, start: &Node, max_depth: u32) -> Result<Vec<Hop>> {
+pub(crate) async fn causal_chain(tx: &Tx, start: &Node, max_depth: u32) -> Result<Vec<Hop>> {
     let max_depth = i32::try_from(max_depth).unwrap_or(i32::MAX);
-    let rows = client
+    let rows = tx
         .query(
             "WITH RECURSIVE reach(kind, id, depth) AS ( \
                  SELECT $1::text, $2::text, 0 \
@@ -87,8 +87,8 @@ pub(crate) async fn causal_chain(client: &impl GenericClient, start: &Node, max_
         .collect()
 }
 
-pub(crate) async fn edges_to(client: &impl GenericClient, node: &Node) -> Result<Vec<Edge>> {
-    let rows = client
+pub(crate) async fn edges_to(tx: &Tx, node: &Node) -> Result<Vec<Edge>> {
+    let rows = tx
         .query(
             "SELECT from_kind, from_id, relation, to_kind, to_id, created_at FROM relations \
              WHERE to_kind = $1 AND to_id = $2 ORDER BY created_at, from_id, relation",

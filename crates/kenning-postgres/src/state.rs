@@ -3,7 +3,7 @@
 //! statement's own `WHERE`, which PostgreSQL evaluates on the row it locks.
 
 use chrono::DateTime;
-use deadpool_postgres::GenericClient;
+use crate::sql::Tx;
 use kenning_core::state::{StateKind, StateRecord};
 
 use crate::error::{Error, Result};
@@ -23,13 +23,13 @@ fn record(kind: StateKind, row: &tokio_postgres::Row) -> Result<StateRecord> {
     })
 }
 
-pub(crate) async fn put(client: &impl GenericClient, record: &StateRecord) -> Result<()> {
+pub(crate) async fn put(tx: &Tx, record: &StateRecord) -> Result<()> {
     let kind = record.kind.as_str();
     let updated = record.updated_at.timestamp_micros();
     let expected = record.revision.saturating_sub(1);
     let conflict = || Error::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) };
     if record.revision <= 1 {
-        let written = client
+        let written = tx
             .execute(
                 "INSERT INTO state (kind, id, revision, updated_us, body) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (kind, id) DO NOTHING",
                 &[&kind, &record.id, &updated, &record.body],
@@ -37,7 +37,7 @@ pub(crate) async fn put(client: &impl GenericClient, record: &StateRecord) -> Re
             .await?;
         return if written == 1 { Ok(()) } else { Err(conflict()) };
     }
-    let written = client
+    let written = tx
         .execute(
             "UPDATE state SET revision = $3, updated_us = $4, body = $5 WHERE kind = $1 AND id = $2 AND revision = $6",
             &[&kind, &record.id, &revision(record.revision), &updated, &record.body, &revision(expected)],
@@ -46,22 +46,22 @@ pub(crate) async fn put(client: &impl GenericClient, record: &StateRecord) -> Re
     if written == 1 {
         return Ok(());
     }
-    match client.query_opt("SELECT 1 FROM state WHERE kind = $1 AND id = $2", &[&kind, &record.id]).await? {
+    match tx.query_opt("SELECT 1 FROM state WHERE kind = $1 AND id = $2", &[&kind, &record.id]).await? {
         Some(_) => Err(conflict()),
         None => Err(Error::NotFound(record.id.clone())),
     }
 }
 
-pub(crate) async fn get(client: &impl GenericClient, kind: StateKind, id: &str) -> Result<Option<StateRecord>> {
-    let row = client
+pub(crate) async fn get(tx: &Tx, kind: StateKind, id: &str) -> Result<Option<StateRecord>> {
+    let row = tx
         .query_opt("SELECT id, revision, updated_us, body FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id])
         .await?;
     row.map(|row| record(kind, &row)).transpose()
 }
 
-pub(crate) async fn list(client: &impl GenericClient, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>> {
+pub(crate) async fn list(tx: &Tx, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>> {
     let (offset, limit) = (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
-    let rows = client
+    let rows = tx
         .query(
             "SELECT id, revision, updated_us, body FROM state WHERE kind = $1 ORDER BY updated_us DESC, id LIMIT $2 OFFSET $3",
             &[&kind.as_str(), &limit, &offset],
@@ -70,6 +70,6 @@ pub(crate) async fn list(client: &impl GenericClient, kind: StateKind, offset: u
     rows.iter().map(|row| record(kind, row)).collect()
 }
 
-pub(crate) async fn delete(client: &impl GenericClient, kind: StateKind, id: &str) -> Result<bool> {
-    Ok(client.execute("DELETE FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id]).await? > 0)
+pub(crate) async fn delete(tx: &Tx, kind: StateKind, id: &str) -> Result<bool> {
+    Ok(tx.execute("DELETE FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id]).await? > 0)
 }

@@ -1,8 +1,8 @@
 //! [`PostgresStore`]: the [`MemoryStore`] and [`DecisionStore`] implementation, which routes each
-//! call to a read on a pooled connection or to a write transaction.
+//! call to a unit of work: a read (on the replica when one is configured and may answer) or a
+//! write transaction on the primary.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::decision::{
@@ -14,8 +14,10 @@ use kenning_core::{
     StoreStats,
 };
 
-use crate::db::{Db, Settings, VectorIndex};
+use crate::db::{Db, Settings};
 use crate::error::Error;
+use crate::sql::Tx;
+use crate::vectors::{CatchUp, Vectors};
 use crate::{decisions, purge, read, relations, schema, state, write};
 
 /// A memory store, and the decision store beside it, in one PostgreSQL schema.
@@ -26,70 +28,43 @@ use crate::{decisions, purge, read, relations, schema, state, write};
 pub struct PostgresStore {
     db: Arc<Db>,
     schema: String,
-    /// The (model, dimension) pairs whose vector index this process has seen to exist.
-    indexed_models: Mutex<HashSet<(String, usize)>>,
-    vector_index: VectorIndex,
-}
-
-/// Runs `$body` (which uses the transaction `$tx`) in one transaction and commits it; a
-/// transaction that lost a race with another writer is run again from the start.
-macro_rules! in_transaction {
-    ($self:ident, |$tx:ident| $body:expr) => {
-        $self.db.run_retrying(|mut client| async move {
-            let $tx = client.transaction().await?;
-            let value = $body;
-            $tx.commit().await?;
-            Ok(value)
-        })
-    };
-}
-
-/// Runs `$body` (which uses the connection `$client`) outside a transaction.
-macro_rules! on_connection {
-    ($self:ident, |$client:ident| $body:expr) => {
-        $self.db.run(|client| async move {
-            let $client = &client;
-            Ok($body)
-        })
-    };
+    vectors: Arc<Vectors>,
 }
 
 impl PostgresStore {
-    /// Sets up a store over the database at `settings.url`, without connecting yet: the first
-    /// call connects, creates the schema (and the pgvector extension) or upgrades it. Fails only
-    /// on a malformed URL or schema name.
+    /// Sets up a store over the database at `settings.url` (and its read replica at
+    /// `settings.read_url`), without connecting yet: the first call connects, creates the schema
+    /// (and the pgvector extension) or upgrades it. Fails only on a malformed URL, a schema name
+    /// that is not an identifier, or TLS files that cannot be read.
     pub fn open(settings: &Settings) -> Result<PostgresStore, Error> {
-        Ok(PostgresStore {
-            db: Db::open(settings)?,
-            schema: settings.schema.clone(),
-            indexed_models: Mutex::new(HashSet::new()),
-            vector_index: settings.vector_index,
-        })
+        let db = Db::open(settings)?;
+        let vectors = Arc::new(Vectors::new(db.clone(), settings.schema.clone(), settings.vector_index, settings.catch_up_after));
+        Ok(PostgresStore { db, schema: settings.schema.clone(), vectors })
     }
 
-    /// Where the store is (host, port, database, schema; never the password).
-    pub fn location(&self) -> &str {
+    /// Where the store is (the connection string with its password masked, and the schema;
+    /// with a replica, where reads go).
+    pub fn location(&self) -> String {
         self.db.location()
     }
 
     /// Connects now, creating or upgrading the schema, and reports whether the database answers.
     pub fn check(&self) -> Result<(), Error> {
-        on_connection!(self, |client| client.execute("SELECT 1", &[]).await?)?;
+        self.db.read_primary(async |tx: &Tx| tx.execute("SELECT 1", &[]).await)?;
         Ok(())
     }
 
     /// The schema version the database holds.
     pub fn schema_version(&self) -> Result<i64, Error> {
         let schema = self.schema.as_str();
-        on_connection!(self, |client| schema::version(client, schema).await?)
+        self.db.read_primary(async |tx: &Tx| schema::version(tx, schema).await)
     }
 
     /// Drops the store's schema and everything in it: for a benchmark or test that made a
     /// schema of its own. The store is unusable afterwards.
     pub fn drop_schema(&self) -> Result<(), Error> {
         let schema = self.schema.as_str();
-        on_connection!(self, |client| client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?)?;
-        Ok(())
+        self.db.write(async |tx: &Tx| tx.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await)
     }
 
     /// The number of migrations this build knows.
@@ -97,35 +72,14 @@ impl PostgresStore {
         schema::MIGRATIONS.len() as i64
     }
 
-    /// Makes sure each (model, dimension) of `embeddings` has its vector index, outside the write
-    /// transaction that stores them: building an index locks the table against writes.
-    fn ensure_vector_indexes<'a>(&self, embeddings: impl Iterator<Item = &'a Embedding>) -> Result<(), Error> {
-        if self.vector_index == VectorIndex::Exact {
-            return Ok(());
-        }
-        let wanted: Vec<(String, usize)> = {
-            let known = self.indexed_models.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut wanted: Vec<(String, usize)> = Vec::new();
-            for embedding in embeddings {
-                let key = (embedding.model.clone(), embedding.vector.len());
-                if !known.contains(&key) && !wanted.contains(&key) {
-                    wanted.push(key);
-                }
-            }
-            wanted
-        };
-        if wanted.is_empty() {
-            return Ok(());
-        }
-        let schema = self.schema.as_str();
-        let pairs = &wanted;
-        on_connection!(self, |client| {
-            for (model, dim) in pairs {
-                schema::ensure_vector_index(client, schema, model, *dim).await?;
-            }
-        })?;
-        self.indexed_models.lock().unwrap_or_else(PoisonError::into_inner).extend(wanted);
-        Ok(())
+    /// Brings the vectors of bulk loads into an index now (building a bulk index, or moving a
+    /// small backlog into the live one) instead of waiting for loading to pause; see `vectors`.
+    pub fn catch_up_vector_index(&self) -> Result<CatchUp, Error> {
+        self.vectors.catch_up()
+    }
+
+    fn ensure_live_indexes<'a>(&self, embeddings: impl Iterator<Item = &'a Embedding>) -> Result<(), Error> {
+        self.vectors.ensure_live(embeddings.map(|embedding| (embedding.model.clone(), embedding.vector.len())))
     }
 }
 
@@ -134,8 +88,8 @@ impl PostgresStore {
 #[doc(hidden)]
 pub fn migrate_to(settings: &Settings, version: usize) -> Result<(), Error> {
     let db = Db::open_unmigrated(settings)?;
-    let schema = settings.schema.clone();
-    db.run(|client| async move { schema::migrate(&client, &schema, Some(version)).await })
+    let schema = settings.schema.as_str();
+    db.write(async |tx: &Tx| schema::migrate(tx, schema, Some(version)).await)
 }
 
 /// What a connection to the server shows.
@@ -145,20 +99,24 @@ pub struct ServerInfo {
     pub version: String,
     /// The TLS protocol of the connection (`TLSv1.3`), or `None` when it is not encrypted.
     pub tls: Option<String>,
+    /// Whether the server is a standby (in recovery).
+    pub standby: bool,
 }
 
 /// Connects as `settings` say, without touching kenning's schema, and reports the server's
-/// version and whether the connection is encrypted: to check a URL's TLS settings against a
-/// server before a store uses it.
+/// version, whether the connection is encrypted and whether the server is a standby: to check a
+/// URL's connection settings against a server before a store uses it.
 pub fn probe(settings: &Settings) -> Result<ServerInfo, Error> {
     let db = Db::open_unmigrated(settings)?;
-    db.run(|client| async move {
-        let version: String = client.query_one("SHOW server_version", &[]).await?.get(0);
-        let tls: Option<String> = client
-            .query_opt("SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl", &[])
-            .await?
-            .map(|row| row.get(0));
-        Ok(ServerInfo { version, tls })
+    db.read_primary(async |tx: &Tx| {
+        let row = tx
+            .query_one(
+                "SELECT current_setting('server_version'), \
+                 (SELECT version FROM pg_stat_ssl WHERE pid = pg_backend_pid() AND ssl), pg_is_in_recovery()",
+                &[],
+            )
+            .await?;
+        Ok(ServerInfo { version: row.get(0), tls: row.get(1), standby: row.get(2) })
     })
 }
 
@@ -166,90 +124,108 @@ type CoreResult<T> = kenning_core::Result<T>;
 
 impl MemoryStore for PostgresStore {
     fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> CoreResult<Vec<Inserted>> {
-        self.ensure_vector_indexes(batch.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
-        Ok(in_transaction!(self, |tx| write::insert(&tx, batch).await?)?)
+        self.ensure_live_indexes(batch.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
+        if batch.len() < write::BULK_ROWS {
+            return Ok(self.db.write(async |tx: &Tx| write::insert(tx, batch).await)?);
+        }
+        let inserted = self.db.write(async |tx: &Tx| write::insert_bulk(tx, batch).await)?;
+        if batch.iter().any(|(_, embedding)| embedding.is_some()) {
+            self.vectors.bulk_loaded();
+        }
+        Ok(inserted)
     }
 
     fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
-        Ok(on_connection!(self, |client| read::get(client, id.as_str()).await?)?)
+        // A read that an update starts from: the primary's latest.
+        Ok(self.db.read_primary(async |tx: &Tx| read::get(tx, id.as_str()).await)?)
     }
 
     fn get_many(&self, ids: &[MemoryId]) -> CoreResult<Vec<Memory>> {
-        Ok(on_connection!(self, |client| read::get_many(client, ids).await?)?)
+        Ok(self.db.read(async |tx: &Tx| read::get_many(tx, ids).await)?)
     }
 
     fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> CoreResult<()> {
-        self.ensure_vector_indexes(embedding.into_iter())?;
-        Ok(in_transaction!(self, |tx| write::replace(&tx, next, previous, embedding).await?)?)
+        self.ensure_live_indexes(embedding.into_iter())?;
+        Ok(self.db.write(async |tx: &Tx| write::replace(tx, next, previous, embedding).await)?)
     }
 
     fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
-        Ok(on_connection!(self, |client| read::history(client, id.as_str()).await?)?)
+        Ok(self.db.read(async |tx: &Tx| read::history(tx, id.as_str()).await)?)
     }
 
     fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
-        Ok(in_transaction!(self, |tx| write::record_access(&tx, ids, at).await?)?)
+        Ok(self.db.write_statistics(async |tx: &Tx| write::record_access(tx, ids, at).await)?)
     }
 
     fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {
-        Ok(on_connection!(self, |client| read::list(client, filter, offset, limit).await?)?)
+        Ok(self.db.read(async |tx: &Tx| read::list(tx, filter, offset, limit).await)?)
     }
 
     fn count(&self, filter: &SearchFilter) -> CoreResult<u64> {
-        Ok(on_connection!(self, |client| read::count(client, filter).await?)?)
+        Ok(self.db.read(async |tx: &Tx| read::count(tx, filter).await)?)
     }
 
     fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
-        Ok(on_connection!(self, |client| read::search_text(client, query, filter, limit).await?)?)
+        Ok(self.db.read(async |tx: &Tx| read::search_text(tx, query, filter, limit).await)?)
     }
 
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
-        Ok(on_connection!(self, |client| read::search_vector(client, vector, model, filter, limit).await?)?)
-    }
-
-    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
-        Ok(on_connection!(self, |client| read::neighbours(client, ids, filter, window).await?)?)
-    }
-
-    fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
-        Ok(on_connection!(self, |client| read::missing_embeddings(client, model, limit).await?)?)
-    }
-
-    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
-        Ok(self.db.run_retrying(|mut client| async move {
-            let tx = client.transaction().await?;
-            let counts = purge::purge_author(&tx, author).await?;
-            if apply {
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            Ok(counts)
+        let vectors = &self.vectors;
+        Ok(self.db.read(async |tx: &Tx| {
+            let layout = vectors.layout(tx, model, vector.len()).await?;
+            read::search_vector(tx, vector, model, filter, limit, layout).await
         })?)
     }
 
+    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
+        Ok(self.db.read(async |tx: &Tx| read::neighbours(tx, ids, filter, window).await)?)
+    }
+
+    fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
+        Ok(self.db.read_primary(async |tx: &Tx| read::missing_embeddings(tx, model, limit).await)?)
+    }
+
+    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+        let work = async |tx: &Tx| purge::purge_author(tx, author).await;
+        Ok(if apply { self.db.write(work)? } else { self.db.rolled_back(work)? })
+    }
+
     fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {
-        self.ensure_vector_indexes(items.iter().map(|(_, embedding)| embedding))?;
-        Ok(in_transaction!(self, |tx| write::set_embeddings(&tx, items).await?)?)
+        self.ensure_live_indexes(items.iter().map(|(_, embedding)| embedding))?;
+        Ok(self.db.write(async |tx: &Tx| write::set_embeddings(tx, items).await)?)
     }
 
     fn export(&self, offset: usize, limit: usize) -> CoreResult<Vec<MemoryRecord>> {
-        Ok(on_connection!(self, |client| read::export(client, offset, limit).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| read::export(tx, offset, limit).await)?)
     }
 
     fn import(&self, records: &[MemoryRecord]) -> CoreResult<usize> {
-        self.ensure_vector_indexes(records.iter().filter_map(|record| record.embedding.as_ref()))?;
-        Ok(in_transaction!(self, |tx| write::import(&tx, records).await?)?)
+        self.ensure_live_indexes(records.iter().filter_map(|record| record.embedding.as_ref()))?;
+        Ok(self.db.write(async |tx: &Tx| write::import(tx, records).await)?)
     }
 
     fn stats(&self) -> CoreResult<StoreStats> {
         let location = self.db.location();
         let schema = self.schema.as_str();
-        Ok(on_connection!(self, |client| read::stats(client, location, schema).await?)?)
+        let vectors = &self.vectors;
+        let mut stats = self.db.read(async |tx: &Tx| {
+            let mut stats = read::stats(tx, &location, schema).await?;
+            for (model, waiting) in vectors.backlog(tx).await? {
+                stats.warnings.push(format!(
+                    "{waiting} vectors of model {model} from bulk loads wait for the vector index, and are compared \
+                     exactly until it catches up (by itself once loading pauses, or with `kenning reindex`)"
+                ));
+            }
+            Ok(stats)
+        })?;
+        stats.warnings.extend(self.db.degraded());
+        Ok(stats)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {
-        Ok(in_transaction!(self, |tx| write::rebuild_index(&tx).await?)?)
+        let rebuilt = self.db.write(async |tx: &Tx| write::rebuild_index(tx).await)?;
+        self.vectors.catch_up()?;
+        Ok(rebuilt)
     }
 
     fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
@@ -267,35 +243,39 @@ impl MemoryStore for PostgresStore {
     }
 
     fn change_mark(&self) -> CoreResult<Option<String>> {
-        Ok(Some(on_connection!(self, |client| read::change_mark(client).await?)?))
+        Ok(Some(self.db.read_primary(async |tx: &Tx| read::change_mark(tx).await)?))
+    }
+
+    fn degraded(&self) -> Option<String> {
+        self.db.degraded()
     }
 }
 
 impl DecisionStore for PostgresStore {
     fn insert_decision(&self, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> CoreResult<()> {
-        self.ensure_vector_indexes(embedding.into_iter())?;
-        Ok(in_transaction!(self, |tx| decisions::insert_decision(&tx, decision, memory, embedding).await?)?)
+        self.ensure_live_indexes(embedding.into_iter())?;
+        Ok(self.db.write(async |tx: &Tx| decisions::insert_decision(tx, decision, memory, embedding).await)?)
     }
 
     fn get_decision(&self, id: &DecisionId) -> CoreResult<Option<DecisionRecord>> {
-        Ok(on_connection!(self, |client| decisions::get_decision(client, id.as_str()).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| decisions::get_decision(tx, id.as_str()).await)?)
     }
 
     fn update_decision(&self, change: &DecisionChange) -> CoreResult<()> {
-        self.ensure_vector_indexes(change.memory.iter().filter_map(|memory| memory.embedding.as_ref()))?;
-        Ok(in_transaction!(self, |tx| decisions::update_decision(&tx, change).await?)?)
+        self.ensure_live_indexes(change.memory.iter().filter_map(|memory| memory.embedding.as_ref()))?;
+        Ok(self.db.write(async |tx: &Tx| decisions::update_decision(tx, change).await)?)
     }
 
     fn list_decisions(&self, filter: &DecisionFilter, offset: usize, limit: usize) -> CoreResult<Vec<DecisionRecord>> {
-        Ok(on_connection!(self, |client| decisions::list_decisions(client, filter, offset, limit).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| decisions::list_decisions(tx, filter, offset, limit).await)?)
     }
 
     fn count_decisions(&self, filter: &DecisionFilter) -> CoreResult<u64> {
-        Ok(on_connection!(self, |client| decisions::count_decisions(client, filter).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| decisions::count_decisions(tx, filter).await)?)
     }
 
     fn add_signal(&self, signal: &Signal) -> CoreResult<()> {
-        Ok(in_transaction!(self, |tx| decisions::add_signal(&tx, signal).await?)?)
+        Ok(self.db.write(async |tx: &Tx| decisions::add_signal(tx, signal).await)?)
     }
 
     fn record_outcome(
@@ -305,42 +285,42 @@ impl DecisionStore for PostgresStore {
         lessons: &[(Memory, Option<Embedding>)],
         edges: &[Edge],
     ) -> CoreResult<Vec<Inserted>> {
-        self.ensure_vector_indexes(lessons.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
-        Ok(in_transaction!(self, |tx| decisions::record_outcome(&tx, change, outcome, lessons, edges).await?)?)
+        self.ensure_live_indexes(lessons.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
+        Ok(self.db.write(async |tx: &Tx| decisions::record_outcome(tx, change, outcome, lessons, edges).await)?)
     }
 
     fn outcomes(&self, module: Option<&str>) -> CoreResult<Vec<(Decision, Outcome)>> {
-        Ok(on_connection!(self, |client| decisions::outcomes(client, module).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| decisions::outcomes(tx, module).await)?)
     }
 
     fn sync_skills(&self, sync: &SkillSync) -> CoreResult<()> {
-        self.ensure_vector_indexes(sync.inserts.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
-        Ok(in_transaction!(self, |tx| decisions::sync_skills(&tx, sync).await?)?)
+        self.ensure_live_indexes(sync.inserts.iter().filter_map(|(_, embedding)| embedding.as_ref()))?;
+        Ok(self.db.write(async |tx: &Tx| decisions::sync_skills(tx, sync).await)?)
     }
 
     fn causal_chain(&self, start: &Node, max_depth: u32) -> CoreResult<Vec<Hop>> {
-        Ok(on_connection!(self, |client| relations::causal_chain(client, start, max_depth).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| relations::causal_chain(tx, start, max_depth).await)?)
     }
 
     fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
-        Ok(on_connection!(self, |client| relations::edges_to(client, node).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| relations::edges_to(tx, node).await)?)
     }
 }
 
 impl kenning_core::state::StateStore for PostgresStore {
     fn put_state(&self, record: &kenning_core::state::StateRecord) -> CoreResult<()> {
-        Ok(on_connection!(self, |client| state::put(client, record).await?)?)
+        Ok(self.db.write(async |tx: &Tx| state::put(tx, record).await)?)
     }
 
     fn get_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<Option<kenning_core::state::StateRecord>> {
-        Ok(on_connection!(self, |client| state::get(client, kind, id).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| state::get(tx, kind, id).await)?)
     }
 
     fn list_state(&self, kind: kenning_core::state::StateKind, offset: usize, limit: usize) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
-        Ok(on_connection!(self, |client| state::list(client, kind, offset, limit).await?)?)
+        Ok(self.db.read_primary(async |tx: &Tx| state::list(tx, kind, offset, limit).await)?)
     }
 
     fn delete_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<bool> {
-        Ok(on_connection!(self, |client| state::delete(client, kind, id).await?)?)
+        Ok(self.db.write(async |tx: &Tx| state::delete(tx, kind, id).await)?)
     }
 }

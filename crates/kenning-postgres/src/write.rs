@@ -2,19 +2,22 @@
 //! and keeps the filter columns, tags, full-text vector, vectors and graph copy of the links in
 //! step with the record.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
 use pgvector::Vector;
+use tokio_postgres::types::{Kind, Type};
 
-use crate::codec::{MEMORY_COLUMNS, Params, decode_row, encode_memory, nanos, searchable, time_key};
+use crate::codec::{MEMORY_COLUMNS, decode_row, encode_memory, nanos, searchable, time_key};
 use crate::error::{Error, Result};
 use crate::relations;
+use crate::sql::{Param, Params, Tx};
 
 /// The unique index that keeps one active copy of each content per namespace.
 const ACTIVE_CONTENT_INDEX: &str = "memories_active_content";
 
-pub(crate) async fn insert(tx: &impl GenericClient, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
+pub(crate) async fn insert(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for (memory, embedding) in batch {
         let hash = memory.content_hash();
@@ -45,11 +48,129 @@ pub(crate) async fn insert(tx: &impl GenericClient, batch: &[(Memory, Option<Emb
     Ok(outcomes)
 }
 
+/// A batch at least this large is a bulk load: written with `COPY`, its vectors kept out of the
+/// live index, for a bulk index built over all of them at once (`vectors.rs`). One HNSW insert
+/// per vector is what held bulk capture at some 230 memories a second.
+pub(crate) const BULK_ROWS: usize = 64;
+
+/// [`insert`] for a bulk load, with the same outcomes: the memories staged by a binary `COPY`
+/// and stored by one `INSERT … SELECT` with the active-content index as arbiter, their vectors
+/// copied in with a generation of their own (the backlog of the bulk index).
+pub(crate) async fn insert_bulk(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
+    let hashes: Vec<String> = batch.iter().map(|(memory, _)| memory.content_hash()).collect();
+    let key = |index: usize| (batch[index].0.namespace.as_str().to_owned(), hashes[index].clone());
+    let active: Vec<usize> = (0..batch.len()).filter(|index| batch[*index].0.status == Status::Active).collect();
+
+    // Active memories already holding one of the batch's contents, in one query.
+    let rows = tx
+        .query(
+            "SELECT m.namespace, m.content_hash, m.id FROM memories m \
+             JOIN unnest($1::text[], $2::text[]) AS b(namespace, content_hash) USING (namespace, content_hash) \
+             WHERE m.status = 'active'",
+            &[&active.iter().map(|index| key(*index).0).collect::<Vec<String>>(), &active.iter().map(|index| key(*index).1).collect::<Vec<String>>()],
+        )
+        .await?;
+    let mut holders: HashMap<(String, String), MemoryId> = HashMap::new();
+    for row in rows {
+        let id = MemoryId::parse(row.get::<_, &str>(2)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        holders.insert((row.get(0), row.get(1)), id);
+    }
+    // Checked before the ids, as one by one: a retried load whose acknowledgement was lost
+    // reports its duplicates instead of failing. Within the batch, the first of a content wins.
+    let mut outcomes: Vec<Option<Inserted>> = vec![None; batch.len()];
+    let mut fresh: Vec<usize> = Vec::with_capacity(batch.len());
+    for index in 0..batch.len() {
+        if batch[index].0.status == Status::Active {
+            if let Some(holder) = holders.get(&key(index)) {
+                outcomes[index] = Some(Inserted::Duplicate(holder.clone()));
+                continue;
+            }
+            holders.insert(key(index), batch[index].0.id.clone());
+        }
+        fresh.push(index);
+    }
+    let ids: Vec<&str> = fresh.iter().map(|index| batch[*index].0.id.as_str()).collect();
+    if let Some(row) = tx.query_opt("SELECT id FROM memories WHERE id = ANY($1) LIMIT 1", &[&ids]).await? {
+        return Err(Error::IdTaken(row.get(0)));
+    }
+
+    let columns: Vec<&str> = ROW_COLUMNS.iter().map(|(column, _, _)| *column).collect();
+    let definitions: Vec<String> = ROW_COLUMNS.iter().map(|(column, _, sql_type)| format!("{column} {sql_type}")).collect();
+    tx.batch_execute(&format!("CREATE TEMP TABLE incoming (ord integer, {}) ON COMMIT DROP", definitions.join(", "))).await?;
+    let mut types = vec![Type::INT4];
+    types.extend(ROW_COLUMNS.iter().map(|(_, kind, _)| kind.clone()));
+    let mut writer = tx.copy_in(&format!("COPY incoming (ord, {}) FROM STDIN (FORMAT binary)", columns.join(", ")), &types).await?;
+    for (ord, index) in fresh.iter().enumerate() {
+        let ord = i32::try_from(ord).unwrap_or(i32::MAX);
+        let fields = row_fields(&batch[*index].0, &hashes[*index])?;
+        let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&ord];
+        values.extend(fields.iter().map(|field| field.value()));
+        writer.as_mut().write(&values).await?;
+    }
+    writer.as_mut().finish().await?;
+    let staged: Vec<String> = columns.iter().map(|column| stored_value(column, column)).collect();
+    let inserted: HashSet<String> = tx
+        .query(
+            &format!(
+                "INSERT INTO memories ({}) SELECT {} FROM incoming ORDER BY ord \
+                 ON CONFLICT (namespace, content_hash) WHERE status = 'active' DO NOTHING RETURNING id",
+                columns.join(", "),
+                staged.join(", ")
+            ),
+            &[],
+        )
+        .await?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+
+    let mut vectors: Vec<(&str, &Embedding)> = Vec::new();
+    for index in fresh {
+        let (memory, embedding) = &batch[index];
+        if !inserted.contains(memory.id.as_str()) {
+            // A concurrent writer committed the same content after the check above.
+            let existing = active_duplicate(tx, memory, &hashes[index], None).await?.ok_or_else(|| Error::Conflict {
+                id: memory.id.to_string(),
+                expected: memory.version,
+            })?;
+            outcomes[index] = Some(Inserted::Duplicate(existing));
+            continue;
+        }
+        if !memory.links.is_empty() {
+            relations::sync_links(tx, memory).await?;
+        }
+        if let Some(embedding) = embedding {
+            vectors.push((memory.id.as_str(), embedding));
+        }
+        outcomes[index] = Some(Inserted::Created);
+    }
+    if !vectors.is_empty() {
+        copy_vectors(tx, &vectors).await?;
+    }
+    Ok(outcomes.into_iter().map(|outcome| outcome.expect("every memory has an outcome")).collect())
+}
+
+/// Copies vectors in as one new generation, outside the live index: the bulk index's backlog.
+async fn copy_vectors(tx: &Tx, vectors: &[(&str, &Embedding)]) -> Result<()> {
+    let row = tx.query_one("SELECT nextval('embedding_generations'), 'public.vector'::regtype::oid", &[]).await?;
+    let generation: i64 = row.get(0);
+    let vector_type = Type::new("vector".to_owned(), row.get(1), Kind::Simple, "public".to_owned());
+    let types = [Type::TEXT, Type::TEXT, Type::INT4, vector_type, Type::INT8];
+    let mut writer = tx.copy_in("COPY embeddings (memory_id, model, dim, vector, generation) FROM STDIN (FORMAT binary)", &types).await?;
+    for (id, embedding) in vectors {
+        let dim = i32::try_from(embedding.vector.len()).unwrap_or(i32::MAX);
+        let vector = Vector::from(embedding.vector.clone());
+        writer.as_mut().write(&[id, &embedding.model, &dim, &vector, &generation]).await?;
+    }
+    writer.as_mut().finish().await?;
+    Ok(())
+}
+
 /// Compare-and-swap on the version. The row is locked (`FOR UPDATE`) before its version is
 /// compared, so a concurrent writer either committed before (and the version moved on) or
 /// waits until this transaction ends.
 pub(crate) async fn replace(
-    tx: &impl GenericClient,
+    tx: &Tx,
     next: &Memory,
     previous: &MemoryVersion,
     embedding: Option<&Embedding>,
@@ -74,20 +195,20 @@ pub(crate) async fn replace(
 /// Bumps access counts without a new version: reading a memory does not change what it says.
 /// The read statistics live in their own columns, so this never rewrites a record and never
 /// conflicts with a writer changing it; the latest read time wins whatever order reads arrive in.
-pub(crate) async fn record_access(tx: &impl GenericClient, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
-    let at = time_key(at);
-    for id in ids {
-        tx.execute(
-            "UPDATE memories SET access_count = access_count + 1, \
-             last_accessed_at = greatest(last_accessed_at, $2) WHERE id = $1",
-            &[&id.as_str(), &at],
-        )
-        .await?;
-    }
+pub(crate) async fn record_access(tx: &Tx, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
+    let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
+    // One statement for the whole recall; an id listed twice is counted twice.
+    tx.execute(
+        "UPDATE memories m SET access_count = m.access_count + reads.count, \
+         last_accessed_at = greatest(m.last_accessed_at, $2) \
+         FROM (SELECT id, count(*) AS count FROM unnest($1::text[]) AS id GROUP BY id) reads WHERE m.id = reads.id",
+        &[&ids, &time_key(at)],
+    )
+    .await?;
     Ok(())
 }
 
-pub(crate) async fn set_embeddings(tx: &impl GenericClient, items: &[(MemoryId, Embedding)]) -> Result<()> {
+pub(crate) async fn set_embeddings(tx: &Tx, items: &[(MemoryId, Embedding)]) -> Result<()> {
     for (id, embedding) in items {
         if stored(tx, id.as_str()).await?.is_none() {
             tracing::warn!(%id, "not storing a vector for a memory that does not exist");
@@ -100,7 +221,7 @@ pub(crate) async fn set_embeddings(tx: &impl GenericClient, items: &[(MemoryId, 
 
 /// Writes records as they are. A record is skipped when its id exists at the same or a newer
 /// version, and when it is active and another active memory already holds its content.
-pub(crate) async fn import(tx: &impl GenericClient, records: &[MemoryRecord]) -> Result<usize> {
+pub(crate) async fn import(tx: &Tx, records: &[MemoryRecord]) -> Result<usize> {
     let mut written = 0;
     for record in records {
         let memory = &record.memory;
@@ -154,7 +275,7 @@ pub(crate) async fn import(tx: &impl GenericClient, records: &[MemoryRecord]) ->
 }
 
 /// Recomputes every row's full-text vector, tags and the copy of its links from the record.
-pub(crate) async fn rebuild_index(tx: &impl GenericClient) -> Result<u64> {
+pub(crate) async fn rebuild_index(tx: &Tx) -> Result<u64> {
     let rows = tx.query(&format!("SELECT m.seq, {MEMORY_COLUMNS} FROM memories m"), &[]).await?;
     let mut indexed = 0;
     for row in rows {
@@ -178,15 +299,15 @@ pub(crate) struct Stored {
     pub memory: Memory,
 }
 
-async fn stored(tx: &impl GenericClient, id: &str) -> Result<Option<Stored>> {
+async fn stored(tx: &Tx, id: &str) -> Result<Option<Stored>> {
     stored_with(tx, id, "").await
 }
 
-async fn stored_for_update(tx: &impl GenericClient, id: &str) -> Result<Option<Stored>> {
+async fn stored_for_update(tx: &Tx, id: &str) -> Result<Option<Stored>> {
     stored_with(tx, id, " FOR UPDATE").await
 }
 
-async fn stored_with(tx: &impl GenericClient, id: &str, lock: &str) -> Result<Option<Stored>> {
+async fn stored_with(tx: &Tx, id: &str, lock: &str) -> Result<Option<Stored>> {
     let sql = format!("SELECT m.seq, m.version, {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1{lock}");
     let Some(row) = tx.query_opt(&sql, &[&id]).await? else { return Ok(None) };
     let version: i32 = row.get(1);
@@ -195,7 +316,7 @@ async fn stored_with(tx: &impl GenericClient, id: &str, lock: &str) -> Result<Op
 
 /// The id of an active memory, other than `except`, that `memory` (whose content hash is
 /// `hash`) would duplicate if it is active.
-async fn active_duplicate(tx: &impl GenericClient, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
+async fn active_duplicate(tx: &Tx, memory: &Memory, hash: &str, except: Option<&str>) -> Result<Option<MemoryId>> {
     if memory.status != Status::Active {
         return Ok(None);
     }
@@ -209,33 +330,70 @@ async fn active_duplicate(tx: &impl GenericClient, memory: &Memory, hash: &str, 
     row.map(|row| MemoryId::parse(row.get::<_, &str>(0)).map_err(|error| Error::Corrupt(error.to_string()))).transpose()
 }
 
-/// The columns a memory's row is written with, each with the SQL of its value (the value's
-/// placeholder in `params`): the one list that both an insert and an update write.
-fn row_values(memory: &Memory, hash: &str, params: &mut Params) -> Result<Vec<(&'static str, String)>> {
+/// The columns a memory's row is written with (name, type, SQL type), in the order [`row_fields`]
+/// gives their values: the one list that an insert, an update and a bulk load all write.
+const ROW_COLUMNS: [(&str, Type, &str); 15] = [
+    ("id", Type::TEXT, "text"),
+    ("namespace", Type::TEXT, "text"),
+    ("kind", Type::TEXT, "text"),
+    ("status", Type::TEXT, "text"),
+    ("confidence", Type::FLOAT8, "double precision"),
+    ("created_at", Type::INT8, "bigint"),
+    ("occurred_at", Type::INT8, "bigint"),
+    ("content_hash", Type::TEXT, "text"),
+    ("version", Type::INT4, "integer"),
+    ("tags", Type::TEXT_ARRAY, "text[]"),
+    ("access_count", Type::INT8, "bigint"),
+    ("last_accessed_at", Type::TEXT, "text"),
+    ("search", Type::TEXT, "text"),
+    ("body", Type::TEXT, "text"),
+    ("facets", Type::TEXT_ARRAY, "text[]"),
+];
+
+/// The values of [`ROW_COLUMNS`] for `memory`, whose content hash is `hash`. `search` is the
+/// search text, which the database turns into the full-text vector.
+fn row_fields(memory: &Memory, hash: &str) -> Result<Vec<Box<dyn Param>>> {
     let version = i32::try_from(memory.version).unwrap_or(i32::MAX);
     let access_count = memory.access_count.min(i64::MAX as u64) as i64;
     Ok(vec![
-        ("id", params.push(memory.id.as_str().to_owned())),
-        ("namespace", params.push(memory.namespace.as_str().to_owned())),
-        ("kind", params.push(memory.kind.as_str().to_owned())),
-        ("status", params.push(memory.status.as_str().to_owned())),
-        ("confidence", params.push(memory.confidence)),
-        ("created_at", params.push(nanos(memory.created_at))),
-        ("occurred_at", params.push(nanos(memory.occurred_at()))),
-        ("content_hash", params.push(hash.to_owned())),
-        ("version", params.push(version)),
-        ("tags", params.push(memory.tags.clone())),
-        ("access_count", params.push(access_count)),
-        ("last_accessed_at", params.push(memory.last_accessed_at.map(time_key))),
-        ("search", format!("to_tsvector('english', {})", params.push(searchable(&memory.search_text())))),
-        ("body", params.push(encode_memory(memory)?)),
-        ("facets", params.push(facets(memory))),
+        Box::new(memory.id.as_str().to_owned()),
+        Box::new(memory.namespace.as_str().to_owned()),
+        Box::new(memory.kind.as_str().to_owned()),
+        Box::new(memory.status.as_str().to_owned()),
+        Box::new(memory.confidence),
+        Box::new(nanos(memory.created_at)),
+        Box::new(nanos(memory.occurred_at())),
+        Box::new(hash.to_owned()),
+        Box::new(version),
+        Box::new(memory.tags.clone()),
+        Box::new(access_count),
+        Box::new(memory.last_accessed_at.map(time_key)),
+        Box::new(searchable(&memory.search_text())),
+        Box::new(encode_memory(memory)?),
+        Box::new(facets(memory)),
     ])
+}
+
+/// The SQL that stores a column's value from its placeholder (or staged column).
+fn stored_value(column: &str, value: &str) -> String {
+    match column {
+        "search" => format!("to_tsvector('english', {value})"),
+        _ => value.to_owned(),
+    }
+}
+
+/// The columns and their SQL values, each value's placeholder in `params`.
+fn row_values(memory: &Memory, hash: &str, params: &mut Params) -> Result<Vec<(&'static str, String)>> {
+    Ok(ROW_COLUMNS
+        .iter()
+        .zip(row_fields(memory, hash)?)
+        .map(|((column, _, _), value)| (*column, stored_value(column, &params.push_boxed(value))))
+        .collect())
 }
 
 /// Inserts the row of a new memory. Returns false, writing nothing, when the active-content
 /// index already holds its content (a concurrent writer got there first).
-async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Result<bool> {
+async fn insert_row(tx: &Tx, memory: &Memory, hash: &str) -> Result<bool> {
     let mut params = Params::default();
     let values = row_values(memory, hash, &mut params)?;
     let columns: Vec<&str> = values.iter().map(|(column, _)| *column).collect();
@@ -255,7 +413,7 @@ async fn insert_row(tx: &impl GenericClient, memory: &Memory, hash: &str) -> Res
 
 /// Rewrites the row under `seq` with `memory`. Read statistics stay as stored: they only grow,
 /// and the stored ones are at least as new as any copy a writer started from.
-async fn update_row(tx: &impl GenericClient, seq: i64, memory: &Memory, hash: &str) -> Result<()> {
+async fn update_row(tx: &Tx, seq: i64, memory: &Memory, hash: &str) -> Result<()> {
     let mut params = Params::default();
     let seq = params.push(seq);
     let assignments: Vec<String> = row_values(memory, hash, &mut params)?
@@ -288,7 +446,7 @@ fn conflict_on_duplicate(error: Error, id: &str, expected: u32) -> Error {
 }
 
 /// Adds a superseded version to the history; with `overwrite`, over an entry of the same version.
-async fn put_version(tx: &impl GenericClient, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
+async fn put_version(tx: &Tx, id: &str, version: &MemoryVersion, overwrite: bool) -> Result<()> {
     let on_conflict = if overwrite {
         "DO UPDATE SET superseded_at = excluded.superseded_at, reason = excluded.reason, body = excluded.body"
     } else {
@@ -307,13 +465,15 @@ async fn put_version(tx: &impl GenericClient, id: &str, version: &MemoryVersion,
 }
 
 /// Stores `embedding` as the vector of `id` for its model, replacing an earlier one.
-pub(crate) async fn put_vector(tx: &impl GenericClient, id: &str, embedding: &Embedding) -> Result<()> {
+pub(crate) async fn put_vector(tx: &Tx, id: &str, embedding: &Embedding) -> Result<()> {
     let dim = i32::try_from(embedding.vector.len()).unwrap_or(i32::MAX);
+    // Written one by one, it goes into the live index at once (generation 0), even where a bulk
+    // load had put an earlier vector of the memory in the backlog.
     tx.execute(
-        "INSERT INTO embeddings (memory_id, model, dim, vector) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO embeddings (memory_id, model, dim, vector) VALUES ($1, $2, $3, $4::real[]::vector) \
          ON CONFLICT (memory_id, model) DO UPDATE SET dim = excluded.dim, vector = excluded.vector, \
-         written = nextval('embedding_writes')",
-        &[&id, &embedding.model, &dim, &Vector::from(embedding.vector.clone())],
+         written = nextval('embedding_writes'), generation = 0",
+        &[&id, &embedding.model, &dim, &embedding.vector],
     )
     .await?;
     Ok(())
@@ -321,7 +481,7 @@ pub(crate) async fn put_vector(tx: &impl GenericClient, id: &str, embedding: &Em
 
 /// Vectors embed the search text, so they are stale once it changes; `embedding`, when given,
 /// is the vector of the new text.
-async fn update_vectors(tx: &impl GenericClient, id: &str, text_changed: bool, embedding: Option<&Embedding>) -> Result<()> {
+async fn update_vectors(tx: &Tx, id: &str, text_changed: bool, embedding: Option<&Embedding>) -> Result<()> {
     if text_changed {
         tx.execute("DELETE FROM embeddings WHERE memory_id = $1", &[&id]).await?;
     }

@@ -1,12 +1,14 @@
 //! The PostgreSQL store against a real PostgreSQL server with pgvector: the shared conformance
-//! suites, and what only a shared server shows: eight processes writing the same memories at
-//! once, the database going away mid-run and coming back, one recall across project, user and
-//! org domains, and schema upgrades.
+//! suites, over a TCP connection, the server's Unix socket, pgbouncer in transaction pooling
+//! mode and with a streaming read replica; and what only a shared server shows: eight processes
+//! writing the same memories at once, the database going away mid-run and coming back, one
+//! recall across project, user and org domains, schema upgrades, bulk loads, every form of
+//! connection string and every `sslmode` against servers with and without TLS.
 //!
-//! The server's URL comes from `KENNING_TEST_PG_URL`, which `scripts/test` sets after starting a
-//! throwaway server (`scripts/pg-server`). Every store gets a schema of its own, so tests run
-//! side by side on one server. Without the variable each test fails with a message saying how
-//! to get a server: an org test never passes without having run.
+//! The servers' URLs come from `KENNING_TEST_PG_*` variables, which `scripts/test` sets after
+//! starting throwaway servers (`scripts/pg-server`). Every store gets a schema of its own, so
+//! tests run side by side on one server. Without a variable each test that needs it fails with
+//! a message saying how to get the server: an org test never passes without having run.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -16,8 +18,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kenning_core::MemoryStore;
 use kenning_postgres::{PostgresStore, Settings, VectorIndex};
 
+#[path = "postgres/bulk.rs"]
+mod bulk;
 #[path = "postgres/concurrency.rs"]
 mod concurrency;
+#[path = "postgres/connections.rs"]
+mod connections;
 #[path = "postgres/domains.rs"]
 mod domains;
 #[path = "postgres/hnsw.rs"]
@@ -26,21 +32,30 @@ mod hnsw;
 mod migration;
 #[path = "postgres/outage.rs"]
 mod outage;
+#[path = "postgres/pgbouncer.rs"]
+mod pgbouncer;
+#[path = "postgres/relay.rs"]
+mod relay;
+#[path = "postgres/replica.rs"]
+mod replica;
 #[path = "postgres/text.rs"]
 mod text;
-#[path = "postgres/tls.rs"]
-mod tls;
 
 const URL_VARIABLE: &str = "KENNING_TEST_PG_URL";
 
 /// The test server's URL, or a failure that says how to get one.
 fn server_url() -> String {
-    match std::env::var(URL_VARIABLE) {
-        Ok(url) if !url.trim().is_empty() => url,
+    test_variable(URL_VARIABLE, "a PostgreSQL server with pgvector", "scripts/pg-server start /tmp/kenning-pg")
+}
+
+/// A `KENNING_TEST_*` variable `scripts/test` sets, or a failure that says what it is for and
+/// how to get it.
+fn test_variable(name: &str, what: &str, start: &str) -> String {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => value,
         _ => panic!(
-            "{URL_VARIABLE} is not set: the organisation-domain tests need a PostgreSQL server with pgvector. \
-             Run the project's test command, `scripts/test`, which starts one; or start one with \
-             `scripts/pg-server start /tmp/kenning-pg` and export {URL_VARIABLE} with the URL it prints."
+            "{name} is not set: the organisation-domain tests need {what}. Run the project's test command, \
+             `scripts/test`, which starts it; or start it with `{start}` and export {name} with what it prints."
         ),
     }
 }
@@ -56,9 +71,10 @@ fn settings(schema: &str) -> Settings {
     settings_for(server_url(), schema)
 }
 
-/// Settings with the default vector index, HNSW.
+/// Settings with the default vector index, HNSW. The vectors of bulk loads join the index
+/// only when a test asks, so that what a test sees does not depend on how fast it runs.
 fn settings_for(url: String, schema: &str) -> Settings {
-    Settings { schema: schema.to_owned(), ..Settings::new(url) }
+    Settings { schema: schema.to_owned(), catch_up_after: None, ..Settings::new(url) }
 }
 
 fn fresh_store(label: &str) -> PostgresStore {

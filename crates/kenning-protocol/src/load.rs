@@ -300,6 +300,9 @@ const SHIPPED: &[(&str, &str)] = &[
     ("resolve_blocker.yaml", include_str!("../protocols/resolve_blocker.yaml")),
     ("add_invariant.yaml", include_str!("../protocols/add_invariant.yaml")),
     ("explore_space.yaml", include_str!("../protocols/explore_space.yaml")),
+    ("add_objectives.yaml", include_str!("../protocols/add_objectives.yaml")),
+    ("add_health_coverage.yaml", include_str!("../protocols/add_health_coverage.yaml")),
+    ("add_implementation.yaml", include_str!("../protocols/add_implementation.yaml")),
 ];
 
 const SHIPPED_SKILLS: &[(&str, &str)] = &[
@@ -307,6 +310,8 @@ const SHIPPED_SKILLS: &[(&str, &str)] = &[
     ("progress_tracking", include_str!("../skills/progress_tracking.md")),
     ("escalation_handling", include_str!("../skills/escalation_handling.md")),
     ("module_design", include_str!("../skills/module_design.md")),
+    ("health_coverage", include_str!("../skills/health_coverage.md")),
+    ("feature_implementation", include_str!("../skills/feature_implementation.md")),
 ];
 
 impl Library {
@@ -336,12 +341,15 @@ impl Library {
     }
 
     /// Loads `dir/*.yaml` (and `.yml`) and `dir/skills/*.md` over what is loaded; a folder that
-    /// does not exist adds nothing.
+    /// does not exist adds nothing. A file that is a symbolic link leading out of the folder is
+    /// not read (a repository's folder could otherwise show any file of the machine as a skill).
     pub fn load_dir(&mut self, dir: &Path) {
+        let Ok(folder) = std::fs::canonicalize(dir) else { return };
+        let inside = |path: &Path| std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(&folder));
         if let Ok(entries) = std::fs::read_dir(dir.join("skills")) {
             let mut paths: Vec<_> = entries.flatten().map(|entry| entry.path()).filter(|path| path.extension().is_some_and(|ext| ext == "md")).collect();
             paths.sort();
-            for path in paths {
+            for path in paths.into_iter().filter(|path| inside(path)) {
                 if let (Some(stem), Ok(text)) = (path.file_stem().and_then(|stem| stem.to_str()), std::fs::read_to_string(&path)) {
                     self.skills.insert(stem.to_owned(), text);
                 }
@@ -353,6 +361,16 @@ impl Library {
         paths.sort();
         for path in paths {
             let file = path.display().to_string();
+            if !inside(&path) {
+                self.problems.push(LoadError {
+                    file,
+                    line: 0,
+                    field: "file".into(),
+                    problem: "leads out of its folder through a symbolic link, so it is not read".into(),
+                    suggestion: "keep protocol files in the folder itself".into(),
+                });
+                continue;
+            }
             match std::fs::read_to_string(&path) {
                 Ok(text) => self.add(&file, &text),
                 Err(error) => self.problems.push(LoadError { file, line: 0, field: "file".into(), problem: format!("cannot be read: {error}"), suggestion: "check its permissions and encoding (UTF-8)".into() }),

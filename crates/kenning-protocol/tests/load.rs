@@ -14,7 +14,10 @@ fn the_shipped_protocols_load_without_problems() {
     let library = Library::shipped();
     assert!(library.problems.is_empty(), "{:?}", library.problems);
     let names: Vec<&str> = library.names().collect();
-    assert_eq!(names, ["add_invariant", "capture_decision", "explore_space", "investigate", "record_work", "resolve_blocker"]);
+    assert_eq!(
+        names,
+        ["add_health_coverage", "add_implementation", "add_invariant", "add_objectives", "capture_decision", "explore_space", "investigate", "record_work", "resolve_blocker"]
+    );
     for loaded in library.protocols() {
         assert!(loaded.skill.as_deref().is_some_and(|skill| skill.starts_with("# ")), "{} has no skill", loaded.protocol.name);
     }
@@ -132,4 +135,24 @@ fn protocols_that_call_each_other_without_end_are_refused() {
     assert!(library.get("needs").is_none());
     assert!(library.problems.iter().any(|problem| problem.problem.contains("leaves out `topic`")), "{:?}", library.problems);
     assert!(library.get("takes").is_some());
+}
+
+/// A repository's protocol folder could hold links to any file of the machine: a skill linked to
+/// a private key would be shown to the agent. Files that lead out of the folder are not read.
+#[test]
+fn files_that_lead_out_of_the_folder_are_not_read() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+    std::fs::write(outside.path().join("theirs.yaml"), format!("name: theirs\ndescription: d\nskill: key\nsteps:\n  - id: a\n{ASK}")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("skills")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("id_rsa"), dir.path().join("skills/key.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("theirs.yaml"), dir.path().join("theirs.yaml")).unwrap();
+    std::fs::write(dir.path().join("ours.yaml"), format!("name: ours\ndescription: d\nskill: key\nsteps:\n  - id: a\n{ASK}")).unwrap();
+    let mut library = Library::shipped();
+    library.load_dir(dir.path());
+    assert!(library.get("theirs").is_none());
+    let refused = library.problems.iter().find(|problem| problem.file.ends_with("theirs.yaml")).unwrap();
+    assert!(refused.problem.contains("symbolic link"), "{refused}");
+    assert!(library.get("ours").is_none(), "the skill linked out of the folder was loaded");
 }

@@ -16,6 +16,13 @@ pub(crate) fn get(conn: &Connection, id: &str) -> Result<Option<Memory>> {
     body.map(|body| decode_memory(&body)).transpose()
 }
 
+/// The memory captured first, by capture time then id (the `memories_created` index).
+pub(crate) fn first_captured(conn: &Connection) -> Result<Option<Memory>> {
+    let body: Option<String> =
+        conn.prepare_cached("SELECT body FROM memories ORDER BY created_at, id LIMIT 1")?.query_row([], |row| row.get(0)).optional()?;
+    body.map(|body| decode_memory(&body)).transpose()
+}
+
 pub(crate) fn get_many(conn: &Connection, ids: &[MemoryId]) -> Result<Vec<Memory>> {
     let mut memories = Vec::with_capacity(ids.len());
     for id in ids {

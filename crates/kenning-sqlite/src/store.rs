@@ -109,6 +109,12 @@ impl SqliteStore {
         }
     }
 
+    /// The domain of the memory captured first (any status), which a store that holds one
+    /// domain's records keeps as the domain's identity: `None` while the store is empty.
+    pub fn first_captured_domain(&self) -> Result<Option<kenning_core::Domain>, Error> {
+        Ok(self.db.read(|tx| crate::read::first_captured(tx))?.map(|memory| memory.domain))
+    }
+
     /// The id of an active memory other than `except` that holds the content of `memory`.
     pub fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>, Error> {
         self.db.read(|tx| mirror::active_duplicate(tx, memory, except))

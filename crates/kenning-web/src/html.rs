@@ -120,6 +120,11 @@ pub(crate) fn percent(value: f64) -> String {
     format!("{:.0}%", value * 100.0)
 }
 
+/// A confidence that may not have been stated.
+pub(crate) fn stated_percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "not stated".to_owned(), percent)
+}
+
 /// A status word as a coloured badge.
 pub(crate) fn badge(word: &str) -> String {
     format!("<span class=\"badge status-{}\">{}</span>", escape(&word.replace(['_', ' '], "-")), escape(&word.replace('_', " ")))

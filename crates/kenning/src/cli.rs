@@ -106,11 +106,13 @@ pub enum Command {
     },
     /// Print how well stated confidence matched outcomes, and draw the reliability diagram.
     Calibration(crate::decisions::CalibrationArgs),
-    /// Answer a Claude Code hook (session-start, user-prompt, post-tool, pre-compact, stop): reads
-    /// the hook's JSON on stdin, prints its answer; never fails the agent (errors go to hooks.log).
+    /// Answer a Claude Code hook (session-start, user-prompt, post-tool, post-tool-failure,
+    /// pre-compact, stop, session-end): reads the hook's JSON on stdin, prints its answer; always
+    /// exits 0, even on an argument error, so it never blocks the agent (problems go to hooks.log).
     Hook(HookArgs),
-    /// Register kenning with Claude Code: the MCP server in `.mcp.json` and the hooks in
-    /// `.claude/settings.json` (with --user, in ~/.claude.json and ~/.claude/settings.json).
+    /// Register kenning with agent clients: the MCP server and, where the client has them, the
+    /// hooks, in each client's own configuration files (default: Claude Code, `.mcp.json` and
+    /// `.claude/settings.json`; with --user, ~/.claude.json and ~/.claude/settings.json).
     Init(InitArgs),
     /// Check the binary, the configuration, the stores, the index, the hooks and the MCP
     /// registration, and say what to fix.
@@ -124,6 +126,10 @@ pub enum Command {
         #[arg(long)]
         setup: bool,
     },
+    /// Trust a repository's kenning.toml as it is now, so that it may set everything (language
+    /// models, storage, the org domain, the user's id), not only what any repository may; asked
+    /// again when the file changes. `--list` lists trusted files, `--revoke` stops trusting.
+    Trust(crate::trust::TrustArgs),
     /// API keys for `kenning serve --http`: create, list, revoke.
     Keys {
         #[command(subcommand)]
@@ -161,16 +167,22 @@ pub enum KeysCommand {
 
 #[derive(Debug, Args)]
 pub struct HookArgs {
-    /// session-start, user-prompt, post-tool, pre-compact or stop.
+    /// session-start, user-prompt, post-tool, post-tool-failure, pre-compact, stop or session-end.
     pub event: String,
-    /// The most tokens of context to add (default: session-start 1500, user-prompt 600, post-tool 400).
+    /// The most tokens of context to add, at least 50 (default: session-start 1500, user-prompt
+    /// 600, post-tool and post-tool-failure 400).
     #[arg(long)]
     pub max_tokens: Option<usize>,
 }
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Register for every project of this user (~/.claude.json and ~/.claude/settings.json)
+    /// The clients to register with: claude, codex, gemini, cursor, vscode, claude-desktop,
+    /// windsurf, zed, or all (every one found on this machine); comma-separated or repeated
+    /// (default: claude).
+    #[arg(long, value_name = "CLIENT")]
+    pub client: Vec<String>,
+    /// Register for every project of this user (e.g. ~/.claude.json and ~/.claude/settings.json)
     /// instead of the current project.
     #[arg(long)]
     pub user: bool,

@@ -21,6 +21,8 @@ use crate::project::Project;
 pub struct Services {
     pub memory: Arc<MemoryService>,
     pub decisions: Arc<DecisionService>,
+    /// The project's id as its domain carries it (see [`crate::project::identity`]).
+    pub project_id: Option<String>,
 }
 
 /// Opens the project store (inside a git repository: the repository's git notes, indexed in
@@ -44,8 +46,11 @@ pub fn services_without_llm(config: &Config, project: Option<&Project>) -> Resul
 
 fn open_services(config: &Config, project: Option<&Project>, llm: Option<Arc<dyn LanguageModel>>) -> Result<Services> {
     let mut stores: Vec<(Domain, Arc<dyn DecisionStore>)> = Vec::new();
+    let mut project_id = None;
     if let Some(project) = project.filter(|_| !config.project_disabled) {
-        stores.push(open_project(project, config)?);
+        let (id, store) = open_project(project, config)?;
+        stores.push((Domain::Project(id.clone()), store));
+        project_id = Some(id);
     }
     stores.push(open_sqlite(Domain::User, &config.user_db_path()?, config)?);
     if let Some(org) = config.org()? {
@@ -71,7 +76,7 @@ fn open_services(config: &Config, project: Option<&Project>, llm: Option<Arc<dyn
         None => ModuleList::default(),
     };
     let decisions = Arc::new(DecisionService::new(memory.clone(), decision_domains, modules));
-    Ok(Services { memory, decisions })
+    Ok(Services { memory, decisions, project_id })
 }
 
 fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
@@ -82,6 +87,8 @@ fn open_sqlite(domain: Domain, path: &Path, config: &Config) -> Result<(Domain, 
 fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     let domain = Domain::parse("domains.org.id", &format!("org:{}", org.id)).map_err(kenning_engine::Error::Invalid)?;
     let mut settings = Settings::new(org.url.clone());
+    settings.read_url = org.read_url.clone();
+    settings.environment = postgres_environment();
     if let Some(schema) = &org.schema {
         settings.schema = schema.clone();
     }
@@ -99,12 +106,28 @@ fn open_postgres(org: &OrgConfig) -> Result<(Domain, Arc<dyn DecisionStore>)> {
     Ok((domain, Arc::new(store)))
 }
 
+/// What libpq would take from this process's environment: the `PG*` variables, the login name
+/// and the home folder (for `~/.pgpass` and `~/.postgresql/`). kenning-postgres reads no
+/// environment of its own.
+pub fn postgres_environment() -> kenning_postgres::Environment {
+    let login = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).ok();
+    kenning_postgres::Environment::from_lookup(|name| std::env::var(name).ok(), login, dirs::home_dir())
+}
+
 /// The project domain's store: the notes of the repository, indexed beside them.
-pub fn open_project(project: &Project, config: &Config) -> Result<(Domain, Arc<dyn DecisionStore>)> {
-    let domain = Domain::Project(project.id.clone());
+/// Opens the project's notes and settles the id its domain takes: the configured one, else the
+/// one its memories were first stored under, else the derived one.
+pub fn open_project(project: &Project, config: &Config) -> Result<(String, Arc<dyn DecisionStore>)> {
+    let (store, recorded) = open_project_notes(project, config)?;
+    Ok((crate::project::identity(project, recorded.as_deref()), Arc::new(store)))
+}
+
+/// The project's notes store and the id its memories were first stored under, if any.
+pub fn open_project_notes(project: &Project, config: &Config) -> Result<(GitNotesStore, Option<String>)> {
     let store = GitNotesStore::open(&project.root, &project.store_path(), config.durability)
-        .with_context(|| format!("opening the {domain} store in the git notes of {}", project.root.display()))?;
-    Ok((domain, Arc::new(store)))
+        .with_context(|| format!("opening the project store in the git notes of {}", project.root.display()))?;
+    let recorded = store.recorded_project_id().with_context(|| format!("reading the project's id from the notes of {}", project.root.display()))?;
+    Ok((store, recorded))
 }
 
 fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>> {

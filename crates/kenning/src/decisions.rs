@@ -11,7 +11,7 @@ use kenning_chart::{ReliabilityChart, Series, reliability_png, reliability_svg};
 use kenning_core::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
 use kenning_engine::decisions::views::{
     CaptureDecisionResult, ContextView, DecisionDetail, DecisionPage, OutcomeResult, SignalResult, SkillsView,
-    UpdateDecisionResult,
+    UpdateDecisionResult, WarningsView,
 };
 use kenning_engine::decisions::{ALL_MODULES, CalibrationQuery, ContextQuery, SkillsQuery};
 use kenning_engine::{DecisionQuery, DecisionService};
@@ -215,7 +215,7 @@ pub fn run(decisions: &DecisionService, json: bool, command: DecisionCommand) ->
                 file_path: args.file_path,
                 related_files: args.related_files,
                 created_by: Some(args.created_by.unwrap_or_else(|| "human".to_owned())),
-                author: None,
+                ..CaptureDecision::default()
             };
             print(json, &decisions.capture(input, args.domain.as_deref())?, captured)
         }
@@ -258,6 +258,7 @@ pub fn run(decisions: &DecisionService, json: bool, command: DecisionCommand) ->
                 final_score: args.final_score,
                 signals: key_values("--observed", &args.observations)?,
                 lessons_learned: args.lessons,
+                ..OutcomeInput::default()
             };
             print(json, &decisions.record_outcome(&args.decision_id, input)?, outcome)
         }
@@ -271,11 +272,7 @@ pub fn run(decisions: &DecisionService, json: bool, command: DecisionCommand) ->
             };
             print(json, &decisions.skills(query)?, skills)
         }
-        DecisionCommand::Warnings(args) => {
-            let view = decisions.context(context_query(args, Some("minimal".to_owned())))?;
-            let warnings = Warnings { warnings: view.warnings, risk_score: view.risk_score, firewall_status: view.firewall_status };
-            print(json, &warnings, render_warnings)
-        }
+        DecisionCommand::Warnings(args) => print(json, &decisions.warnings(context_query(args, None))?, render_warnings),
         DecisionCommand::Context(args) => {
             let view = decisions.context(context_query(args.proposal, args.depth))?;
             print(json, &view, |view: &ContextView| view.markdown.clone())
@@ -307,22 +304,24 @@ fn key_values(flag: &str, pairs: &[String]) -> Result<BTreeMap<String, serde_jso
         .collect()
 }
 
-/// What `kenning decisions warnings` prints as JSON.
-#[derive(Serialize)]
-struct Warnings {
-    warnings: Vec<kenning_engine::decisions::views::WarningView>,
-    risk_score: f64,
-    firewall_status: String,
+
+/// A confidence that may not have been stated.
+fn stated(confidence: Option<f64>) -> String {
+    confidence.map_or_else(|| "not stated".to_owned(), |confidence| confidence.to_string())
 }
 
 fn captured(result: &CaptureDecisionResult) -> String {
-    format!("captured {} ({}, confidence {})\n  {}\n", result.decision_id, result.module, result.confidence, result.urn)
+    let mut out = format!("captured {} ({}, confidence {})\n  {}\n", result.decision_id, result.module, stated(result.confidence), result.urn);
+    for warning in &result.warnings {
+        out.push_str(&format!("  note: {warning}\n"));
+    }
+    out
 }
 
 fn updated(result: &UpdateDecisionResult) -> String {
     format!(
         "{} is {} (was {}), confidence {}, revision {}\n",
-        result.decision_id, result.new_status, result.previous_status, result.confidence, result.revision
+        result.decision_id, result.new_status, result.previous_status, stated(result.confidence), result.revision
     )
 }
 
@@ -333,7 +332,7 @@ fn detail(view: &DecisionDetail) -> String {
         ("module", decision.module.clone()),
         ("status", decision.status.clone()),
         ("risk", decision.risk_level.clone()),
-        ("confidence", format!("{} (now {})", decision.confidence, decision.current_confidence)),
+        ("confidence", format!("{} (now {})", stated(decision.confidence), stated(decision.current_confidence))),
         ("estimated", format!("{:.2} chance of success", view.estimated_success)),
         ("alternatives", decision.alternatives.join("; ")),
         ("rationale", decision.rationale.clone().unwrap_or_default()),
@@ -390,8 +389,13 @@ fn page(page: &DecisionPage) -> String {
         };
         let _ = writeln!(
             out,
-            "{}  {:<9} {:<10} conf {:.2}  {:<12} {}",
-            decision.decision_id, decision.module, decision.status, decision.confidence, outcome, decision.statement
+            "{}  {:<9} {:<10} conf {:<4}  {:<12} {}",
+            decision.decision_id,
+            decision.module,
+            decision.status,
+            decision.confidence.map_or_else(|| "-".to_owned(), |confidence| format!("{confidence:.2}")),
+            outcome,
+            decision.statement
         );
     }
     let _ = writeln!(out, "({} of {} in {})", page.decisions.len(), page.total, page.domain);
@@ -456,7 +460,7 @@ fn skills(view: &SkillsView) -> String {
     out
 }
 
-fn render_warnings(warnings: &Warnings) -> String {
+fn render_warnings(warnings: &WarningsView) -> String {
     let mut out = format!("firewall: {} (risk {:.2})\n", warnings.firewall_status, warnings.risk_score);
     if warnings.warnings.is_empty() {
         out.push_str("no warnings\n");

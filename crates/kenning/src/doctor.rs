@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::init::{SERVER_NAME, Targets, find_on_path, hook_commands, is_kenning_hook};
+use crate::init::{ClaudeFiles, SERVER_NAME, find_on_path, hook_commands, is_kenning_hook};
 use crate::project::Project;
 
 #[derive(Debug, Serialize)]
@@ -43,6 +43,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
         Err(error) => checks.push(Check::fail("config", format!("{error:#}"), "fix the file or variable named above")),
         Ok(config) => {
             checks.push(Check::ok("config", describe_sources(&config)));
+            checks.push(trust(&config));
             let project = match &config.project_id {
                 Some(id) => Project::discover(&cwd, Some(id)),
                 None => project_hint.clone(),
@@ -52,10 +53,10 @@ pub fn run(json: bool) -> Result<ExitCode> {
         }
     }
     let root = project_hint.as_ref().map_or_else(|| cwd.clone(), |project| project.root.clone());
-    let project_targets = Targets::project(&root);
-    let user_targets = Targets::user().ok();
-    checks.push(hooks(&project_targets, user_targets.as_ref()));
-    checks.push(mcp(&project_targets, user_targets.as_ref(), &root));
+    let project_files = ClaudeFiles::project(&root);
+    let user_files = ClaudeFiles::user();
+    checks.push(hooks(&project_files, user_files.as_ref()));
+    checks.push(mcp(&project_files, user_files.as_ref(), &root));
     checks.push(hook_log());
 
     let failed = checks.iter().any(|check| check.status == "fail");
@@ -95,6 +96,21 @@ fn describe_sources(config: &Config) -> String {
     }
 }
 
+/// What repository files set that was ignored for want of trust, and which are trusted.
+fn trust(config: &Config) -> Check {
+    let trusted = config.trusted.iter().map(|path| path.display().to_string()).collect::<Vec<_>>();
+    let trusted = if trusted.is_empty() { "no repository file is trusted".to_owned() } else { format!("trusted: {}", trusted.join(", ")) };
+    if config.ignored.is_empty() {
+        return Check::ok("trust", format!("{trusted}; nothing a repository set was ignored"));
+    }
+    let ignored = config.ignored.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+    Check::warn(
+        "trust",
+        format!("{ignored} ({trusted})"),
+        "read the file: if you trust it, `kenning trust FILE` applies it whole; else remove those settings or set them in your own config",
+    )
+}
+
 /// Opens every store and reads its status: counts, the search index, missing vectors.
 fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
     let services = match crate::compose::services_without_llm(config, project) {
@@ -121,14 +137,42 @@ fn stores(config: &Config, project: Option<&Project>) -> Vec<Check> {
     } else {
         Check::ok("index", format!("search index in step; search mode {}", status.search_mode))
     });
-    if project.is_none() {
-        checks.push(Check::warn(
+    match project.filter(|_| !config.project_disabled) {
+        None if project.is_none() => checks.push(Check::warn(
             "project",
             "not inside a git repository: memories go to the user domain only",
             "run kenning inside the project's repository",
-        ));
+        )),
+        None => {}
+        Some(project) => checks.push(project_identity(config, project)),
     }
     checks
+}
+
+/// The id the project's domain takes, and whether the remote now names it otherwise.
+fn project_identity(config: &Config, project: &Project) -> Check {
+    let recorded = match crate::compose::open_project_notes(project, config) {
+        Ok((_, recorded)) => recorded,
+        Err(error) => return Check::fail("project", format!("{error:#}"), "check the repository named above"),
+    };
+    let id = crate::project::identity(project, recorded.as_deref());
+    let rename = |to: &str| format!("to rename the project on purpose, set `id = \"{to}\"` under [project] in kenning.toml (or KENNING_PROJECT_ID={to}); URNs under earlier ids keep resolving");
+    match recorded {
+        Some(recorded) if project.configured && recorded != id => Check::ok(
+            "project",
+            format!("project:{id} (configured); its memories were first stored under `{recorded}`, and URNs under that id keep resolving"),
+        ),
+        Some(recorded) if !project.configured && recorded != project.derived_id => Check::warn(
+            "project",
+            format!(
+                "project:{recorded}, the id its memories were first stored under; the remote now names it `{}`, and kenning keeps `{recorded}` (URNs under either id resolve)",
+                project.derived_id
+            ),
+            rename(&project.derived_id),
+        ),
+        Some(_) => Check::ok("project", format!("project:{id}, the id its memories were stored under")),
+        None => Check::ok("project", format!("project:{id}, from {}; the first memory fixes it", if project.configured { "the configuration" } else { "the origin remote or the folder's name" })),
+    }
 }
 
 /// Asks each configured language model provider whether it answers now (its model list).
@@ -167,35 +211,48 @@ fn read_object(path: &Path) -> Option<Result<Map<String, Value>, String>> {
     })
 }
 
-/// Every event needs a kenning hook in the project's or the user's settings.
-fn hooks(project: &Targets, user: Option<&Targets>) -> Check {
+/// Every settings file Claude Code reads hooks and approvals from, that exists and parses.
+fn claude_settings(project: &ClaudeFiles, user: Option<&ClaudeFiles>) -> Result<Vec<Map<String, Value>>, String> {
+    let paths = std::iter::once(&project.settings).chain(&project.local_settings).chain(user.map(|files| &files.settings));
     let mut settings = Vec::new();
-    for path in std::iter::once(&project.settings).chain(user.map(|targets| &targets.settings)) {
+    for path in paths {
         match read_object(path) {
             Some(Ok(map)) => settings.push(map),
-            Some(Err(problem)) => return Check::fail("hooks", problem, "fix the file, then run `kenning init`"),
+            Some(Err(problem)) => return Err(problem),
             None => {}
         }
     }
-    let missing: Vec<&str> = HookEvent::ALL
-        .into_iter()
-        .filter(|event| !settings.iter().any(|map| hook_commands(map, *event).into_iter().any(|command| is_kenning_hook(command, *event))))
-        .map(HookEvent::claude_name)
-        .collect();
+    Ok(settings)
+}
+
+/// Every event kenning installs needs a kenning hook in the project's or the user's settings;
+/// the check names the events covered and those that are not.
+fn hooks(project: &ClaudeFiles, user: Option<&ClaudeFiles>) -> Check {
+    let settings = match claude_settings(project, user) {
+        Ok(settings) => settings,
+        Err(problem) => return Check::fail("hooks", problem, "fix the file, then run `kenning init`"),
+    };
+    let covered = |event: HookEvent| {
+        settings.iter().any(|map| {
+            let map = Value::Object(map.clone());
+            hook_commands(&map, event.claude_name()).into_iter().any(|command| is_kenning_hook(command, event))
+        })
+    };
+    let (present, missing): (Vec<HookEvent>, Vec<HookEvent>) = HookEvent::INSTALLED.into_iter().partition(|event| covered(*event));
+    let names = |events: &[HookEvent]| events.iter().map(|event| event.claude_name()).collect::<Vec<_>>().join(", ");
+    let fix = "run `kenning init` (this project) or `kenning init --user` (every project)";
     if missing.is_empty() {
-        Check::ok("hooks", "kenning answers SessionStart, UserPromptSubmit, PostToolUse, PreCompact and Stop")
+        Check::ok("hooks", format!("kenning answers {}", names(&present)))
+    } else if present.is_empty() {
+        Check::fail("hooks", format!("no kenning hook for {}", names(&missing)), fix)
     } else {
-        Check::fail(
-            "hooks",
-            format!("no kenning hook for {}", missing.join(", ")),
-            "run `kenning init` (this project) or `kenning init --user` (every project)",
-        )
+        Check::warn("hooks", format!("kenning answers {}, but not {}", names(&present), names(&missing)), fix)
     }
 }
 
-/// kenning must be registered as an MCP server: in `.mcp.json`, or in `~/.claude.json` for the
-/// user or for this project.
-fn mcp(project: &Targets, user: Option<&Targets>, root: &Path) -> Check {
+/// kenning must be registered as an MCP server: in `.mcp.json` (which Claude Code uses only once
+/// the user approved it), or in `~/.claude.json` for the user or for this project.
+fn mcp(project: &ClaudeFiles, user: Option<&ClaudeFiles>, root: &Path) -> Check {
     let registered = |servers: Option<&Value>| -> bool {
         servers.and_then(Value::as_object).is_some_and(|servers| {
             servers.iter().any(|(name, server)| {
@@ -204,20 +261,72 @@ fn mcp(project: &Targets, user: Option<&Targets>, root: &Path) -> Check {
             })
         })
     };
+    let user_config = user.and_then(|user| read_object(&user.mcp)).and_then(Result::ok);
+    let for_project = user_config.as_ref().and_then(|map| map.get("projects")).and_then(|projects| projects.get(&*root.to_string_lossy()));
+    if let Some(user) = user
+        && let Some(map) = &user_config
+        && (registered(map.get("mcpServers")) || registered(for_project.and_then(|entry| entry.get("mcpServers"))))
+    {
+        return Check::ok("mcp", format!("registered in {}", user.mcp.display()));
+    }
     if let Some(Ok(map)) = read_object(&project.mcp)
         && registered(map.get("mcpServers"))
     {
-        return Check::ok("mcp", format!("registered in {}", project.mcp.display()));
-    }
-    if let Some(user) = user
-        && let Some(Ok(map)) = read_object(&user.mcp)
-    {
-        let for_project = map.get("projects").and_then(|projects| projects.get(&*root.to_string_lossy())).and_then(|entry| entry.get("mcpServers"));
-        if registered(map.get("mcpServers")) || registered(for_project) {
-            return Check::ok("mcp", format!("registered in {}", user.mcp.display()));
-        }
+        let shown = project.mcp.display();
+        return match approval(project, user, root, user_config.as_ref()) {
+            Approval::Approved => Check::ok("mcp", format!("registered in {shown} and approved")),
+            Approval::Rejected => Check::fail(
+                "mcp",
+                format!("registered in {shown}, but the server was rejected in Claude Code, which does not start it"),
+                "run `claude mcp reset-project-choices` in the project and approve kenning when asked",
+            ),
+            Approval::Pending(approved_in_settings) => Check::warn(
+                "mcp",
+                if approved_in_settings {
+                    format!("registered in {shown} and approved, but the folder is not trusted yet: Claude Code shows the server pending")
+                } else {
+                    format!("registered in {shown}, not yet approved: Claude Code shows it pending and starts it only once approved")
+                },
+                "start Claude Code in the project, trust the folder and approve kenning when asked (or in /mcp)",
+            ),
+        };
     }
     Check::fail("mcp", "kenning is not registered as an MCP server", "run `kenning init` (or `claude mcp add kenning -- kenning serve`)")
+}
+
+/// What the user said about the project's `.mcp.json` server kenning.
+enum Approval {
+    Approved,
+    Rejected,
+    /// Not approved yet; `true` when the server is approved but the folder is not trusted.
+    Pending(bool),
+}
+
+/// Claude Code starts a project's `.mcp.json` server once the folder is trusted (recorded in
+/// `~/.claude.json` under the folder or one above it) and the server approved: in that entry, or
+/// by the settings (`enabledMcpjsonServers`, `enableAllProjectMcpServers`); a rejection
+/// (`disabledMcpjsonServers`) keeps it off.
+fn approval(project: &ClaudeFiles, user: Option<&ClaudeFiles>, root: &Path, user_config: Option<&Map<String, Value>>) -> Approval {
+    let names = |value: Option<&Value>, key: &str| -> bool {
+        value.and_then(|value| value.get(key)).and_then(Value::as_array).is_some_and(|names| names.iter().any(|name| name == SERVER_NAME))
+    };
+    let projects = user_config.and_then(|map| map.get("projects"));
+    let for_project = projects.and_then(|projects| projects.get(&*root.to_string_lossy()));
+    let trusted = root.ancestors().any(|folder| {
+        projects.and_then(|projects| projects.get(&*folder.to_string_lossy())).and_then(|entry| entry.get("hasTrustDialogAccepted")) == Some(&Value::Bool(true))
+    });
+    let settings: Vec<Value> = claude_settings(project, user).unwrap_or_default().into_iter().map(Value::Object).collect();
+    let sources: Vec<Option<&Value>> = std::iter::once(for_project).chain(settings.iter().map(Some)).collect();
+    let enabled = sources.iter().any(|source| {
+        names(*source, "enabledMcpjsonServers") || source.and_then(|value| value.get("enableAllProjectMcpServers")) == Some(&Value::Bool(true))
+    });
+    if sources.iter().any(|source| names(*source, "disabledMcpjsonServers")) {
+        Approval::Rejected
+    } else if enabled && trusted {
+        Approval::Approved
+    } else {
+        Approval::Pending(enabled)
+    }
 }
 
 /// Hooks fail silently by design; their log says whether they did lately.
@@ -227,7 +336,7 @@ fn hook_log() -> Check {
     match text.lines().last() {
         Some(last) => Check::warn(
             "hook-log",
-            format!("{} hook failure(s) logged; the last: {last}", text.lines().count()),
+            format!("{} hook problem(s) logged (a hook always exits 0 and says here what went wrong); the last: {last}", text.lines().count()),
             format!("fix the cause named there, then delete {}", path.display()),
         ),
         None => Check::ok("hook-log", "no hook has failed"),

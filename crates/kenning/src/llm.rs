@@ -6,6 +6,9 @@
 //! model = "claude-sonnet-4-5"
 //! api_key_env = "ANTHROPIC_API_KEY"
 //! ```
+//!
+//! A single provider may also be written as the `[llm]` table itself (`[llm]` with `provider`,
+//! `model`, …), the form of the seed configuration.
 
 use std::sync::Arc;
 
@@ -14,12 +17,16 @@ use kenning_core::FieldError;
 use kenning_llm::{Fallback, ProviderSettings};
 use serde_json::Value;
 
-/// Checks the `[llm]` section: a table holding only a non-empty `providers` array of tables.
+/// Checks the `[llm]` section: a table holding only a non-empty `providers` array of tables,
+/// or one provider's fields.
 pub fn parse_section(section: &toml::Value) -> Result<Vec<ProviderSettings>, FieldError> {
     let as_json = |value: &toml::Value| serde_json::to_value(value).unwrap_or(Value::Null);
     let Some(table) = section.as_table() else {
         return Err(FieldError::new("llm", "is not a table", as_json(section), "write [[llm.providers]] tables, one per provider"));
     };
+    if !table.contains_key("providers") && table.contains_key("provider") {
+        return Ok(vec![ProviderSettings::from_json("llm", &as_json(section))?]);
+    }
     if let Some((key, value)) = table.iter().find(|(key, _)| key.as_str() != "providers") {
         return Err(FieldError::new(
             format!("llm.{key}"),
@@ -63,7 +70,7 @@ mod tests {
         let providers = parse_section(&section["llm"]).unwrap();
         assert_eq!(providers.iter().map(ProviderSettings::label).collect::<Vec<_>>(), ["ollama/llama3.2", "openai/gpt-4o-mini"]);
 
-        let section: toml::Table = toml::from_str("[llm]\nprovider = \"openai\"\n").unwrap();
+        let section: toml::Table = toml::from_str("[llm]\nprovider = \"openai\"\nproviders = []\n").unwrap();
         let error = parse_section(&section["llm"]).unwrap_err();
         assert_eq!(error.field, "llm.provider");
         let section: toml::Table = toml::from_str("[llm]\nproviders = []\n").unwrap();
@@ -71,6 +78,27 @@ mod tests {
         let section: toml::Table = toml::from_str("[[llm.providers]]\nprovider = \"openai\"\nmodel = \"m\"\nmax_retries = 99\n").unwrap();
         let error = parse_section(&section["llm"]).unwrap_err();
         assert_eq!((error.field.as_str(), &error.received), ("llm.providers[0].max_retries", &Value::from(99)));
+    }
+
+    /// The seed configuration's `[llm]` table, verbatim: one provider, its request defaults,
+    /// rate limits and retry delay.
+    #[test]
+    fn the_single_table_form_and_its_request_options_are_read() {
+        let seed = "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-3-5-sonnet-20241022\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n\
+            temperature = 0.3\nmax_tokens = 1000\ntimeout_seconds = 30\nrequests_per_minute = 60\ntokens_per_minute = 100000\nmax_retries = 3\nretry_delay_ms = 1000\n";
+        let section: toml::Table = toml::from_str(seed).unwrap();
+        let providers = parse_section(&section["llm"]).unwrap();
+        let [provider] = providers.as_slice() else { panic!("one provider: {providers:?}") };
+        assert_eq!(provider.label(), "anthropic/claude-3-5-sonnet-20241022");
+        assert_eq!((provider.temperature, provider.max_tokens, provider.tokens_per_minute), (Some(0.3), Some(1000), Some(100_000)));
+        assert_eq!((provider.timeout.as_secs(), provider.max_retries, provider.backoff_base.as_millis()), (30, 3, 1000));
+
+        // A model per provider when none is named, and LM Studio's port.
+        let section: toml::Table = toml::from_str("[llm]\nprovider = \"lmstudio\"\nport = 4321\n").unwrap();
+        let providers = parse_section(&section["llm"]).unwrap();
+        assert_eq!((providers[0].label().as_str(), providers[0].base_url.as_str()), ("lmstudio/qwen2.5-7b-instruct", "http://localhost:4321"));
+        let section: toml::Table = toml::from_str("[llm]\nprovider = \"openai\"\ntemperature = 3\n").unwrap();
+        assert_eq!(parse_section(&section["llm"]).unwrap_err().field, "llm.temperature");
     }
 
     #[test]

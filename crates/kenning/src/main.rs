@@ -14,6 +14,7 @@ mod llm;
 mod project;
 mod protocols;
 mod render;
+mod trust;
 mod workflows;
 
 use std::collections::BTreeMap;
@@ -34,7 +35,13 @@ use crate::config::Config;
 use crate::project::Project;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // A hook must not fail the agent over an argument (exit 2 would block the prompt).
+        Err(error) if hook::is_hook_invocation(&args) && error.use_stderr() => return hook::run_despite(&args, &error),
+        Err(error) => error.exit(),
+    };
     // A hook answers before anything else can fail: it never returns an error to the agent.
     if let Command::Hook(args) = &cli.command {
         return hook::run(args);
@@ -87,8 +94,9 @@ fn describe(error: &anyhow::Error) -> String {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        // Keys touch no store: they work even where the stores cannot be opened.
+        // Keys and trust touch no store: they work even where the stores cannot be opened.
         Command::Keys { command } => keys::run(cli.json, command),
+        Command::Trust(args) => trust::run(cli.json, args),
         command => run_with_stores(cli.json, command),
     }
 }
@@ -202,7 +210,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Decisions { command } => decisions::run(&services.decisions, json, command),
         Command::Workflow { command } => workflows::run(&services.memory, json, command),
         Command::Protocol { command } => protocols::run(&services.decisions, json, command),
-        Command::Keys { .. } => unreachable!("`kenning keys` is run before the stores are opened"),
+        Command::Keys { .. } | Command::Trust(_) => unreachable!("`kenning keys` and `kenning trust` are run before the stores are opened"),
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {

@@ -1,5 +1,11 @@
 //! Finding the project around the working directory: its git repository, its id and where
 //! its store lives.
+//!
+//! A project's id names its domain (`project:{id}`) in every URN. It is, in order: the id
+//! configured (`[project] id`, `KENNING_PROJECT_ID`); else the id its memories were first
+//! stored under, which the notes keep (see [`identity`]), so adding, renaming or removing a
+//! remote changes nothing; else, for a project with no memories yet, the id derived from the
+//! `origin` remote's URL or, without one, from the folder's name.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -7,7 +13,12 @@ use std::process::Command;
 /// The git repository the working directory is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
+    /// The configured id, else the derived one; [`identity`] settles the id the domain takes.
     pub id: String,
+    /// The id the `origin` remote's URL gives, or without one the folder's name.
+    pub derived_id: String,
+    /// Whether `id` was configured rather than derived.
+    pub configured: bool,
     pub root: PathBuf,
     /// The repository's git directory (shared by all worktrees); the store lives in here, out of the work tree.
     pub git_dir: PathBuf,
@@ -17,18 +28,28 @@ impl Project {
     /// The repository containing `dir`, if any; `None` when `dir` is not in a git work tree.
     pub fn discover(dir: &Path, id_override: Option<&str>) -> Option<Project> {
         let repository = if git_is_redirected() { ask_git(dir)? } else { find_repository(dir, &ceiling_directories())? };
-        let id = match id_override {
-            Some(id) => sanitise(id),
-            None => repository.origin_url.as_deref().and_then(id_from_remote).unwrap_or_else(|| {
-                sanitise(&repository.root.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default())
-            }),
+        let or_default = |id: String| if id.is_empty() { "project".to_owned() } else { id };
+        let derived_id = or_default(repository.origin_url.as_deref().and_then(id_from_remote).unwrap_or_else(|| {
+            sanitise(&repository.root.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default())
+        }));
+        let (id, configured) = match id_override {
+            Some(id) => (or_default(sanitise(id)), true),
+            None => (derived_id.clone(), false),
         };
-        let id = if id.is_empty() { "project".to_owned() } else { id };
-        Some(Project { id, root: repository.root, git_dir: repository.common_dir })
+        Some(Project { id, derived_id, configured, root: repository.root, git_dir: repository.common_dir })
     }
 
     pub fn store_path(&self) -> PathBuf {
         self.git_dir.join("kenning").join("project.db")
+    }
+}
+
+/// The id a project's domain takes: the configured id, else `recorded` (the id its memories
+/// were first stored under), else the derived id.
+pub fn identity(project: &Project, recorded: Option<&str>) -> String {
+    match recorded {
+        Some(recorded) if !project.configured => recorded.to_owned(),
+        _ => project.id.clone(),
     }
 }
 
@@ -277,6 +298,23 @@ mod tests {
             find_repository(&root.join("quoted"), std::slice::from_ref(&root)).unwrap().origin_url.as_deref(),
             Some("https://example.com/quoted repo.git")
         );
+    }
+
+    #[test]
+    fn the_recorded_id_outlasts_remotes_and_a_configured_id_overrides_it() {
+        let project = |id: &str, derived: &str, configured: bool| Project {
+            id: id.to_owned(),
+            derived_id: derived.to_owned(),
+            configured,
+            root: PathBuf::from("/r"),
+            git_dir: PathBuf::from("/r/.git"),
+        };
+        // A remote was added after the first memories: they keep the folder's id.
+        assert_eq!(identity(&project("upstream", "upstream", false), Some("repo")), "repo");
+        // No memories yet: the remote names the project.
+        assert_eq!(identity(&project("upstream", "upstream", false), None), "upstream");
+        // A rename on purpose.
+        assert_eq!(identity(&project("renamed", "upstream", true), Some("repo")), "renamed");
     }
 
     #[test]

@@ -30,10 +30,14 @@ pub enum ProtocolCommand {
     },
 }
 
-/// The folders protocol files are loaded from, in order: later ones replace earlier ones.
+/// The folders protocol files are loaded from, in order: later ones replace earlier ones. The
+/// repository's folder counts only where it resolves inside the repository.
 fn folders(repository_root: Option<&std::path::Path>) -> Vec<PathBuf> {
-    let user = std::env::var_os("KENNING_CONFIG_DIR").map(PathBuf::from).or_else(|| dirs::config_dir().map(|dir| dir.join("kenning")));
-    user.map(|dir| dir.join("protocols")).into_iter().chain(repository_root.map(|root| root.join(".kenning").join("protocols"))).collect()
+    let repository = repository_root.and_then(|root| {
+        let root = std::fs::canonicalize(root).ok()?;
+        std::fs::canonicalize(root.join(".kenning").join("protocols")).ok().filter(|folder| folder.starts_with(&root))
+    });
+    crate::config::Config::config_dir().map(|dir| dir.join("protocols")).into_iter().chain(repository).collect()
 }
 
 /// The protocol service over the shipped protocols and the user's and project's folders. A file

@@ -22,6 +22,9 @@ pub fn recall(page: &RecallPage) -> String {
     for domain in &page.unavailable {
         let _ = writeln!(out, "note: {} was left out: {}", domain.domain, domain.message);
     }
+    for domain in &page.degraded {
+        let _ = writeln!(out, "note: {}: {}", domain.domain, domain.message);
+    }
     if page.results.is_empty() {
         out.push_str("no memories match\n");
         return out;

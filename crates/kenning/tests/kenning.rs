@@ -9,6 +9,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod kenning {
+    mod trust;
+}
+
 const BIN: &str = env!("CARGO_BIN_EXE_kenning");
 const REMOTE: &str = "https://github.com/acme/widget-service.git";
 const PROJECT: &str = "project:widget-service";
@@ -64,6 +68,7 @@ impl Sandbox {
         command
             .env("KENNING_DATA_DIR", self.path("data"))
             .env("KENNING_CONFIG_DIR", self.path("config"))
+            .env("CLAUDE_CONFIG_DIR", self.path("claude"))
             .env("GIT_CEILING_DIRECTORIES", self.dir.path());
         command
     }
@@ -417,9 +422,14 @@ fn python_mcp_sdk_end_to_end() {
 
 /// Runs `kenning hook EVENT` in the repository with `input` on stdin.
 fn hook(sandbox: &Sandbox, event: &str, input: &[u8]) -> Output {
+    hook_with(sandbox, &["hook", event], input)
+}
+
+/// Runs `kenning ARGS` in the repository with `input` on stdin.
+fn hook_with(sandbox: &Sandbox, args: &[&str], input: &[u8]) -> Output {
     use std::io::Write;
     let mut child = sandbox
-        .command(&sandbox.repo(), &["hook", event])
+        .command(&sandbox.repo(), args)
         .env("KENNING_EMBEDDER", "none")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -465,42 +475,84 @@ fn hooks_answer_claude_code_and_never_fail_on_garbage() {
 }
 
 #[test]
-fn init_merges_with_existing_settings_and_a_second_run_changes_nothing() {
+fn a_hook_argument_error_does_not_block_and_is_logged() {
+    let sandbox = Sandbox::new();
+    let capture = sandbox.run(&sandbox.repo(), &["capture", "Blocked: the staging certificate expired", "--namespace", "blockers"]);
+    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    let input = serde_json::json!({"session_id": "s1", "cwd": sandbox.repo(), "hook_event_name": "SessionStart", "source": "startup"});
+    // A flag from a newer kenning named in a shared settings file, a missing event, a budget of 0.
+    let cases: [&[&str]; 4] = [
+        &["hook", "session-start", "--context-style", "compact"],
+        &["hook"],
+        &["hook", "--max-tokens", "many", "user-prompt"],
+        &["hook", "session-start", "--max-tokens", "0"],
+    ];
+    for args in cases {
+        let answer = hook_with(&sandbox, args, input.to_string().as_bytes());
+        assert_eq!(answer.status.code(), Some(0), "kenning {args:?} must not block: {}", String::from_utf8_lossy(&answer.stderr));
+        if args.contains(&"session-start") {
+            let output: Value = serde_json::from_slice(&answer.stdout).expect("the event is still answered");
+            assert!(text(&output, "/hookSpecificOutput/additionalContext").contains("staging certificate"));
+        } else {
+            assert!(answer.stdout.is_empty(), "{args:?} printed {:?}", String::from_utf8_lossy(&answer.stdout));
+        }
+    }
+    let log = std::fs::read_to_string(sandbox.path("data").join("hooks.log")).expect("argument errors are logged");
+    assert_eq!(log.lines().count(), 4, "{log}");
+    assert!(log.contains("--context-style") && log.contains("answered with the default settings"), "{log}");
+    assert!(log.contains("`--max-tokens 0` leaves no room") && log.contains("user-prompt 600"), "{log}");
+    let doctor = sandbox.run(&sandbox.repo(), &["doctor"]);
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(report.contains("4 hook problem(s) logged"), "{report}");
+    let help = sandbox.run(&sandbox.repo(), &["hook", "--help"]);
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("session-end"), "help is still help");
+}
+
+#[test]
+fn the_hook_log_keeps_its_newest_half_when_it_grows_too_large() {
+    let sandbox = Sandbox::new();
+    let old_line = "2026-01-01T00:00:00+00:00 stop: an old problem\n";
+    std::fs::write(sandbox.path("data").join("hooks.log"), old_line.repeat(600 * 1024 / old_line.len())).unwrap();
+    let answer = hook(&sandbox, "no-such-event", b"{}");
+    assert_eq!(answer.status.code(), Some(0));
+    let log = std::fs::read_to_string(sandbox.path("data").join("hooks.log")).unwrap();
+    assert!(log.len() < 512 * 1024 && log.starts_with("2026-01-01"), "{} bytes", log.len());
+    assert!(log.lines().last().unwrap().contains("no-such-event"), "the newest line is kept");
+}
+
+#[test]
+fn init_edits_the_users_files_in_place_and_a_second_run_changes_nothing() {
     let sandbox = Sandbox::new();
     let repo = sandbox.repo();
-    let mcp = serde_json::json!({"mcpServers": {"github": {"command": "github-mcp", "args": ["--stdio"]}}});
-    std::fs::write(repo.join(".mcp.json"), serde_json::to_string_pretty(&mcp).unwrap()).unwrap();
+    let mcp = "{\n    \"mcpServers\": {\n        \"zeta\": {\"command\": \"zeta-mcp\", \"args\": [\"--stdio\"]},\n        \"alpha\": {\"command\": \"alpha-mcp\"}\n    },\n    \"x-team-note\": \"keep me\"\n}\n";
+    std::fs::write(repo.join(".mcp.json"), mcp).unwrap();
     std::fs::create_dir_all(repo.join(".claude")).unwrap();
-    let settings = serde_json::json!({
-        "permissions": {"allow": ["Bash(cargo test:*)"]},
-        "hooks": {
-            "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "cargo fmt"}]}],
-            "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
-        }
-    });
-    std::fs::write(repo.join(".claude/settings.json"), serde_json::to_string_pretty(&settings).unwrap()).unwrap();
+    let settings = "{\n\t\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]},\n\t\"hooks\": {\n\t\t\"PostToolUse\": [{\"matcher\": \"Edit|Write\", \"hooks\": [{\"type\": \"command\", \"command\": \"cargo fmt\"}]}],\n\t\t\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}]\n\t}\n}\n";
+    std::fs::write(repo.join(".claude/settings.json"), settings).unwrap();
 
     let dry = sandbox.run(&repo, &["init", "--dry-run"]);
     assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
     let shown = String::from_utf8_lossy(&dry.stdout);
     assert!(shown.contains("would update") && shown.contains("  + ") && shown.contains("hook session-start"), "{shown}");
-    let unchanged: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".mcp.json")).unwrap()).unwrap();
-    assert_eq!(unchanged, mcp, "--dry-run wrote");
+    assert_eq!(std::fs::read_to_string(repo.join(".mcp.json")).unwrap(), mcp, "--dry-run wrote");
 
     let first = sandbox.run(&repo, &["init"]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let mcp_after: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".mcp.json")).unwrap()).unwrap();
-    assert_eq!(mcp_after["mcpServers"]["github"], mcp["mcpServers"]["github"], "an existing server was dropped");
-    assert_eq!(mcp_after["mcpServers"]["kenning"]["args"], serde_json::json!(["serve"]));
-    let settings_after: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".claude/settings.json")).unwrap()).unwrap();
-    assert_eq!(settings_after["permissions"], settings["permissions"]);
-    let post_tool = settings_after["hooks"]["PostToolUse"].as_array().unwrap();
-    assert_eq!(post_tool[0], settings["hooks"]["PostToolUse"][0], "the user's hook was changed");
-    assert!(post_tool[1]["hooks"][0]["command"].as_str().unwrap().ends_with("hook post-tool"));
-    assert_eq!(settings_after["hooks"]["Stop"][0], settings["hooks"]["Stop"][0]);
-    for event in ["SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"] {
-        assert!(settings_after["hooks"][event].to_string().contains(" hook "), "{event} has no kenning hook");
+    let mcp_after = std::fs::read_to_string(repo.join(".mcp.json")).unwrap();
+    // Key order, indentation and unknown keys as they were; kenning appended after the rest.
+    assert!(mcp_after.starts_with("{\n    \"mcpServers\": {\n        \"zeta\": {\"command\": \"zeta-mcp\", \"args\": [\"--stdio\"]},\n        \"alpha\": {\"command\": \"alpha-mcp\"},\n        \"kenning\": {"), "{mcp_after}");
+    assert!(mcp_after.ends_with("    },\n    \"x-team-note\": \"keep me\"\n}\n"), "{mcp_after}");
+    let parsed: Value = serde_json::from_str(&mcp_after).unwrap();
+    assert_eq!(parsed["mcpServers"]["kenning"]["args"], serde_json::json!(["serve"]));
+    let settings_after = std::fs::read_to_string(repo.join(".claude/settings.json")).unwrap();
+    assert!(settings_after.starts_with("{\n\t\"permissions\": {\"allow\": [\"Bash(cargo test:*)\"]},\n\t\"hooks\": {\n\t\t\"PostToolUse\": [{\"matcher\": \"Edit|Write\", \"hooks\": [{\"type\": \"command\", \"command\": \"cargo fmt\"}]}],\n\t\t\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}"), "{settings_after}");
+    let parsed: Value = serde_json::from_str(&settings_after).unwrap();
+    for event in ["SessionStart", "UserPromptSubmit", "PostToolUseFailure", "PreCompact", "Stop", "SessionEnd"] {
+        assert!(parsed["hooks"][event].to_string().contains(" hook "), "{event} has no kenning hook");
     }
+    assert_eq!(parsed["hooks"]["PostToolUse"].as_array().unwrap().len(), 1, "kenning adds nothing to PostToolUse");
+    assert_eq!(parsed["hooks"]["SessionStart"][0]["matcher"], "startup|resume|compact");
+    assert_eq!(parsed["hooks"]["PostToolUseFailure"][0]["matcher"], "Bash");
 
     let before = (std::fs::read(repo.join(".mcp.json")).unwrap(), std::fs::read(repo.join(".claude/settings.json")).unwrap());
     let second = sandbox.json_in(&repo, &["init"]);
@@ -508,9 +560,95 @@ fn init_merges_with_existing_settings_and_a_second_run_changes_nothing() {
     let after = (std::fs::read(repo.join(".mcp.json")).unwrap(), std::fs::read(repo.join(".claude/settings.json")).unwrap());
     assert_eq!(before, after, "a second run changed a file");
 
-    let doctor = sandbox.run(&repo, &["doctor"]);
-    let report = String::from_utf8_lossy(&doctor.stdout);
-    assert!(report.contains("ok   hooks") && report.contains("ok   mcp"), "{report}");
+    // The approval as Claude Code records it: the folder trusted and the server enabled, in the
+    // user's ~/.claude.json.
+    let home = sandbox.path("outside");
+    let doctor = |sandbox: &Sandbox| {
+        let output = sandbox.command(&repo, &["doctor"]).env("HOME", &home).output().unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let report = doctor(&sandbox);
+    assert!(report.contains("ok   hooks") && report.contains("PostToolUseFailure") && report.contains("SessionEnd"), "{report}");
+    assert!(report.contains("warn mcp") && report.contains("not yet approved"), "{report}");
+    std::fs::write(repo.join(".claude/settings.local.json"), r#"{"enabledMcpjsonServers": ["kenning"]}"#).unwrap();
+    assert!(doctor(&sandbox).contains("the folder is not trusted yet"));
+    let root = repo.canonicalize().unwrap();
+    let claude_json = serde_json::json!({"projects": {root.to_string_lossy(): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(home.join(".claude.json"), claude_json.to_string()).unwrap();
+    let report = doctor(&sandbox);
+    assert!(report.contains("ok   mcp") && report.contains("and approved"), "{report}");
+}
+
+#[test]
+fn init_writes_nothing_when_a_file_it_touches_is_invalid() {
+    let sandbox = Sandbox::new();
+    let repo = sandbox.repo();
+    std::fs::create_dir_all(repo.join(".claude")).unwrap();
+    std::fs::write(repo.join(".claude/settings.json"), "{\"hooks\": {,}").unwrap();
+    let output = sandbox.run(&repo, &["init"]);
+    assert_eq!(output.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("settings.json") && error.contains("not valid JSON") && error.contains("changed nothing"), "{error}");
+    assert!(!repo.join(".mcp.json").exists(), "half registered: .mcp.json was written");
+    let leftovers: Vec<_> = std::fs::read_dir(repo.join(".claude")).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+}
+
+#[test]
+fn init_into_a_closed_pipe_still_registers_and_exits_cleanly() {
+    let sandbox = Sandbox::new();
+    let mut child = sandbox.command(&sandbox.repo(), &["init"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(sandbox.repo().join(".mcp.json").exists() && sandbox.repo().join(".claude/settings.json").exists());
+}
+
+#[test]
+fn init_registers_with_each_client_in_its_own_format() {
+    let sandbox = Sandbox::new();
+    let repo = sandbox.repo();
+    let home = sandbox.path("outside");
+    std::fs::create_dir_all(repo.join(".codex")).unwrap();
+    let codex = "# team settings\nmodel = \"o4-mini\"  # cheap\n\n[mcp_servers.github]\ncommand = \"gh-mcp\"\n";
+    std::fs::write(repo.join(".codex/config.toml"), codex).unwrap();
+    std::fs::create_dir_all(repo.join(".vscode")).unwrap();
+    std::fs::write(repo.join(".vscode/mcp.json"), "{\n  // shared servers\n  \"servers\": {},\n}\n").unwrap();
+    let init = sandbox
+        .command(&repo, &["--json", "init", "--client", "codex,gemini,cursor,vscode,zed,claude-desktop,windsurf"])
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let changes: Value = serde_json::from_slice(&init.stdout).unwrap();
+    let clients: Vec<&str> = changes.as_array().unwrap().iter().map(|change| change["client"].as_str().unwrap()).collect();
+    assert_eq!(clients, ["codex", "codex", "gemini", "cursor", "vscode", "zed", "claude-desktop", "windsurf"]);
+
+    let toml = std::fs::read_to_string(repo.join(".codex/config.toml")).unwrap();
+    assert!(toml.starts_with(codex) && toml.contains("[mcp_servers.kenning]\ncommand = "), "{toml}");
+    let codex_hooks: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".codex/hooks.json")).unwrap()).unwrap();
+    assert!(codex_hooks["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap().ends_with("hook stop"));
+    let gemini: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".gemini/settings.json")).unwrap()).unwrap();
+    assert_eq!(gemini["mcpServers"]["kenning"]["args"], serde_json::json!(["serve"]));
+    assert_eq!(gemini["hooks"]["BeforeAgent"][0]["hooks"][0]["timeout"], 10_000, "Gemini CLI counts in milliseconds");
+    assert!(gemini["hooks"]["AfterAgent"][0]["hooks"][0]["command"].as_str().unwrap().ends_with("hook stop"));
+    let cursor: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".cursor/mcp.json")).unwrap()).unwrap();
+    assert_eq!(cursor["mcpServers"]["kenning"]["args"], serde_json::json!(["serve"]));
+    let vscode = std::fs::read_to_string(repo.join(".vscode/mcp.json")).unwrap();
+    assert!(vscode.contains("// shared servers") && vscode.contains("\"type\": \"stdio\""), "{vscode}");
+    let zed: Value = serde_json::from_str(&std::fs::read_to_string(repo.join(".zed/settings.json")).unwrap()).unwrap();
+    assert_eq!(zed["context_servers"]["kenning"]["args"], serde_json::json!(["serve"]));
+    assert!(home.join(".codeium/windsurf/mcp_config.json").is_file());
+    assert!(home.join(".config/Claude/claude_desktop_config.json").is_file());
+
+    let again = sandbox.command(&repo, &["--json", "init", "--client", "codex,gemini,cursor,vscode,zed,claude-desktop,windsurf"]).env("HOME", &home).env("XDG_CONFIG_HOME", home.join(".config")).output().unwrap();
+    let changes: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert!(changes.as_array().unwrap().iter().all(|change| change["action"] == "unchanged"), "{changes}");
+    let unknown = sandbox.run(&repo, &["init", "--client", "notepad"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("one of claude, codex, gemini"), "{}", String::from_utf8_lossy(&unknown.stderr));
 }
 
 #[test]

@@ -79,3 +79,37 @@ fn paths_inside_are_accepted_in_normal_form() {
     let missing = confinement.existing("path", "src/nowhere.rs", false).unwrap_err();
     assert_eq!(missing.problem, "does not exist in the repository");
 }
+
+/// A link `gitlink -> .git` spells no `.git`, but leads there: where a path leads is what counts.
+#[test]
+fn a_link_into_git_is_refused_for_where_it_leads() {
+    let repo = repository("rust");
+    let root = repo.path();
+    std::os::unix::fs::symlink(root.join(".git"), root.join("gitlink")).unwrap();
+    std::os::unix::fs::symlink(root.join(".git/config"), root.join("config-link")).unwrap();
+    let confinement = Confinement::new(root).unwrap();
+    for path in ["gitlink/config", "gitlink", "gitlink/HEAD", "config-link"] {
+        let error = confinement.resolve("path", path, false).expect_err(path);
+        assert!(error.problem.contains(".git"), "{path}: {error:?}");
+    }
+    assert_eq!(confinement.inside(std::path::Path::new("gitlink/config")), None);
+    assert_eq!(confinement.read_text("config-link"), "");
+}
+
+/// A README or manifest that is a link to a file elsewhere reads as absent; one inside is read.
+#[test]
+fn files_the_repository_names_are_read_only_where_they_resolve_inside() {
+    let repo = repository("rust");
+    let root = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "the canary secret").unwrap();
+    std::fs::remove_file(root.join("README.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("README.md")).unwrap();
+    std::os::unix::fs::symlink(root.join("src/lib.rs"), root.join("lib-link.rs")).unwrap();
+    let confinement = Confinement::new(root).unwrap();
+    assert_eq!(confinement.read_text("README.md"), "");
+    assert!(!confinement.holds("README.md"));
+    assert_eq!(confinement.read_text("lib-link.rs"), std::fs::read_to_string(root.join("src/lib.rs")).unwrap());
+    assert_eq!(confinement.read_text("/etc/hostname"), "", "an absolute path elsewhere is not read");
+    assert_eq!(confinement.read_text("../secret.txt"), "");
+}

@@ -41,7 +41,7 @@ fn an_installed_dependency_is_searched_at_its_locked_version() {
     )
     .unwrap();
     let index = index(repo.path());
-    let packages = kenning_code::docs::installed_packages(index.root(), &sources());
+    let packages = kenning_code::docs::installed_packages(index.confinement(), &sources());
     assert_eq!(packages.iter().map(|package| (package.name.as_str(), package.version.as_str())).collect::<Vec<_>>(), [("fastrand", version.as_str())]);
 
     let found = index.search_docs("shuffle a slice randomly", DocScope::Dependencies, &sources(), 5).unwrap();
@@ -61,4 +61,93 @@ fn an_installed_dependency_is_searched_at_its_locked_version() {
     // A name in the project itself.
     let local = index.api("Cart::checkout", &sources()).unwrap().item.unwrap();
     assert_eq!((local.source.as_str(), local.file.as_str(), local.line), ("project", "src/cart.rs", 34));
+}
+
+/// A folder of documented declarations: `package.json` at `version` and a `.d.ts` whose one
+/// function is documented as `doc`.
+fn npm_package(dir: &std::path::Path, version: &str, function: &str, doc: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("package.json"), format!("{{\"name\": \"x\", \"version\": \"{version}\"}}")).unwrap();
+    std::fs::write(dir.join("index.d.ts"), format!("/** {doc} */\nexport declare function {function}(): number;\n")).unwrap();
+}
+
+/// Dependencies named by an absolute or `../` path, linked out of `node_modules`, or whose
+/// `top_level.txt` names a folder elsewhere are not read; those installed where they belong are.
+#[test]
+fn dependencies_that_lead_out_of_their_folders_are_not_read() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    git2::Repository::init(root).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    npm_package(&outside.path().join("pkg"), "6.6.6", "leakCanary", "Leaks the canary secret.");
+    std::fs::create_dir_all(outside.path().join("py")).unwrap();
+    std::fs::write(outside.path().join("py/__init__.py"), "\"\"\"Leaks the canary secret.\"\"\"\n").unwrap();
+
+    let absolute = outside.path().join("pkg").display().to_string();
+    let climbing = format!("{}{}", "../".repeat(root.join("node_modules").components().count()), absolute.trim_start_matches('/'));
+    std::fs::write(
+        root.join("package.json"),
+        serde_json::json!({"dependencies": {"ledger": "1.0.0", absolute.as_str(): "1.0.0", climbing.as_str(): "1.0.0", "linked": "1.0.0"}}).to_string(),
+    )
+    .unwrap();
+    npm_package(&root.join("node_modules/ledger"), "1.0.0", "roundLedger", "Rounds the ledger total.");
+    std::os::unix::fs::symlink(outside.path().join("pkg"), root.join("node_modules/linked")).unwrap();
+
+    let site = root.join(".venv/lib/python3.12/site-packages");
+    std::fs::write(root.join("requirements.txt"), "billing\nevil\nescape\n").unwrap();
+    std::fs::create_dir_all(site.join("billing")).unwrap();
+    std::fs::write(site.join("billing/__init__.py"), "\"\"\"Bills the ledger.\"\"\"\n").unwrap();
+    std::fs::create_dir_all(site.join("billing-1.0.dist-info")).unwrap();
+    std::fs::create_dir_all(site.join("evil-1.0.dist-info")).unwrap();
+    std::fs::write(site.join("evil-1.0.dist-info/top_level.txt"), format!("{}\n", outside.path().join("py").display())).unwrap();
+    std::fs::create_dir_all(site.join("escape-1.0.dist-info")).unwrap();
+    let up = "../".repeat(site.components().count());
+    std::fs::write(site.join("escape-1.0.dist-info/top_level.txt"), format!("{up}{}\n", outside.path().join("py").display().to_string().trim_start_matches('/'))).unwrap();
+
+    let index = index(root);
+    let packages = kenning_code::docs::installed_packages(index.confinement(), &sources());
+    let names: Vec<(&str, &str)> = packages.iter().map(|package| (package.ecosystem.as_str(), package.name.as_str())).collect();
+    assert_eq!(names, [("npm", "ledger"), ("pypi", "billing")]);
+    let found = index.search_docs("canary secret", DocScope::Dependencies, &sources(), 10).unwrap();
+    assert!(found.hits.iter().all(|hit| !hit.doc.contains("canary")), "{:?}", found.hits);
+    let found = index.search_docs("round the ledger total", DocScope::Dependencies, &sources(), 10).unwrap();
+    assert_eq!(found.hits.first().map(|hit| hit.source.as_str()), Some("ledger"), "{:?}", found.hits);
+}
+
+/// The site-packages of the Python `scripts/test` provides (with pytest installed), if any.
+fn python_site_packages() -> Option<PathBuf> {
+    let python = std::env::var_os("KENNING_TEST_PYTHON")?;
+    let output = std::process::Command::new(python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().ok()?;
+    let path = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    path.join("pytest").is_dir().then_some(path)
+}
+
+/// Regression: a pyproject.toml declaring `dependencies = ["pytest"]` on one line (or as a
+/// Poetry table) gave no dependency at all, and `pytest.fixture`, which pytest re-exports from
+/// `_pytest.fixtures`, was not found.
+#[test]
+fn python_dependencies_are_read_from_pyproject_and_re_exports_resolved() {
+    let Some(site) = python_site_packages() else {
+        assert!(std::env::var_os("KENNING_TEST_PYTHON").is_none(), "KENNING_TEST_PYTHON has no pytest");
+        eprintln!("skipped: no Python with pytest (scripts/test sets KENNING_TEST_PYTHON)");
+        return;
+    };
+    let sources = DocSources { cargo_home: None, site_packages: vec![site] };
+    let repo = repository("python");
+    let index = index(repo.path());
+    for manifest in [
+        "[project]\nname = \"inventory\"\nversion = \"0.1.0\"\ndependencies = [\"pytest\"]\n",
+        "[tool.poetry]\nname = \"inventory\"\n\n[tool.poetry.dependencies]\npython = \"^3.10\"\npytest = \"*\"\n",
+    ] {
+        std::fs::write(repo.path().join("pyproject.toml"), manifest).unwrap();
+        let names: Vec<String> = kenning_code::docs::installed_packages(index.confinement(), &sources).into_iter().map(|package| package.name).collect();
+        assert!(names.contains(&"pytest".to_owned()) && names.contains(&"_pytest".to_owned()), "{manifest}: {names:?}");
+    }
+    let api = index.api("pytest.fixture", &sources).unwrap();
+    let item = api.item.expect("pytest.fixture is found where it is defined");
+    assert_eq!((item.source.as_str(), item.name.as_str()), ("_pytest", "_pytest.fixtures.fixture"), "{item:?}");
+    assert!(item.doc.to_lowercase().contains("fixture"), "{}", item.doc);
+    assert!(item.file.ends_with("_pytest/fixtures.py"), "{}", item.file);
+    let found = index.search_docs("decorator to mark a fixture factory function", DocScope::Dependencies, &sources, 5).unwrap();
+    assert!(found.packages_searched >= 2, "{found:?}");
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kenning_code::runner::{RunnerKind, Scope, Toolchain, detect, run_tests};
+use kenning_code::runner::{Check, RunnerKind, Scope, Toolchain, detect, run_check, run_tests};
 
 use super::common::{index, repository};
 
@@ -121,6 +121,10 @@ fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
     assert_eq!(affected.selected.iter().map(|link| link.test_file.as_str()).collect::<Vec<_>>(), vec!["tests/test_stock.py"]);
     assert_eq!(affected.passed, 3);
 
+    // Regression: the tests a name selection leaves out were reported as skipped.
+    let named = run_tests(&index, &tools, None, &Scope::Name("restock".into()), LONG).unwrap();
+    assert_eq!((named.status.as_str(), named.passed, named.skipped, named.deselected), ("passed", 1, 0, 3), "{}", named.output_tail);
+
     std::fs::write(root.join("tests/test_prices.py"), "def test_price():\n    value = 2\n    assert value == 3, \"price is off\"\n").unwrap();
     let failed = run_tests(&index, &tools, None, &Scope::File("tests/test_prices.py".into()), LONG).unwrap();
     assert_eq!((failed.status.as_str(), failed.failed, failed.passed), ("failed", 1, 0), "{}", failed.output_tail);
@@ -139,10 +143,88 @@ fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
     assert_eq!(slow.status, "timeout", "{}", slow.output_tail);
 }
 
+/// Regression: `test_lint` and `test_typecheck` said `runner: pytest` when ruff or mypy ran.
+#[test]
+fn a_check_names_the_tool_that_ran() {
+    let repo = repository("python");
+    let root = repo.path();
+    let pyproject = std::fs::read_to_string(root.join("pyproject.toml")).unwrap();
+    std::fs::write(root.join("pyproject.toml"), format!("{pyproject}\n[tool.ruff]\nline-length = 100\n\n[tool.mypy]\nstrict = true\n")).unwrap();
+    let index = index(root);
+    for (check, tool) in [(Check::Lint { fix: false }, "ruff"), (Check::Typecheck, "mypy")] {
+        // Whether or not the tool is installed, the result names it (an uninstalled one is an error).
+        let result = run_check(&index, &toolchain(), check, &[], LONG).unwrap();
+        assert_eq!(result.runner, tool, "{}", result.output_tail);
+        assert!(result.commands[0].contains(&format!("-m {tool}")), "{:?}", result.commands);
+    }
+}
+
 #[test]
 fn a_test_name_that_looks_like_an_option_is_refused() {
     let repo = repository("rust");
     let index = index(repo.path());
     let error = run_tests(&index, &toolchain(), None, &Scope::Name("--nocapture".into()), LONG).unwrap_err();
     assert_eq!(error.code(), "invalid");
+}
+
+/// Whether process `pid` is still running (a zombie waiting to be reaped is not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+fn shell(dir: &std::path::Path, script: &str, timeout: Duration) -> kenning_code::run::Output {
+    kenning_code::run::run(dir, &kenning_code::run::Invocation::new("sh", &["-c", script]), timeout).unwrap()
+}
+
+/// A test that leaves a process holding the output pipes (`sleep 45` in the background) made a
+/// 5 s run last 45 s: the run now ends with its tool, and what it left behind is killed.
+#[test]
+fn a_run_ends_with_its_tool_and_kills_what_it_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = shell(dir.path(), "sleep 45 & echo $! > left.pid; echo started", LONG);
+    assert_eq!((output.exit_code, output.timed_out, output.stdout.as_str()), (Some(0), false, "started\n"));
+    let left = std::fs::read_to_string(dir.path().join("left.pid")).unwrap();
+    assert!(!running(&left), "the process the run left behind ({left}) is still running");
+}
+
+/// A daemon that left the run's session on purpose cannot be followed, but it does not hold
+/// the run open either: the pipes are closed on it.
+#[test]
+fn a_daemon_that_left_the_session_does_not_hold_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // The run ends only once the daemon has left the session (it writes its pid from inside).
+    let output = shell(dir.path(), "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' & while [ ! -s daemon.pid ]; do sleep 0.05; done; echo started", LONG);
+    let daemon = std::fs::read_to_string(dir.path().join("daemon.pid")).unwrap();
+    let still_there = running(&daemon);
+    let _ = std::process::Command::new("kill").arg("-9").arg(daemon.trim()).status();
+    assert_eq!((output.exit_code, output.stdout.as_str()), (Some(0), "started\n"));
+    assert!(still_there, "the run waited for its daemon ({daemon}) to end instead of closing the pipes on it");
+}
+
+#[test]
+fn a_run_past_its_timeout_is_killed_with_everything_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = shell(dir.path(), "sleep 60 & echo $! > sleeper.pid; echo waiting; wait", Duration::from_secs(1));
+    assert!(output.timed_out && output.exit_code.is_none(), "{output:?}");
+    assert_eq!(output.stdout, "waiting\n");
+    let sleeper = std::fs::read_to_string(dir.path().join("sleeper.pid")).unwrap();
+    assert!(!running(&sleeper), "the timed-out run's child ({sleeper}) is still running");
+}
+
+/// The repository's own interpreter runs the tests, and the result says so.
+#[test]
+fn the_interpreter_that_ran_is_the_one_reported() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    git2::Repository::init(root).unwrap();
+    std::fs::write(root.join("test_shop.py"), "def test_shop():\n    pass\n").unwrap();
+    std::fs::create_dir_all(root.join(".venv/bin")).unwrap();
+    let interpreter = root.join(".venv/bin/python");
+    std::fs::write(&interpreter, "#!/bin/sh\necho \"$@\" > ran-with.txt\necho 'test_shop.py::test_shop PASSED'\necho '1 passed in 0.01s'\n").unwrap();
+    std::fs::set_permissions(&interpreter, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let index = index(root);
+    let result = run_tests(&index, &Toolchain::default(), None, &Scope::All, LONG).unwrap();
+    assert_eq!((result.status.as_str(), result.passed), ("passed", 1), "{}", result.output_tail);
+    assert!(result.commands[0].starts_with(".venv/bin/python -m pytest "), "{:?}", result.commands);
+    assert!(std::fs::read_to_string(root.join("ran-with.txt")).unwrap().starts_with("-m pytest"));
 }

@@ -22,6 +22,7 @@ pub const MIN_STATEMENT_CHARS: usize = 10;
 pub const MAX_STATEMENT_CHARS: usize = 500;
 pub const MAX_ALTERNATIVES: usize = 20;
 pub const MAX_ASSUMPTIONS: usize = 20;
+pub const MAX_RISKS: usize = 20;
 pub const MAX_LESSONS: usize = 20;
 pub const MAX_FILES: usize = 50;
 /// Alternatives, assumptions and lessons are short phrases or sentences.
@@ -45,6 +46,10 @@ pub struct ModuleList(Vec<String>);
 
 impl ModuleList {
     pub const DEFAULT: &'static [&'static str] = &["database", "auth", "api", "frontend", "backend", "infra"];
+
+    /// The module a decision captured without one is filed under, accepted whatever the
+    /// configured list: a decision log entry names no module, and is kept rather than refused.
+    pub const UNFILED: &'static str = "general";
 
     /// Validates configured names: lower-case `[a-z0-9-]`, 1-64 characters; duplicates are dropped.
     pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Result<ModuleList, FieldError> {
@@ -83,6 +88,9 @@ impl ModuleList {
         if let Some(found) = self.0.iter().find(|module| **module == wanted) {
             return Ok(found.clone());
         }
+        if wanted == Self::UNFILED {
+            return Ok(wanted);
+        }
         let allowed = self.0.join(", ");
         let suggestion = match closest(&wanted, self.0.iter().map(String::as_str)) {
             Some(near) => format!("did you mean `{near}`? configured modules: {allowed}"),
@@ -99,13 +107,22 @@ impl Default for ModuleList {
 }
 
 /// A decision as a caller states it. Vocabulary fields are strings so that a wrong value gets a
-/// [`FieldError`] with a suggestion; required fields are options so that a missing one does too.
+/// [`FieldError`] with a suggestion. Alternatives, confidence and module are asked for (the
+/// schemas call them required) but a decision log entry without them is kept: no alternatives
+/// listed, no stated confidence (calibration leaves it out), filed under
+/// [`ModuleList::UNFILED`]; [`capture_notices`] says so to the caller.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CaptureDecision {
     pub statement: String,
     pub alternatives: Option<Vec<String>>,
     pub confidence: Option<f64>,
     pub module: Option<String>,
+    /// Why the decision was needed.
+    #[serde(default)]
+    pub problem: Option<String>,
+    /// Known risks or downsides of the choice.
+    #[serde(default)]
+    pub risks: Vec<String>,
     #[serde(default)]
     pub assumptions: Vec<String>,
     pub risk_level: Option<String>,
@@ -151,6 +168,31 @@ pub struct OutcomeInput {
     pub signals: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub lessons_learned: Vec<String>,
+    /// What happened, in the reporter's words.
+    #[serde(default)]
+    pub notes: Option<String>,
+    /// The module the reporter takes the decision to be filed under (seed 000's
+    /// `decision_domain`): checked against the decision's, since an outcome always counts
+    /// toward its own decision's module.
+    #[serde(default)]
+    pub module: Option<String>,
+}
+
+/// What a capture left out that the caller should know: the defaults that filled the gaps.
+pub fn capture_notices(input: &CaptureDecision) -> Vec<String> {
+    let mut notices = Vec::new();
+    if input.confidence.is_none() {
+        notices.push(
+            "no confidence was stated, so this decision does not count toward calibration; state one (0 to 1) when you capture the next".to_owned(),
+        );
+    }
+    if input.module.as_deref().is_none_or(|module| module.trim().is_empty()) {
+        notices.push(format!("no module was given, so the decision is filed under `{}`", ModuleList::UNFILED));
+    }
+    if input.alternatives.is_none() {
+        notices.push("no alternatives were listed; name the options you rejected so a later reader sees what was weighed".to_owned());
+    }
+    notices
 }
 
 /// Validates a capture and builds the revision-1 decision it describes.
@@ -162,29 +204,14 @@ pub fn build_decision(
 ) -> Result<Decision, FieldError> {
     let statement = validate_statement(&input.statement)?;
     let alternatives = validate_alternatives(input.alternatives)?;
-    let confidence = match input.confidence {
-        Some(value) => unit_interval("confidence", value)?,
-        None => {
-            return Err(FieldError::new(
-                "confidence",
-                "is required",
-                serde_json::Value::Null,
-                "state how likely the decision is to work out, from 0 to 1, e.g. confidence: 0.75",
-            ));
-        }
-    };
-    let module = match input.module.as_deref() {
+    let confidence = input.confidence.map(|value| unit_interval("confidence", value)).transpose()?;
+    let module = match input.module.as_deref().map(str::trim).filter(|module| !module.is_empty()) {
         Some(module) => modules.parse("module", module)?,
-        None => {
-            return Err(FieldError::new(
-                "module",
-                "is required",
-                serde_json::Value::Null,
-                format!("file the decision under one of: {}", modules.names().join(", ")),
-            ));
-        }
+        None => ModuleList::UNFILED.to_owned(),
     };
     let assumptions = validate_items("assumptions", &input.assumptions, MAX_ASSUMPTIONS)?;
+    let problem = optional_text("problem", input.problem.as_deref(), MAX_TEXT_CHARS)?;
+    let risks = validate_items("risks", &input.risks, MAX_RISKS)?;
     let risk_level = match input.risk_level.as_deref() {
         Some(text) => RiskLevel::parse(text.trim())?,
         None => RiskLevel::Medium,
@@ -206,6 +233,8 @@ pub fn build_decision(
         risk_level,
         module,
         rationale,
+        problem,
+        risks,
         context,
         created_by,
         created_at: now,
@@ -234,6 +263,15 @@ pub fn context_hash(decision: &Decision) -> String {
         "context": decision.context,
         "created_at": decision.created_at.to_rfc3339_opts(SecondsFormat::Nanos, true),
     });
+    // Fields added later join the hash only when set, so the hash of every decision that has
+    // none of them is what it always was.
+    let mut known = known;
+    if let Some(problem) = &decision.problem {
+        known["problem"] = problem.as_str().into();
+    }
+    if !decision.risks.is_empty() {
+        known["risks"] = decision.risks.clone().into();
+    }
     hex(&Sha256::digest(known.to_string().as_bytes()))
 }
 
@@ -248,7 +286,7 @@ pub fn apply_decision_update(current: &Decision, input: UpdateDecision, now: Dat
         next.status = current.status.transition(DecisionStatus::parse(status.trim())?)?;
     }
     if let Some(confidence) = input.confidence {
-        next.current_confidence = unit_interval("confidence", confidence)?;
+        next.current_confidence = Some(unit_interval("confidence", confidence)?);
     }
     if let Some(text) = validate_note(input.notes.as_deref(), current.notes.len())? {
         next.notes.push(Note { at: now, text });
@@ -323,7 +361,18 @@ pub fn build_outcome(
             "an outcome is final; add what happened since with decision_update notes or decision_record_signal",
         ));
     }
-    let status = OutcomeStatus::parse(input.final_status.trim())?;
+    let status = OutcomeStatus::parse_reported(&input.final_status)?;
+    if let Some(module) = input.module.as_deref().map(str::trim).filter(|module| !module.is_empty())
+        && module.to_lowercase() != decision.module
+    {
+        return Err(FieldError::new(
+            "decision_domain",
+            format!("names `{module}`, but the decision is filed under `{}`", decision.module),
+            module,
+            format!("an outcome counts toward its decision's module; leave decision_domain out or pass `{}`", decision.module),
+        ));
+    }
+    let notes = optional_text("notes", input.notes.as_deref(), MAX_TEXT_CHARS)?;
     let score = match input.final_score {
         Some(score) => unit_interval("final_score", score)?,
         None => status.default_score(),
@@ -338,6 +387,7 @@ pub fn build_outcome(
         observations: validate_metrics("signals", input.signals)?,
         lessons,
         lesson_ids: Vec::new(),
+        notes,
     };
     let mut next = decision.clone();
     if matches!(decision.status, DecisionStatus::Pending | DecisionStatus::Executed) {
@@ -373,8 +423,10 @@ fn validate_statement(text: &str) -> Result<String, FieldError> {
     Ok(statement.to_owned())
 }
 
+/// The alternatives: none when the caller gave none (a decision log entry), at least one when
+/// the caller gave a list (an empty list says nothing was weighed, seed 000's `missing_alternatives`).
 fn validate_alternatives(alternatives: Option<Vec<String>>) -> Result<Vec<String>, FieldError> {
-    let given = alternatives.unwrap_or_default();
+    let Some(given) = alternatives else { return Ok(Vec::new()) };
     let alternatives = validate_items("alternatives", &given, MAX_ALTERNATIVES)?;
     if alternatives.is_empty() {
         return Err(FieldError::new(
@@ -473,20 +525,24 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
     line("module", decision.module.clone());
     line("status", decision.status.to_string());
     line("risk", decision.risk_level.to_string());
-    let confidence = if decision.current_confidence == decision.confidence {
-        format!("{}", decision.confidence)
-    } else {
-        format!("{} (stated at capture: {})", decision.current_confidence, decision.confidence)
+    let confidence = match (decision.current_confidence, decision.confidence) {
+        (Some(current), Some(stated)) if current != stated => format!("{current} (stated at capture: {stated})"),
+        (Some(current), None) => format!("{current} (none stated at capture)"),
+        (Some(current), Some(_)) => format!("{current}"),
+        (None, _) => "not stated".to_owned(),
     };
     line("confidence", confidence);
+    line("problem", decision.problem.clone().unwrap_or_default());
     line("alternatives considered", decision.alternatives.join("; "));
     line("rationale", decision.rationale.clone().unwrap_or_default());
+    line("risks", decision.risks.join("; "));
     line("assumptions", decision.assumptions.join("; "));
     line("files", decision.context.files().collect::<Vec<_>>().join(", "));
     line("pull request", decision.linked_pr.clone().unwrap_or_default());
     line("commit", decision.linked_commit.clone().unwrap_or_default());
     if let Some(outcome) = outcome {
         line("outcome", format!("{} (score {})", outcome.status, outcome.score));
+        line("outcome notes", outcome.notes.clone().unwrap_or_default());
         line("lessons", outcome.lessons.join("; "));
     }
     append_notes(&mut content, &decision.notes);
@@ -508,7 +564,7 @@ pub fn decision_memory_input(decision: &Decision, outcome: Option<&Outcome>) -> 
         tags: vec!["decision".to_owned(), decision.module.clone()],
         category: Some("decision".to_owned()),
         source: Some(if decision.created_by == "human" { "told-by-user" } else { "model-generated" }.to_owned()),
-        confidence: Some(decision.current_confidence),
+        confidence: decision.current_confidence,
         salience: Some(match decision.risk_level {
             RiskLevel::Low => 0.4,
             RiskLevel::Medium => 0.6,

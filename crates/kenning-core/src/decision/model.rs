@@ -99,6 +99,18 @@ vocabulary!(
 );
 
 impl OutcomeStatus {
+    /// A reported status: one of the vocabulary's names, or a name the coding-agent decision
+    /// log uses for the same thing (`successful`, `problematic` for a decision that worked with
+    /// problems, `needs_revision` for one that has to be redone).
+    pub fn parse_reported(text: &str) -> Result<OutcomeStatus, FieldError> {
+        match text.trim() {
+            "successful" => Ok(OutcomeStatus::Success),
+            "problematic" => Ok(OutcomeStatus::Partial),
+            "needs_revision" => Ok(OutcomeStatus::Failure),
+            other => OutcomeStatus::parse(other),
+        }
+    }
+
     /// The score an outcome of this status gets when the caller states none.
     pub fn default_score(self) -> f64 {
         match self {
@@ -194,14 +206,22 @@ pub struct Decision {
     pub statement: String,
     pub alternatives: Vec<String>,
     /// The confidence stated at capture. Calibration compares this with the outcome: a
-    /// confidence revised after seeing signals would flatter it.
-    pub confidence: f64,
+    /// confidence revised after seeing signals would flatter it. `None` when none was stated
+    /// (a decision log entry): the decision is kept, searched and followed to its outcome, and
+    /// calibration leaves it out.
+    pub confidence: Option<f64>,
     /// The latest confidence, after any updates.
-    pub current_confidence: f64,
+    pub current_confidence: Option<f64>,
     pub assumptions: Vec<String>,
     pub risk_level: RiskLevel,
     pub module: String,
     pub rationale: Option<String>,
+    /// Why the decision was needed: the problem it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Known risks or downsides of the choice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub risks: Vec<String>,
     pub context: DecisionContext,
     /// Who decided, e.g. `agent`, `claude-code` or `human`.
     pub created_by: String,
@@ -246,6 +266,9 @@ pub struct Outcome {
     /// The `learnings` memories the lessons became, in the order of `lessons`.
     #[serde(default)]
     pub lesson_ids: Vec<MemoryId>,
+    /// What happened, in the reporter's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
 }
 
 /// A decision with everything recorded about it.

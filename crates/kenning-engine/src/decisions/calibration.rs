@@ -17,11 +17,14 @@ use crate::views::timestamp;
 /// The module name calibration views use for all modules together.
 pub const ALL_MODULES: &str = "all";
 
-/// The evidence calibration counts: the confidence stated at capture against the outcome's score.
+/// The evidence calibration counts: the confidence stated at capture against the outcome's
+/// score. A decision captured without a confidence has nothing to calibrate and is left out.
 pub(crate) fn evidence(outcomes: &[(Decision, Outcome)]) -> Vec<Evidence> {
     outcomes
         .iter()
-        .map(|(decision, outcome)| Evidence { stated_confidence: decision.confidence, score: outcome.score, at: outcome.completed_at })
+        .filter_map(|(decision, outcome)| {
+            decision.confidence.map(|stated_confidence| Evidence { stated_confidence, score: outcome.score, at: outcome.completed_at })
+        })
         .collect()
 }
 
@@ -71,8 +74,8 @@ pub(crate) fn calibration_view(module: &str, domain: &str, outcomes: &[(Decision
         alpha: calibration.alpha,
         beta: calibration.beta,
         variance: calibration.variance,
-        credible_interval_95: [calibration.credible_interval_95.0, calibration.credible_interval_95.1],
-        trend: calibration.trend.to_string(),
+        credible_interval_95: Some([calibration.credible_interval_95.0, calibration.credible_interval_95.1]),
+        trend: Some(calibration.trend.to_string()),
         trend_detail: calibration.trend_detail.map(|detail| TrendView {
             earlier_outcomes: detail.earlier.count,
             earlier_success_rate: detail.earlier.mean_success,
@@ -115,6 +118,10 @@ pub struct CalibrationQuery {
     /// For `all`: module (default), success_rate, trend or variance.
     pub sort_by: Option<String>,
     pub domain: Option<String>,
+    /// Whether views carry the trend (seed 000's `include_trend`); default true.
+    pub include_trend: Option<bool>,
+    /// Whether views carry the 95% credible interval (seed 000's `include_credible_interval`); default true.
+    pub include_credible_interval: Option<bool>,
 }
 
 impl DecisionService {
@@ -132,6 +139,19 @@ impl DecisionService {
 
     /// Answers `decision_calibration` in one of its three modes.
     pub fn calibration(&self, query: CalibrationQuery) -> Result<CalibrationReport> {
+        let (domain, module) = self.module_given_as_domain(query.domain.clone(), query.module.clone());
+        let query = CalibrationQuery { domain, module, ..query };
+        let mut report = self.calibration_report(&query)?;
+        if query.include_trend == Some(false) {
+            report.drop_trend();
+        }
+        if query.include_credible_interval == Some(false) {
+            report.drop_credible_interval();
+        }
+        Ok(report)
+    }
+
+    fn calibration_report(&self, query: &CalibrationQuery) -> Result<CalibrationReport> {
         let mode = match query.mode.as_deref().map(str::trim) {
             Some(mode @ ("module" | "all" | "guidance")) => mode.to_owned(),
             Some(other) => {
@@ -188,9 +208,9 @@ impl DecisionService {
                     mean_confidence: calibration.mean_confidence,
                     confidence_gap: calibration.confidence_gap,
                     status: calibration.status.to_string(),
-                    trend: calibration.trend.to_string(),
+                    trend: Some(calibration.trend.to_string()),
                     variance: calibration.variance,
-                    credible_interval_95: [calibration.credible_interval_95.0, calibration.credible_interval_95.1],
+                    credible_interval_95: Some([calibration.credible_interval_95.0, calibration.credible_interval_95.1]),
                 }
             })
             .filter(|summary| summary.sample_size >= min_sample_size)
@@ -199,7 +219,7 @@ impl DecisionService {
             None | Some("module") => summaries.sort_by(|a, b| a.module.cmp(&b.module)),
             Some("success_rate") => summaries.sort_by(|a, b| b.success_rate.total_cmp(&a.success_rate)),
             Some("variance") => summaries.sort_by(|a, b| a.variance.total_cmp(&b.variance)),
-            Some("trend") => summaries.sort_by_key(|summary| match summary.trend.as_str() {
+            Some("trend") => summaries.sort_by_key(|summary| match summary.trend.as_deref().unwrap_or_default() {
                 "declining" => 0,
                 "stable" => 1,
                 "improving" => 2,
@@ -262,7 +282,7 @@ impl DecisionService {
             adjustment: advice.adjustment,
             shrinkage: advice.shrinkage,
             recommendation: advice.recommendation,
-            credible_interval_95: [calibration.credible_interval_95.0, calibration.credible_interval_95.1],
+            credible_interval_95: Some([calibration.credible_interval_95.0, calibration.credible_interval_95.1]),
             similar_patterns,
         })
     }

@@ -12,7 +12,7 @@ use kenning_core::FieldError;
 
 use super::calibration::{evidence, recommendation};
 use super::skills::skill_view;
-use super::views::{CalibrationContext, CausalContext, ContextView, SkillView, WarningView, round};
+use super::views::{CalibrationContext, CausalContext, ContextView, SkillView, WarningView, WarningsView, round};
 use super::DecisionService;
 use crate::error::Result;
 
@@ -70,8 +70,23 @@ pub struct ContextQuery {
 }
 
 impl DecisionService {
+    /// The red flags of a proposed decision with its risk score and firewall verdict: the
+    /// warnings part of its [`context`](Self::context) at minimal depth.
+    pub fn warnings(&self, query: ContextQuery) -> Result<WarningsView> {
+        let view = self.context(ContextQuery { depth: Some(Depth::Minimal.as_str().to_owned()), ..query })?;
+        Ok(WarningsView {
+            decision_statement: view.decision_statement,
+            module: view.calibration_context.module,
+            warnings: view.warnings,
+            risk_score: view.risk_score,
+            firewall_status: view.firewall_status,
+        })
+    }
+
     /// Everything kenning knows that bears on a proposed decision.
     pub fn context(&self, query: ContextQuery) -> Result<ContextView> {
+        let (domain, module) = self.module_given_as_domain(query.domain.clone(), query.module.clone());
+        let query = ContextQuery { domain, module, ..query };
         let statement = query.statement.trim();
         if statement.is_empty() {
             return Err(FieldError::new("statement", "is empty", query.statement.as_str(), "describe the decision you are considering").into());

@@ -18,8 +18,8 @@ pub use skills::SkillsQuery;
 use std::sync::Arc;
 
 use kenning_core::decision::input::{
-    apply_decision_update, build_decision, build_outcome, build_signal, decision_memory_input, lesson_memory_input,
-    refresh_decision_memory, DECISIONS_NAMESPACE,
+    apply_decision_update, build_decision, build_outcome, build_signal, capture_notices, decision_memory_input,
+    lesson_memory_input, refresh_decision_memory, DECISIONS_NAMESPACE,
 };
 use kenning_core::calibration::{MIN_OUTCOMES, calibrate};
 use kenning_core::decision::mining::{SkillKind, mine};
@@ -39,8 +39,8 @@ use kenning_core::secrets::{redact_decision, redact_decision_update, redact_outc
 use calibration::{evidence, recommendation};
 use views::{
     decision_urn, round, Analysis, AntipatternMatch, CalibrationImpact, CaptureDecisionResult, CausalChain, ChainMemory,
-    DecisionDetail, DecisionPage, DecisionSummary, DecisionView, EdgeView, OutcomeResult, SignalResult, SimilarDecision,
-    UpdateDecisionResult,
+    DecisionDetail, DecisionPage, DecisionSummary, DecisionView, EdgeView, OutcomeResult, PreventionEffectiveness,
+    SignalResult, SimilarDecision, UpdateDecisionResult,
 };
 
 /// How many of the most recent decisions a similarity search compares against.
@@ -125,6 +125,21 @@ impl DecisionService {
         Ok(self.entry(name)?.domain.clone())
     }
 
+    /// Seed 000 calls a decision's module its `domain` (`get_calibration(domain: "database")`),
+    /// where kenning's `domain` says where records are kept. A `domain` that names no storage
+    /// domain (`project`, `user`, `org`, `{scope}:{id}`) but a module is read as that module
+    /// when no module is given; any other `domain` is left for [`Self::entry`] to check.
+    pub(crate) fn module_given_as_domain(&self, domain: Option<String>, module: Option<String>) -> (Option<String>, Option<String>) {
+        match (domain, module) {
+            (Some(text), None)
+                if !text.contains(':') && !matches!(text.trim(), "project" | "user" | "org") && self.modules.parse("module", &text).is_ok() =>
+            {
+                (None, Some(text))
+            }
+            other => other,
+        }
+    }
+
     /// Finds a decision by id (`dec_…`) in any domain, or by its memory's URN.
     pub(crate) fn find(&self, text: &str) -> Result<(&DecisionDomain, DecisionRecord)> {
         let text = text.trim();
@@ -139,7 +154,7 @@ impl DecisionService {
                 )
                 .into());
             }
-            (Some(urn.domain), DecisionId::parse(urn.id.as_str())?)
+            (Some(self.memory.canonical_domain(&urn.domain).cloned().unwrap_or(urn.domain)), DecisionId::parse(urn.id.as_str())?)
         } else {
             (None, DecisionId::parse(text)?)
         };
@@ -158,6 +173,7 @@ impl DecisionService {
         let now = self.memory.now();
         let id = DecisionId::parse(&format!("{}{}", DecisionId::PREFIX, new_memory_id(now))).expect("generated ids are valid");
         let author = input.author.clone();
+        let notices = capture_notices(&input);
         let decision = build_decision(input, &self.modules, id, now)?;
         let face = self.memory.authored(CaptureInput { author, ..decision_memory_input(&decision, None) });
         let memory = build_memory(face, entry.domain.clone(), decision.id.memory_id(), now)?;
@@ -171,11 +187,17 @@ impl DecisionService {
             status: decision.status.to_string(),
             confidence: decision.confidence,
             module: decision.module.clone(),
-            message: format!(
-                "Decision captured with confidence {} in {}. Record signals as they come and the outcome when it is known.",
-                decision.confidence, decision.module
-            ),
-            warnings: redaction_warning(&redacted).into_iter().collect(),
+            message: match decision.confidence {
+                Some(confidence) => format!(
+                    "Decision captured with confidence {confidence} in {}. Record signals as they come and the outcome when it is known.",
+                    decision.module
+                ),
+                None => format!(
+                    "Decision captured in {} without a stated confidence. Record signals as they come and the outcome when it is known.",
+                    decision.module
+                ),
+            },
+            warnings: redaction_warning(&redacted).into_iter().chain(notices).collect(),
             redacted,
         })
     }
@@ -238,7 +260,7 @@ impl DecisionService {
             entry,
             &decision.statement,
             &decision.alternatives,
-            Some(decision.confidence),
+            decision.confidence,
             Some(&decision.id),
             MAX_SIMILAR,
         )?;
@@ -260,13 +282,14 @@ impl DecisionService {
     }
 
     /// Where an estimate of success starts for `decision` before any signal, and what it is: the
-    /// module's calibrated success rate once it has enough outcomes, else the stated confidence.
+    /// module's calibrated success rate once it has enough outcomes, else the stated confidence,
+    /// else (none stated) the module's record as it stands, 0.5 with no outcomes.
     fn prior(&self, entry: &DecisionDomain, decision: &Decision) -> Result<(f64, &'static str)> {
         let calibration = calibrate(&evidence(&entry.store.outcomes(Some(&decision.module))?));
-        Ok(if calibration.sample_size >= MIN_OUTCOMES {
-            (calibration.mean_success, "module_calibration")
-        } else {
-            (decision.current_confidence, "stated_confidence")
+        Ok(match decision.current_confidence {
+            _ if calibration.sample_size >= MIN_OUTCOMES => (calibration.mean_success, "module_calibration"),
+            Some(confidence) => (confidence, "stated_confidence"),
+            None => (calibration.mean_success, "module_record"),
         })
     }
 
@@ -331,7 +354,7 @@ impl DecisionService {
                     .to_owned(),
                     success_rate: record.outcome.as_ref().map(|outcome| outcome.score),
                     outcome: record.outcome.as_ref().map(|outcome| outcome.status.to_string()),
-                    confidence_difference: confidence.map(|confidence| round(confidence - decision.confidence)),
+                    confidence_difference: confidence.zip(decision.confidence).map(|(at_hand, stated)| round(at_hand - stated)),
                     lessons: record.outcome.as_ref().map(|outcome| outcome.lessons.clone()).unwrap_or_default(),
                 }
             })
@@ -377,7 +400,72 @@ impl DecisionService {
                 .iter()
                 .map(|hop| EdgeView { depth: hop.depth, from: node(&hop.edge.from), relation: hop.edge.relation.clone(), to: node(&hop.edge.to) })
                 .collect(),
+            prevention_effectiveness: self.prevention(entry, record)?,
+            antipatterns_avoided: self.antipatterns_avoided(entry, &record.decision)?,
         })
+    }
+
+    /// The antipatterns of the decision's module that it contrasts with: it rejected what they
+    /// chose or chose what they rejected (excluding the ones it is itself part of).
+    fn antipatterns_avoided(&self, entry: &DecisionDomain, decision: &Decision) -> Result<Vec<AntipatternMatch>> {
+        let words = DecisionWords::new(&decision.statement, &decision.alternatives);
+        let outcomes = entry.store.outcomes(Some(&decision.module))?;
+        Ok(mine(&outcomes)
+            .iter()
+            .filter(|skill| skill.kind == SkillKind::Antipattern && !skill.decision_ids.contains(&decision.id))
+            .filter_map(|skill| match relate(&skill.words, &words) {
+                Relation::Contrast(similarity) => Some(AntipatternMatch {
+                    antipattern_id: skill.id.clone(),
+                    pattern: skill.statement.clone(),
+                    success_rate: skill.success_rate,
+                    similarity: round(similarity),
+                    severity: skill.severity.map_or("medium", |severity| severity.as_str()).to_owned(),
+                }),
+                Relation::Alike(_) => None,
+            })
+            .collect())
+    }
+
+    /// How the decision's outcome steered the similar decisions captured after it was recorded.
+    /// After a failure (score under 0.5), a decision that contrasts with it was prevented and
+    /// one of the same pattern repeated it; after a success, one of the same pattern followed
+    /// it and one that contrasts with it reversed it.
+    fn prevention(&self, entry: &DecisionDomain, record: &DecisionRecord) -> Result<Option<PreventionEffectiveness>> {
+        const MAX_IDS: usize = 20;
+        let Some(outcome) = &record.outcome else { return Ok(None) };
+        let decision = &record.decision;
+        let failed = outcome.score < 0.5;
+        let words = DecisionWords::new(&decision.statement, &decision.alternatives);
+        let (mut prevented, mut repeated) = (Vec::new(), Vec::new());
+        for later in entry.store.list_decisions(&DecisionFilter::default(), 0, SIMILARITY_WINDOW)? {
+            let later = &later.decision;
+            if later.id == decision.id || later.created_at <= outcome.completed_at {
+                continue;
+            }
+            let relation = relate(&words, &DecisionWords::new(&later.statement, &later.alternatives));
+            let along = match relation {
+                Relation::Contrast(similarity) if similarity >= SIMILAR_SIMILARITY => failed,
+                Relation::Alike(_) if relation.same_pattern() => !failed,
+                _ => continue,
+            };
+            if along { prevented.push(later.id.to_string()) } else { repeated.push(later.id.to_string()) }
+        }
+        let prevented_issue = if failed || decision.alternatives.is_empty() {
+            format!("{} ({}, score {})", decision.statement, outcome.status, outcome.score)
+        } else {
+            format!("choosing {} instead (rejected by a decision that succeeded with score {})", decision.alternatives.join(" or "), outcome.score)
+        };
+        let (along, against) = (prevented.len(), repeated.len());
+        prevented.truncate(MAX_IDS);
+        repeated.truncate(MAX_IDS);
+        Ok(Some(PreventionEffectiveness {
+            prevented_issue,
+            prevented_decisions: along,
+            repeated_decisions: against,
+            effectiveness: (along + against > 0).then(|| round(along as f64 / (along + against) as f64)),
+            prevented_ids: prevented,
+            repeated_ids: repeated,
+        }))
     }
 
     /// Past decisions by text, module, status and file, newest first (best match first with text).

@@ -93,6 +93,8 @@ pub struct SkillsQuery {
 impl DecisionService {
     /// The skills and antipatterns mined from a module's outcomes (or all modules').
     pub fn skills(&self, query: SkillsQuery) -> Result<SkillsView> {
+        let (domain, module) = self.module_given_as_domain(query.domain.clone(), query.module.clone());
+        let query = SkillsQuery { domain, module, ..query };
         let entry = self.entry(query.domain.as_deref())?;
         let limit = query.limit.unwrap_or(DEFAULT_SKILLS_LIMIT);
         if !(1..=MAX_SKILLS_LIMIT).contains(&limit) {

@@ -30,7 +30,9 @@ pub struct CaptureDecisionResult {
     pub urn: String,
     pub created_at: String,
     pub status: String,
-    pub confidence: f64,
+    /// Absent when none was stated: the decision does not count toward calibration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
     pub module: String,
     pub message: String,
     /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
@@ -49,7 +51,9 @@ pub struct UpdateDecisionResult {
     pub urn: String,
     pub previous_status: String,
     pub new_status: String,
-    pub confidence: f64,
+    /// The latest confidence; absent when none was ever stated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
     pub updated_at: String,
     /// Grows by one with every change.
     pub revision: u32,
@@ -97,9 +101,10 @@ pub struct SignalResult {
     /// The chance the decision works out given every signal so far (a Beta posterior mean).
     pub estimated_success: f64,
     /// Where the estimate started: the module's calibrated success rate, or the decision's
-    /// confidence while the module has fewer than 3 outcomes.
+    /// confidence while the module has fewer than 3 outcomes, or without a stated confidence
+    /// the module's record so far (0.5 with no outcomes).
     pub prior: f64,
-    /// `module_calibration` or `stated_confidence`.
+    /// `module_calibration`, `stated_confidence` or `module_record`.
     pub prior_source: String,
     pub signals_counted: usize,
     /// Secrets replaced by `[REDACTED:kind]` before anything was stored, per field and kind.
@@ -121,6 +126,8 @@ pub struct OutcomeView {
     pub lessons_learned: Vec<String>,
     /// The `learnings` memories the lessons became.
     pub lesson_urns: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
 }
 
 impl OutcomeView {
@@ -138,6 +145,7 @@ impl OutcomeView {
                 .iter()
                 .map(|id| MemoryUrn::new(domain.clone(), learnings.clone(), id.clone()).to_string())
                 .collect(),
+            notes: outcome.notes.clone(),
         }
     }
 }
@@ -150,16 +158,23 @@ pub struct DecisionView {
     pub domain: String,
     pub statement: String,
     pub alternatives: Vec<String>,
-    /// The confidence stated at capture, which calibration uses.
-    pub confidence: f64,
+    /// The confidence stated at capture, which calibration uses; absent when none was stated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
     /// The latest confidence after updates.
-    pub current_confidence: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_confidence: Option<f64>,
     pub module: String,
     pub risk_level: String,
     pub status: String,
     pub assumptions: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
+    /// Why the decision was needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub risks: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +221,8 @@ impl DecisionView {
             status: decision.status.to_string(),
             assumptions: decision.assumptions.clone(),
             rationale: decision.rationale.clone(),
+            problem: decision.problem.clone(),
+            risks: decision.risks.clone(),
             session_id: decision.context.session_id.clone(),
             file_path: decision.context.file_path.clone(),
             related_files: decision.context.related_files.clone(),
@@ -231,7 +248,8 @@ pub struct DecisionSummary {
     pub statement: String,
     pub module: String,
     pub status: String,
-    pub confidence: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
     pub risk_level: String,
     pub created_at: String,
     /// success, partial or failure, once recorded.
@@ -328,6 +346,34 @@ pub struct Analysis {
     pub causal_chain: CausalChain,
     /// Every edge walked, nearest first.
     pub edges: Vec<EdgeView>,
+    /// What the decision's outcome did for the similar decisions made after it was recorded;
+    /// absent until it has an outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prevention_effectiveness: Option<PreventionEffectiveness>,
+    /// Antipatterns of its module (mined from failures) that it went against: it rejected what
+    /// they chose, or chose what they rejected.
+    pub antipatterns_avoided: Vec<AntipatternMatch>,
+}
+
+/// How a decision's outcome steered the similar decisions made after it was recorded: a failed
+/// one should be chosen differently, a successful one should not be reversed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PreventionEffectiveness {
+    /// What the outcome warns against: the failed choice itself, or the alternatives a
+    /// successful decision rejected.
+    pub prevented_issue: String,
+    /// Later similar decisions that went the way the outcome points: away from a failed choice
+    /// (they rejected it or chose against it), or along a successful one.
+    pub prevented_decisions: usize,
+    /// Later similar decisions that went against it: the failed choice again, or an alternative
+    /// the successful decision rejected.
+    pub repeated_decisions: usize,
+    /// prevented / (prevented + repeated); absent when there are neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effectiveness: Option<f64>,
+    /// The decisions counted, prevented first (at most 20 of each).
+    pub prevented_ids: Vec<String>,
+    pub repeated_ids: Vec<String>,
 }
 
 /// The causal chain of a decision, stage by stage.
@@ -406,10 +452,12 @@ pub struct CalibrationView {
     pub alpha: f64,
     pub beta: f64,
     pub variance: f64,
-    /// Exact 2.5% and 97.5% quantiles of the posterior.
-    pub credible_interval_95: [f64; 2],
-    /// improving, stable, declining or insufficient_data (under 6 outcomes).
-    pub trend: String,
+    /// Exact 2.5% and 97.5% quantiles of the posterior; left out when `include_credible_interval` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credible_interval_95: Option<[f64; 2]>,
+    /// improving, stable, declining or insufficient_data (under 6 outcomes); left out when `include_trend` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trend_detail: Option<TrendView>,
     /// Mean of (stated confidence - score)^2; 0 is perfect.
@@ -463,9 +511,37 @@ pub struct CalibrationSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confidence_gap: Option<f64>,
     pub status: String,
-    pub trend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend: Option<String>,
     pub variance: f64,
-    pub credible_interval_95: [f64; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credible_interval_95: Option<[f64; 2]>,
+}
+
+impl CalibrationReport {
+    /// Leaves the trend out of every view in the report.
+    pub(crate) fn drop_trend(&mut self) {
+        for view in self.calibration.iter_mut().chain(self.all.iter_mut().map(|all| &mut all.overall)) {
+            view.trend = None;
+            view.trend_detail = None;
+        }
+        for summary in self.all.iter_mut().flat_map(|all| &mut all.modules) {
+            summary.trend = None;
+        }
+    }
+
+    /// Leaves the 95% credible interval out of every view in the report.
+    pub(crate) fn drop_credible_interval(&mut self) {
+        for view in self.calibration.iter_mut().chain(self.all.iter_mut().map(|all| &mut all.overall)) {
+            view.credible_interval_95 = None;
+        }
+        for summary in self.all.iter_mut().flat_map(|all| &mut all.modules) {
+            summary.credible_interval_95 = None;
+        }
+        if let Some(guidance) = self.guidance.as_mut() {
+            guidance.credible_interval_95 = None;
+        }
+    }
 }
 
 /// Every module's calibration and the overall one.
@@ -501,7 +577,8 @@ pub struct GuidanceView {
     pub adjustment: Option<f64>,
     pub shrinkage: f64,
     pub recommendation: String,
-    pub credible_interval_95: [f64; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credible_interval_95: Option<[f64; 2]>,
     /// Mined skills and antipatterns like the statement, when one was given.
     pub similar_patterns: Vec<PatternMatch>,
 }
@@ -649,6 +726,21 @@ pub struct ContextView {
     pub causal_context: Option<CausalContext>,
     /// The same context as a markdown block for a system prompt.
     pub markdown: String,
+}
+
+/// What `decision_warnings` returns: the red flags of a proposed decision, its risk score and
+/// the firewall verdict (seed 000's `get_warnings`), without the rest of its context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WarningsView {
+    pub decision_statement: String,
+    /// The module whose record the proposal was judged against, or `all`.
+    pub module: String,
+    /// Most severe first.
+    pub warnings: Vec<WarningView>,
+    /// 0 to 1: 1 - product of (1 - weight) over warnings, weights high 0.5, medium 0.3, low 0.1.
+    pub risk_score: f64,
+    /// ok, caution (risk 0.3+) or block (risk 0.7+).
+    pub firewall_status: String,
 }
 
 /// Something in the record that needs attention.

@@ -61,6 +61,55 @@ fn invalid<T: std::fmt::Debug>(result: Result<T, Error>) -> FieldError {
     }
 }
 
+/// A decision log entry (the coding-agent spec's `decision_log`) names no confidence, module or
+/// alternatives: it is kept, filed under `general`, followed to its outcome, and left out of
+/// calibration, which has no stated confidence to compare.
+#[test]
+fn a_decision_without_confidence_module_or_alternatives_is_kept_and_not_calibrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let entry = CaptureDecision {
+        statement: "Use Redis for the session cache".into(),
+        problem: Some("Sessions are lost on every deploy".into()),
+        risks: vec!["Redis is one more service to run".into()],
+        rationale: Some("Fast and already in the stack".into()),
+        ..CaptureDecision::default()
+    };
+    let captured = decisions.capture(entry, None).unwrap();
+    assert_eq!((captured.confidence, captured.module.as_str()), (None, "general"));
+    assert_eq!(captured.warnings.len(), 3, "{:?}", captured.warnings);
+    assert!(captured.warnings[0].contains("does not count toward calibration"), "{:?}", captured.warnings);
+    let detail = decisions.get(&captured.decision_id, false).unwrap().decision;
+    assert_eq!((detail.problem.as_deref(), detail.risks.as_slice()), (Some("Sessions are lost on every deploy"), &["Redis is one more service to run".to_owned()][..]));
+    assert!(detail.alternatives.is_empty());
+    let memory = decisions.memory().get(&captured.urn).unwrap();
+    assert!(memory.content.contains("- problem: Sessions are lost on every deploy") && memory.content.contains("- confidence: not stated"), "{}", memory.content);
+
+    let outcome = OutcomeInput { final_status: "problematic".into(), notes: Some("Evictions under load".into()), ..OutcomeInput::default() };
+    let recorded = decisions.record_outcome(&captured.decision_id, outcome).unwrap();
+    assert_eq!((recorded.final_status.as_str(), recorded.final_score), ("partial", 0.5));
+    assert_eq!(recorded.calibration_impact.sample_size, 0, "no stated confidence, nothing to calibrate");
+    let detail = decisions.get(&captured.decision_id, false).unwrap().decision;
+    assert_eq!(detail.outcome.unwrap().notes.as_deref(), Some("Evictions under load"));
+
+    // An empty list says nothing was weighed: seed 000's missing_alternatives.
+    let error = invalid(decisions.capture(capture("Use PostgreSQL for orders", "database", 0.7, &[]), None));
+    assert_eq!(error.field, "alternatives");
+}
+
+/// Seed 000's `decision_domain` on an outcome must name the decision's own module.
+#[test]
+fn an_outcome_names_the_module_of_its_decision_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let id = decisions.capture(capture("Use PostgreSQL for orders", "database", 0.8, &["MongoDB"]), None).unwrap().decision_id;
+    let wrong = OutcomeInput { final_status: "success".into(), module: Some("auth".into()), ..OutcomeInput::default() };
+    let error = invalid(decisions.record_outcome(&id, wrong));
+    assert_eq!((error.field.as_str(), error.received.clone()), ("decision_domain", serde_json::json!("auth")));
+    let right = OutcomeInput { final_status: "success".into(), module: Some("database".into()), ..OutcomeInput::default() };
+    assert_eq!(decisions.record_outcome(&id, right).unwrap().calibration_impact.module, "database");
+}
+
 #[test]
 fn capture_refuses_bad_input_with_field_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,8 +134,6 @@ fn capture_refuses_bad_input_with_field_errors() {
     let error = invalid(decisions.capture(capture(&"x".repeat(501), "database", 0.7, &["MongoDB"]), None));
     assert!(error.field == "statement" && error.problem.contains("more than 500"), "{error:?}");
 
-    let error = invalid(decisions.capture(CaptureDecision { confidence: None, ..capture("Use PostgreSQL for orders", "database", 0.7, &["x"]) }, None));
-    assert_eq!(error.field, "confidence");
     let mut risky = capture("Use PostgreSQL for orders", "database", 0.7, &["MongoDB"]);
     risky.risk_level = Some("extreme".into());
     assert_eq!(invalid(decisions.capture(risky, None)).field, "risk_level");
@@ -159,9 +206,9 @@ fn status_moves_only_along_the_allowed_transitions() {
         ..UpdateDecision::default()
     };
     let updated = decisions.update(&id, revised.clone()).unwrap();
-    assert_eq!((updated.confidence, updated.revision), (0.4, 4));
+    assert_eq!((updated.confidence, updated.revision), (Some(0.4), 4));
     let detail = decisions.get(&id, false).unwrap().decision;
-    assert_eq!((detail.confidence, detail.current_confidence), (0.6, 0.4), "calibration keeps the stated confidence");
+    assert_eq!((detail.confidence, detail.current_confidence), (Some(0.6), Some(0.4)), "calibration keeps the stated confidence");
     assert_eq!(detail.linked_commit.as_deref(), Some("3f2a9c1"));
     assert_eq!(detail.notes.len(), 1);
     assert_eq!(invalid(decisions.update(&id, UpdateDecision { linked_commit: Some("not-a-sha".into()), ..UpdateDecision::default() })).field, "linked_commit");
@@ -208,6 +255,7 @@ fn an_outcome_closes_the_decision_and_keeps_its_lessons() {
         final_score: Some(0.1),
         signals: [("incident_found".to_owned(), serde_json::json!(true))].into(),
         lessons_learned: vec!["Redis outages log everyone out".into()],
+        ..OutcomeInput::default()
     };
     let recorded = decisions.record_outcome(&id, outcome.clone()).unwrap();
     assert_eq!((recorded.decision_status.as_str(), recorded.final_score), ("failed", 0.1));
@@ -330,6 +378,60 @@ fn decided(decisions: &DecisionService, statement: &str, module: &str, confidenc
     };
     decisions.record_outcome(&id, outcome).unwrap();
     id
+}
+
+/// Seed 000's `analyze_decision`: the antipatterns a decision went against, and how an
+/// outcome steered the similar decisions made after it.
+#[test]
+fn analysis_reports_antipatterns_avoided_and_prevention_effectiveness() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    let first = decided(&decisions, "Use MongoDB for the user store", "database", 0.8, "PostgreSQL", "failure", Some("No transactions across users"));
+    for service_name in ["orders", "billing"] {
+        decided(&decisions, &format!("Use MongoDB for the {service_name} store"), "database", 0.8, "PostgreSQL", "failure", None);
+    }
+    let chosen = decisions.capture(capture("Use PostgreSQL for the user store", "database", 0.8, &["MongoDB"]), None).unwrap().decision_id;
+
+    let analysis = decisions.get(&chosen, true).unwrap().analysis.unwrap();
+    assert_eq!(analysis.antipatterns_avoided.len(), 1, "{:?}", analysis.antipatterns_avoided);
+    assert!(analysis.antipatterns_avoided[0].pattern.contains("MongoDB"), "{:?}", analysis.antipatterns_avoided);
+    assert_eq!(analysis.prevention_effectiveness, None, "no outcome yet, nothing to steer by");
+
+    let prevention = decisions.get(&first, true).unwrap().analysis.unwrap().prevention_effectiveness.unwrap();
+    assert!(prevention.prevented_issue.starts_with("Use MongoDB for the user store (failure"), "{}", prevention.prevented_issue);
+    assert_eq!((prevention.prevented_decisions, prevention.repeated_decisions), (1, 2), "{prevention:?}");
+    assert_eq!(prevention.prevented_ids, [chosen.clone()]);
+    assert_eq!(prevention.effectiveness, Some(0.3333));
+
+    // The warnings of a proposal like the failures, with seed 000's `domain` naming the module.
+    let warnings = decisions
+        .warnings(kenning_engine::decisions::ContextQuery {
+            statement: "Use MongoDB for the audit store".into(),
+            domain: Some("database".into()),
+            confidence: Some(0.9),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(warnings.module, "database");
+    assert!(warnings.warnings.iter().any(|warning| warning.kind == "antipattern"), "{warnings:?}");
+    assert!(warnings.risk_score > 0.3 && warnings.firewall_status != "ok", "{warnings:?}");
+}
+
+#[test]
+fn calibration_leaves_out_the_trend_and_interval_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let decisions = service(&dir);
+    decided(&decisions, "Add a GraphQL gateway for mobile", "api", 0.8, "REST", "success", None);
+    let query = |include_trend, include_credible_interval| kenning_engine::decisions::CalibrationQuery {
+        domain: Some("api".into()),
+        include_trend,
+        include_credible_interval,
+        ..Default::default()
+    };
+    let full = decisions.calibration(query(None, None)).unwrap().calibration.unwrap();
+    assert_eq!((full.module.as_str(), full.trend.is_some(), full.credible_interval_95.is_some()), ("api", true, true));
+    let bare = decisions.calibration(query(Some(false), Some(false))).unwrap().calibration.unwrap();
+    assert_eq!((bare.trend, bare.trend_detail, bare.credible_interval_95), (None, None, None));
 }
 
 #[test]

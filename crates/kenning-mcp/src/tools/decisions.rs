@@ -8,11 +8,12 @@ use rmcp::schemars::{self, JsonSchema};
 use rmcp::{Json, tool, tool_router};
 use serde::Deserialize;
 
+use kenning_core::FieldError;
 use kenning_core::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
 use kenning_engine::DecisionQuery;
 use kenning_engine::decisions::views::{
     CalibrationReport, CaptureDecisionResult, ContextView, DecisionDetail, DecisionPage, OutcomeResult, SignalResult,
-    SkillsView, UpdateDecisionResult,
+    SkillsView, UpdateDecisionResult, WarningsView,
 };
 use kenning_engine::decisions::{CalibrationQuery, ContextQuery, SkillsQuery};
 
@@ -36,7 +37,7 @@ impl KenningServer {
         Strict(args): Strict<CaptureDecisionArgs>,
     ) -> Result<Json<CaptureDecisionResult>, ToolError> {
         let decisions = self.decisions.clone();
-        let (mut input, domain) = args.into_input();
+        let (mut input, domain) = args.into_input()?;
         input.author = author;
         let result = blocking(move || decisions.capture(input, domain.as_deref())).await?;
         self.notify(&result.domain, Change::Captured).await;
@@ -61,7 +62,7 @@ impl KenningServer {
     #[tool(
         name = "decision_get",
         title = "Get a decision",
-        description = "Read one decision with its signals, outcome, similar past decisions and matching antipatterns, and with analysis its causal chain.",
+        description = "Read one decision with its signals, outcome, similar past decisions and matching antipatterns, and with analysis its causal chain, prevention effectiveness and antipatterns avoided.",
         input_schema = input_schema::<GetDecisionArgs>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
@@ -152,6 +153,100 @@ impl KenningServer {
         let query = ContextQuery::from(args);
         blocking(move || decisions.context(query)).await.map(Json)
     }
+
+    #[tool(
+        name = "decision_warnings",
+        title = "Decision warnings",
+        description = "Check a proposed decision for red flags and get its risk score and firewall verdict.",
+        input_schema = input_schema::<WarningsArgs>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn decision_warnings(&self, Strict(args): Strict<WarningsArgs>) -> Result<Json<WarningsView>, ToolError> {
+        let decisions = self.decisions.clone();
+        let query = args.into_query()?;
+        blocking(move || decisions.warnings(query)).await.map(Json)
+    }
+}
+
+// Seed call shapes. Seed 000 (Membria) and the coding-agent spec (seed 003) name some arguments
+// differently; their names are read here as aliases of kenning's own, left out of the schemas
+// (serde aliases and `#[schemars(skip)]` fields), so tools/list does not grow. The README's
+// "Coming from another memory server" tables list them.
+
+/// A decision's `context` as the seeds give it: the decision log's sentence on why the decision
+/// was needed, or Membria's object with the module, session, file and reasoning.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ContextArg {
+    Problem(String),
+    Membria(MembriaContext),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MembriaContext {
+    module: Option<String>,
+    session_id: Option<String>,
+    file_path: Option<String>,
+    reasoning: Option<String>,
+}
+
+/// A value given at the top level, in Membria's nested `context`, or in both when they agree.
+fn merged(field: &str, nested_field: &str, top: Option<String>, nested: Option<String>) -> Result<Option<String>, FieldError> {
+    match (top, nested) {
+        (Some(top), Some(nested)) if top.trim() != nested.trim() => Err(FieldError::new(
+            format!("context.{nested_field}"),
+            format!("differs from `{field}`, given beside it"),
+            nested,
+            format!("give `{field}` once, at the top level or in `context`"),
+        )),
+        (top, nested) => Ok(top.or(nested)),
+    }
+}
+
+/// Membria's context object, or an empty one when `context` is the decision log's sentence
+/// (returned beside it as the problem the decision answers).
+fn split_context(context: Option<ContextArg>) -> (MembriaContext, Option<String>) {
+    match context {
+        None => (MembriaContext::default(), None),
+        Some(ContextArg::Problem(problem)) => (MembriaContext::default(), Some(problem)),
+        Some(ContextArg::Membria(context)) => (context, None),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WarningsArgs {
+    /// The decision you are considering.
+    pub statement: String,
+    /// Its module; all modules' records when absent.
+    pub module: Option<String>,
+    /// The confidence you would state, 0 to 1.
+    pub confidence: Option<f64>,
+    /// The alternatives you considered.
+    pub alternatives: Option<Vec<String>>,
+    /// low, medium or high.
+    pub risk_level: Option<String>,
+    /// The domain; default the default domain.
+    pub domain: Option<String>,
+    /// Seed 000's `context` object, whose `module` counts when `module` is not given.
+    #[schemars(skip)]
+    pub context: Option<MembriaContext>,
+}
+
+impl WarningsArgs {
+    fn into_query(self) -> Result<ContextQuery, FieldError> {
+        let context = self.context.unwrap_or_default();
+        Ok(ContextQuery {
+            statement: self.statement,
+            module: merged("module", "module", self.module, context.module)?,
+            confidence: self.confidence,
+            alternatives: self.alternatives,
+            risk_level: self.risk_level,
+            depth: None,
+            domain: self.domain,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -162,8 +257,10 @@ pub struct CalibrationArgs {
     /// The module.
     pub module: Option<String>,
     /// For guidance: the confidence you are about to state, 0 to 1.
+    #[serde(alias = "decision_confidence")]
     pub confidence: Option<f64>,
     /// For guidance: the decision, to find mined patterns like it.
+    #[serde(alias = "context")]
     pub statement: Option<String>,
     /// For all: only modules with at least this many outcomes; default 1.
     pub min_sample_size: Option<usize>,
@@ -171,6 +268,12 @@ pub struct CalibrationArgs {
     pub sort_by: Option<String>,
     /// The domain; default the default domain.
     pub domain: Option<String>,
+    /// Seed 000: leave the trend out when false; default true.
+    #[schemars(skip)]
+    pub include_trend: Option<bool>,
+    /// Seed 000: leave the 95% credible interval out when false; default true.
+    #[schemars(skip)]
+    pub include_credible_interval: Option<bool>,
 }
 
 impl From<CalibrationArgs> for CalibrationQuery {
@@ -183,6 +286,8 @@ impl From<CalibrationArgs> for CalibrationQuery {
             min_sample_size: args.min_sample_size,
             sort_by: args.sort_by,
             domain: args.domain,
+            include_trend: args.include_trend,
+            include_credible_interval: args.include_credible_interval,
         }
     }
 }
@@ -251,6 +356,7 @@ impl From<ContextArgs> for ContextQuery {
 #[serde(deny_unknown_fields)]
 pub struct CaptureDecisionArgs {
     /// What was decided, 10 to 500 characters, e.g. `Use PostgreSQL for the orders service`.
+    #[serde(alias = "decision")]
     pub statement: String,
     /// The options considered and rejected; at least one.
     #[schemars(required)]
@@ -277,25 +383,35 @@ pub struct CaptureDecisionArgs {
     pub created_by: Option<String>,
     /// `project` (default inside a git repository), `user`, or a full domain such as `org:acme`.
     pub domain: Option<String>,
+    /// Seed 000's nested `{module, session_id, file_path, reasoning}`, or the decision log's
+    /// sentence on why the decision was needed.
+    #[schemars(skip)]
+    pub context: Option<ContextArg>,
+    /// The decision log's known risks or downsides.
+    #[schemars(skip)]
+    pub risks: Option<Vec<String>>,
 }
 
 impl CaptureDecisionArgs {
-    fn into_input(self) -> (CaptureDecision, Option<String>) {
+    fn into_input(self) -> Result<(CaptureDecision, Option<String>), FieldError> {
+        let (context, problem) = split_context(self.context);
         let input = CaptureDecision {
             statement: self.statement,
             alternatives: self.alternatives,
             confidence: self.confidence,
-            module: self.module,
+            module: merged("module", "module", self.module, context.module)?,
             assumptions: self.assumptions.unwrap_or_default(),
             risk_level: self.risk_level,
-            rationale: self.rationale,
-            session_id: self.session_id,
-            file_path: self.file_path,
+            rationale: merged("rationale", "reasoning", self.rationale, context.reasoning)?,
+            problem,
+            risks: self.risks.unwrap_or_default(),
+            session_id: merged("session_id", "session_id", self.session_id, context.session_id)?,
+            file_path: merged("file_path", "file_path", self.file_path, context.file_path)?,
             related_files: self.related_files.unwrap_or_default(),
             created_by: self.created_by,
             author: None,
         };
-        (input, self.domain)
+        Ok((input, self.domain))
     }
 }
 
@@ -307,6 +423,7 @@ pub struct UpdateDecisionArgs {
     /// The new status: pending -> executed -> completed | failed | reworked.
     pub status: Option<String>,
     /// A revised confidence, 0 to 1 (calibration keeps using the one stated at capture).
+    #[serde(alias = "confidence_update")]
     pub confidence: Option<f64>,
     /// A note to append.
     pub notes: Option<String>,
@@ -334,7 +451,7 @@ impl UpdateDecisionArgs {
 pub struct GetDecisionArgs {
     /// The decision's id (`dec_…`) or its URN.
     pub decision_id: String,
-    /// Also walk its causal chain: signals, outcome, lessons, skills.
+    /// Also walk its causal chain (signals, outcome, lessons, skills) and measure how its outcome steered later decisions.
     pub analysis: Option<bool>,
 }
 
@@ -404,13 +521,21 @@ pub struct OutcomeArgs {
     /// The decision's id (`dec_…`) or its URN.
     pub decision_id: String,
     /// success, partial or failure.
+    #[serde(alias = "outcome")]
     pub final_status: String,
     /// How well it went, 0 to 1; default 1 for success, 0.5 for partial, 0 for failure.
     pub final_score: Option<f64>,
     /// What was observed at the end, e.g. {"ci_passed": true, "incident_found": false}.
     pub signals: Option<BTreeMap<String, serde_json::Value>>,
     /// Lessons worth keeping; each becomes a `learnings` memory linked to the decision.
+    #[serde(alias = "lessons")]
     pub lessons_learned: Option<Vec<String>>,
+    /// The decision log's details of what happened.
+    #[schemars(skip)]
+    pub notes: Option<String>,
+    /// Seed 000: the module the outcome counts toward, which must be the decision's.
+    #[schemars(skip)]
+    pub decision_domain: Option<String>,
 }
 
 impl OutcomeArgs {
@@ -420,6 +545,8 @@ impl OutcomeArgs {
             final_score: self.final_score,
             signals: self.signals.unwrap_or_default(),
             lessons_learned: self.lessons_learned.unwrap_or_default(),
+            notes: self.notes,
+            module: self.decision_domain,
         };
         (self.decision_id, input)
     }

@@ -74,6 +74,7 @@ impl KenningServer {
 #[serde(deny_unknown_fields)]
 pub struct StartArgs {
     /// A name from protocol_list.
+    #[serde(alias = "protocol_name")]
     pub protocol: String,
     /// Values of the protocol's inputs.
     pub inputs: Option<BTreeMap<String, serde_json::Value>>,

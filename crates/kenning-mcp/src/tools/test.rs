@@ -23,9 +23,9 @@ impl KenningServer {
     #[tool(
         name = "test_run",
         title = "Run tests",
-        description = "Run the tests (all, a file, a test by name, or those affected by changed files) and get passes and failures with file, line and message.",
+        description = "Run the repository's tests, which executes its code on this machine (all, a file, a test by name, or those affected by changed files), and get passes and failures with file, line and message.",
         input_schema = input_schema::<TestRunArgs>(),
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true)
     )]
     async fn test_run(&self, Strict(args): Strict<TestRunArgs>) -> Result<Json<TestRunView>, ToolError> {
         let code = self.code()?;
@@ -46,9 +46,9 @@ impl KenningServer {
     #[tool(
         name = "test_lint",
         title = "Lint",
-        description = "Run the repository's linter (clippy, ruff or flake8, eslint, go vet) and get its problems by file and line.",
+        description = "Run the repository's linter (clippy, ruff or flake8, eslint, go vet), which can execute the repository's own code and plugins, and get its problems by file and line.",
         input_schema = input_schema::<LintArgs>(),
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     async fn test_lint(&self, Strict(args): Strict<LintArgs>) -> Result<Json<CheckResult>, ToolError> {
         let code = self.code()?;
@@ -59,9 +59,9 @@ impl KenningServer {
     #[tool(
         name = "test_typecheck",
         title = "Type check",
-        description = "Run the repository's type checker (cargo check, mypy, tsc, go build) and get its errors by file and line.",
+        description = "Run the repository's type checker (cargo check, mypy, tsc, go build), which can execute the repository's own code such as build scripts, and get its errors by file and line.",
         input_schema = input_schema::<TypecheckArgs>(),
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)
     )]
     async fn test_typecheck(&self, Strict(args): Strict<TypecheckArgs>) -> Result<Json<CheckResult>, ToolError> {
         let code = self.code()?;

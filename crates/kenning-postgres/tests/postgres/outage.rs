@@ -3,106 +3,19 @@
 //! fails with a clear error and is written nowhere else; once the database is back, the same
 //! service (no restart) recalls from org again.
 //!
-//! The outage is made by a TCP relay between the store and the test server: taking it down
-//! cuts every open connection and refuses new ones, as a database host going away does.
+//! The outage is made by a TCP relay between the store and the test server ([`Relay`]).
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Duration;
 
 use kenning_core::{CaptureInput, SearchFilter};
 
 use super::domains::{capture, recall, three_domains};
+use super::relay::Relay;
 use super::*;
-
-/// A TCP relay to `target` that can be taken down and brought back.
-struct Relay {
-    port: u16,
-    up: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Relay {
-    fn start(target: (String, u16)) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let up = Arc::new(AtomicBool::new(true));
-        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (accept_up, accept_open) = (up.clone(), open.clone());
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                if !accept_up.load(Ordering::SeqCst) {
-                    let _ = client.shutdown(Shutdown::Both);
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect((target.0.as_str(), target.1)) else { continue };
-                let mut open = accept_open.lock().unwrap();
-                open.push(client.try_clone().unwrap());
-                open.push(server.try_clone().unwrap());
-                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
-                pipe(server, client);
-            }
-        });
-        Relay { port, up, open }
-    }
-
-    /// Cuts every connection and turns new ones away.
-    fn down(&self) {
-        self.up.store(false, Ordering::SeqCst);
-        for stream in self.open.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn up(&self) {
-        self.up.store(true, Ordering::SeqCst);
-    }
-}
-
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    thread::spawn(move || {
-        let mut buffer = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to.shutdown(Shutdown::Both);
-    });
-}
-
-/// The test server's host and port, and a connection string that reaches it through `port`.
-fn through_relay(port: u16) -> ((String, u16), String) {
-    let config: postgres::Config = server_url().parse().unwrap();
-    let host = match config.get_hosts().first() {
-        Some(postgres::config::Host::Tcp(host)) => host.clone(),
-        other => panic!("the organisation tests need a TCP server URL, not {other:?}"),
-    };
-    let server_port = config.get_ports().first().copied().unwrap_or(5432);
-    let mut relayed = format!("host=127.0.0.1 port={port} sslmode=disable user={}", config.get_user().unwrap_or("postgres"));
-    if let Some(database) = config.get_dbname() {
-        relayed.push_str(&format!(" dbname={database}"));
-    }
-    if let Some(password) = config.get_password() {
-        relayed.push_str(&format!(" password={}", String::from_utf8_lossy(password)));
-    }
-    ((host, server_port), relayed)
-}
 
 #[test]
 fn recall_degrades_while_the_org_database_is_away_and_recovers_without_a_restart() {
-    let (target, _) = through_relay(0);
-    let relay = Relay::start(target);
-    let (_, url) = through_relay(relay.port);
+    let (relay, url) = Relay::to(&server_url());
     let settings = Settings { connect_timeout: Duration::from_secs(2), ..settings_for(url, &fresh_schema("outage")) };
     let (service, _dir) = three_domains(PostgresStore::open(&settings).unwrap());
 

@@ -14,7 +14,7 @@ use super::blocking;
 use crate::Web;
 use crate::error::Error;
 use crate::guard::Viewer;
-use crate::html::{self, Section, badge, escape, percent, time};
+use crate::html::{self, Section, badge, escape, percent, stated_percent, time};
 use crate::params::{Params, url};
 
 const PAGE_SIZE: usize = 20;
@@ -80,7 +80,7 @@ pub(crate) async fn list(State(web): State<Arc<Web>>, Extension(viewer): Extensi
                 escape(&decision.statement),
                 escape(&decision.module),
                 badge(&decision.status),
-                percent(decision.confidence),
+                stated_percent(decision.confidence),
                 decision.signal_count,
                 time(&decision.created_at)
             );
@@ -115,8 +115,8 @@ pub(crate) async fn detail(State(web): State<Arc<Web>>, Extension(viewer): Exten
         body,
         "<p class=\"lead\">Module <strong>{}</strong> · stated confidence <strong>{}</strong> (now {}) · risk {} · estimated success <strong>{}</strong></p>",
         escape(&decision.module),
-        percent(decision.confidence),
-        percent(decision.current_confidence),
+        stated_percent(decision.confidence),
+        stated_percent(decision.current_confidence),
         escape(&decision.risk_level),
         percent(detail.estimated_success)
     );
