@@ -43,10 +43,7 @@ use crate::retrieval::{self, RetrievalArgs};
 pub struct JudgmentArgs {
     /// The labelled pairs, one JSON object a line: {id, label, domain, change, a, b} and, for
     /// updates, question and past_question.
-    #[arg(
-        long,
-        default_value = "crates/kenning-core/tests/fixtures/judgment-dev.jsonl"
-    )]
+    #[arg(long, default_value = "crates/kenning-core/tests/fixtures/judgment-dev.jsonl")]
     pairs: PathBuf,
     #[command(flatten)]
     embedder: EmbedderArgs,
@@ -102,14 +99,9 @@ impl Share {
         self.pairs += 1;
         self.count += usize::from(counted);
         if counted == list_when_counted {
-            self.ids
-                .push(format!("{} ({}, {})", pair.id, pair.domain, pair.change));
+            self.ids.push(format!("{} ({}, {})", pair.id, pair.domain, pair.change));
         }
-        self.rate = if self.pairs == 0 {
-            0.0
-        } else {
-            (self.count as f64 / self.pairs as f64 * 1000.0).round() / 1000.0
-        };
+        self.rate = if self.pairs == 0 { 0.0 } else { (self.count as f64 / self.pairs as f64 * 1000.0).round() / 1000.0 };
     }
 }
 
@@ -155,9 +147,7 @@ struct BenchClock(AtomicI64);
 
 impl BenchClock {
     fn start() -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0)
-            .single()
-            .expect("a valid time")
+        Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).single().expect("a valid time")
     }
 
     fn set_days(&self, days: i64) {
@@ -181,31 +171,18 @@ const NEWER_DAY: i64 = 7;
 const QUESTION_DAY: i64 = 8;
 
 pub fn read_pairs(path: &Path) -> Result<Vec<Pair>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut pairs: Vec<Pair> = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let pair: Pair = serde_json::from_str(line)
-            .with_context(|| format!("{} line {}", path.display(), index + 1))?;
+        let pair: Pair = serde_json::from_str(line).with_context(|| format!("{} line {}", path.display(), index + 1))?;
         if pairs.iter().any(|known| known.id == pair.id) {
-            bail!(
-                "{} line {}: pair id `{}` appears twice",
-                path.display(),
-                index + 1,
-                pair.id
-            );
+            bail!("{} line {}: pair id `{}` appears twice", path.display(), index + 1, pair.id);
         }
-        if pair.label == Label::Update && (pair.question.is_none() || pair.past_question.is_none())
-        {
-            bail!(
-                "{} line {}: update `{}` needs a question and a past_question",
-                path.display(),
-                index + 1,
-                pair.id
-            );
+        if pair.label == Label::Update && (pair.question.is_none() || pair.past_question.is_none()) {
+            bail!("{} line {}: update `{}` needs a question and a past_question", path.display(), index + 1, pair.id);
         }
         pairs.push(pair);
     }
@@ -213,11 +190,7 @@ pub fn read_pairs(path: &Path) -> Result<Vec<Pair>> {
 }
 
 fn capture(memory: &MemoryService, content: &str) -> Result<kenning_engine::views::CaptureOutcome> {
-    let input = CaptureInput {
-        content: content.to_owned(),
-        namespace: Some("learnings".to_owned()),
-        ..CaptureInput::default()
-    };
+    let input = CaptureInput { content: content.to_owned(), namespace: Some("learnings".to_owned()), ..CaptureInput::default() };
     Ok(memory.capture(input, None)?)
 }
 
@@ -261,51 +234,21 @@ pub fn run(args: &JudgmentArgs) -> Result<JudgmentReport> {
                 Some(embedder) => {
                     // Every embedder returns unit vectors, so their dot product is the cosine.
                     let vectors = embedder.embed(&[pair.a.as_str(), pair.b.as_str()])?;
-                    Some(
-                        (vectors[0]
-                            .iter()
-                            .zip(&vectors[1])
-                            .map(|(x, y)| f64::from(*x) * f64::from(*y))
-                            .sum::<f64>()
-                            * 1000.0)
-                            .round()
-                            / 1000.0,
-                    )
+                    Some((vectors[0].iter().zip(&vectors[1]).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>() * 1000.0).round() / 1000.0)
                 }
                 None => None,
             };
-            report.unsure.push(UnsurePair {
-                id: pair.id.clone(),
-                label: pair.label,
-                similarity,
-            });
+            report.unsure.push(UnsurePair { id: pair.id.clone(), label: pair.label, similarity });
         }
-        let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(
-            &dir.path().join(format!("pair-{index}.db")),
-        )?);
+        let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join(format!("pair-{index}.db")))?);
         let clock = Arc::new(BenchClock(AtomicI64::new(OLDER_DAY)));
-        let memory = MemoryService::new(
-            vec![DomainStore {
-                domain: Domain::User,
-                store,
-            }],
-            loaded.embedder.clone(),
-        )
-        .with_clock(clock.clone());
-        let older =
-            capture(&memory, &pair.a).with_context(|| format!("pair {}: capturing a", pair.id))?;
+        let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder.clone()).with_clock(clock.clone());
+        let older = capture(&memory, &pair.a).with_context(|| format!("pair {}: capturing a", pair.id))?;
         clock.set_days(NEWER_DAY);
-        let newer =
-            capture(&memory, &pair.b).with_context(|| format!("pair {}: capturing b", pair.id))?;
+        let newer = capture(&memory, &pair.b).with_context(|| format!("pair {}: capturing b", pair.id))?;
         let merged = !newer.created;
         if newer.created {
-            for link in memory
-                .history(&newer.urn)?
-                .current
-                .links
-                .iter()
-                .filter(|link| link.target == older.urn)
-            {
+            for link in memory.history(&newer.urn)?.current.links.iter().filter(|link| link.target == older.urn) {
                 *report.links.entry(link.relation.clone()).or_default() += 1;
             }
         }
@@ -317,37 +260,20 @@ pub fn run(args: &JudgmentArgs) -> Result<JudgmentReport> {
                 clock.set_days(QUESTION_DAY);
                 let question = pair.question.as_deref().expect("checked on reading");
                 let past = pair.past_question.as_deref().expect("checked on reading");
-                let newer_first =
-                    !merged && first(&memory, question)?.as_deref() == Some(newer.urn.as_str());
+                let newer_first = !merged && first(&memory, question)?.as_deref() == Some(newer.urn.as_str());
                 report.newer_ranks_first.add(pair, newer_first, false);
-                let older_first =
-                    !merged && first(&memory, past)?.as_deref() == Some(older.urn.as_str());
+                let older_first = !merged && first(&memory, past)?.as_deref() == Some(older.urn.as_str());
                 report.past_finds_older.add(pair, older_first, false);
             }
         }
     }
     if let (Some(turns), Some(queries)) = (&args.turns, &args.queries) {
         let rankings = dir.path().join("rankings.jsonl");
-        let retrieval = retrieval::run(&RetrievalArgs::new(
-            turns.clone(),
-            queries.clone(),
-            args.embedder.clone(),
-            rankings,
-        ))?;
-        let figures = [
-            "recall_all@5",
-            "recall_all@10",
-            "recall_any@5",
-            "session_recall_all@10",
-        ]
-        .into_iter()
-        .filter_map(|name| {
-            retrieval
-                .scores
-                .get(name)
-                .map(|value| (name.to_owned(), value))
-        })
-        .collect();
+        let retrieval = retrieval::run(&RetrievalArgs::new(turns.clone(), queries.clone(), args.embedder.clone(), rankings))?;
+        let figures = ["recall_all@5", "recall_all@10", "recall_any@5", "session_recall_all@10"]
+            .into_iter()
+            .filter_map(|name| retrieval.scores.get(name).map(|value| (name.to_owned(), value)))
+            .collect();
         report.locomo = Some(figures);
     }
     Ok(report)
@@ -356,55 +282,16 @@ pub fn run(args: &JudgmentArgs) -> Result<JudgmentReport> {
 /// The figures for a person.
 pub fn table(report: &JudgmentReport) -> String {
     let mut out = String::new();
-    let model = report
-        .model
-        .as_deref()
-        .map_or(String::new(), |model| format!(" ({model})"));
-    let _ = writeln!(
-        out,
-        "judgment: {} pairs from {}; embedder {}{model}",
-        report.pairs, report.pairs_file, report.embedder
-    );
+    let model = report.model.as_deref().map_or(String::new(), |model| format!(" ({model})"));
+    let _ = writeln!(out, "judgment: {} pairs from {}; embedder {}{model}", report.pairs, report.pairs_file, report.embedder);
     let row = |out: &mut String, name: &str, share: &Share, target: &str| {
-        let _ = writeln!(
-            out,
-            "  {name:<44} {:>4} of {:<4} {:>6.1}%   target {target}",
-            share.count,
-            share.pairs,
-            share.rate * 100.0
-        );
+        let _ = writeln!(out, "  {name:<44} {:>4} of {:<4} {:>6.1}%   target {target}", share.count, share.pairs, share.rate * 100.0);
     };
-    row(
-        &mut out,
-        "distinct pairs wrongly merged",
-        &report.distinct_wrongly_merged,
-        "0%",
-    );
-    row(
-        &mut out,
-        "paraphrases merged",
-        &report.paraphrases_merged,
-        ">= 80%",
-    );
-    row(
-        &mut out,
-        "changed facts: newer statement ranks first",
-        &report.newer_ranks_first,
-        ">= 90%",
-    );
-    row(
-        &mut out,
-        "changed facts: past question finds the older",
-        &report.past_finds_older,
-        "-",
-    );
-    let unsure = |label: Label| {
-        report
-            .unsure
-            .iter()
-            .filter(|pair| pair.label == label)
-            .count()
-    };
+    row(&mut out, "distinct pairs wrongly merged", &report.distinct_wrongly_merged, "0%");
+    row(&mut out, "paraphrases merged", &report.paraphrases_merged, ">= 80%");
+    row(&mut out, "changed facts: newer statement ranks first", &report.newer_ranks_first, ">= 90%");
+    row(&mut out, "changed facts: past question finds the older", &report.past_finds_older, "-");
+    let unsure = |label: Label| report.unsure.iter().filter(|pair| pair.label == label).count();
     let _ = writeln!(
         out,
         "  pairs the claim rule cannot judge by their words: {} paraphrases, {} distinct, {} updates",
@@ -413,18 +300,11 @@ pub fn table(report: &JudgmentReport) -> String {
         unsure(Label::Update)
     );
     if !report.links.is_empty() {
-        let links: Vec<String> = report
-            .links
-            .iter()
-            .map(|(relation, count)| format!("{relation} {count}"))
-            .collect();
+        let links: Vec<String> = report.links.iter().map(|(relation, count)| format!("{relation} {count}")).collect();
         let _ = writeln!(out, "  links made: {}", links.join(", "));
     }
     if let Some(locomo) = &report.locomo {
-        let figures: Vec<String> = locomo
-            .iter()
-            .map(|(name, value)| format!("{name} {value:.3}"))
-            .collect();
+        let figures: Vec<String> = locomo.iter().map(|(name, value)| format!("{name} {value:.3}")).collect();
         let _ = writeln!(out, "  LoCoMo: {}", figures.join(", "));
     }
     out
