@@ -22,6 +22,8 @@
 //! - `judgment`: whether capture merges paraphrases and keeps distinct claims apart, and whether
 //!   a changed fact's newer statement ranks first, on a labelled set of statement pairs
 //!   ([`judgment`]).
+//! - `redaction`: how many secrets of the committed corpus redaction finds, per class of format,
+//!   how many benign look-alikes it changes, and its cost per capture ([`redaction`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -44,6 +46,7 @@ mod locomo;
 mod mcp_client;
 mod metrics;
 mod org;
+mod redaction;
 mod notes;
 mod report;
 mod retrieval;
@@ -87,6 +90,9 @@ enum Command {
     /// Claim judgment on labelled statement pairs: distinct claims wrongly merged, paraphrases
     /// merged, changed facts whose newer statement ranks first.
     Judgment(judgment::JudgmentArgs),
+    /// Secret redaction: recall per class of format and benign strings changed, on the committed
+    /// corpus, and its cost per capture.
+    Redaction(redaction::RedactionArgs),
 }
 
 fn main() -> Result<()> {
@@ -122,6 +128,10 @@ fn main() -> Result<()> {
         Command::Http(args) => {
             let report = http::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &http::table(&report), args.json_out.as_deref())
+        }
+        Command::Redaction(args) => {
+            let report = redaction::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &redaction::table(&report), args.json_out.as_deref())
         }
         Command::Org(args) => {
             let report = org::run(&args)?;

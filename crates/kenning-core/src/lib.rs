@@ -7,7 +7,8 @@
 //! - [`input`] validates what callers send ([`CaptureInput`], [`UpdateInput`]) into records,
 //!   reporting problems as [`FieldError`]s that name the field, the problem, the value and a fix.
 //! - [`secrets`] finds API keys, tokens, passwords, private keys and credentials in text and
-//!   replaces them with `[REDACTED:kind]` before anything is stored ([`secrets::redact_capture`]).
+//!   replaces them with `[REDACTED:kind]` before anything is stored; every record a write stores
+//!   implements [`secrets::Redact`], which hands each of its string fields to the redactor.
 //! - [`interrupt`] lets a front end call off a request's work (cancelled, or past its deadline)
 //!   and lets long loops below notice.
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.

@@ -207,6 +207,14 @@ pub trait MemoryStore: Send + Sync {
     /// them too. With `apply` false nothing changes and the counts say what would go.
     fn purge_author(&self, author: &str, apply: bool) -> Result<PurgeCounts>;
 
+    /// Leaves no byte of the records deleted so far readable in the store's own files, as far
+    /// as the backend can; called after a purge. SQLite rewrites its database, WAL and index
+    /// files. The default does nothing, for a backend whose storage it cannot rewrite:
+    /// PostgreSQL keeps dead row versions until its own `VACUUM`, and its WAL and backups longer.
+    fn erase_deleted(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Rebuilds the search index from the source of truth; returns the number of memories indexed.
     fn rebuild_index(&self) -> Result<u64>;
 

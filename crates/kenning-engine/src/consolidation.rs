@@ -29,7 +29,6 @@ use kenning_core::consolidation::{
 use kenning_core::contradiction::{detect, is_superseded};
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::llm::LlmUse;
-use kenning_core::secrets::redact_capture;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::{
     CaptureInput, FieldError, Inserted, LinkInput, Memory, MemoryId, MemoryKind, MemoryUrn, MemoryVersion, Namespace, SearchFilter, Status,
@@ -40,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, check_interrupt};
 use crate::ids::new_memory_id;
+use crate::redaction::redact;
 use crate::service::{CAS_ATTEMPTS, DomainStore, MemoryService, backoff};
 use crate::views::{LlmUseView, timestamp};
 
@@ -519,7 +519,7 @@ impl MemoryService {
             ..CaptureInput::default()
         };
         // A model's text may repeat a secret an episode held before redaction existed, or make one up.
-        redact_capture(&mut input);
+        redact(&mut input);
         let memory = build_memory(self.authored(input), entry.domain.clone(), id, self.now())?;
         let embedding = self.embed_memories(std::slice::from_ref(&memory))?.pop().flatten();
         let mut inserted = entry.store.insert(&[(memory, embedding)])?;

@@ -42,6 +42,7 @@ pub mod introspect;
 mod judgment;
 pub mod protocols;
 pub mod recall;
+mod redaction;
 pub mod service;
 pub mod transfer;
 pub mod views;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::decision::{CaptureDecision, Node, NodeKind};
+use kenning_core::secrets::Named;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::{CaptureInput, FieldError, LinkInput, MemoryUrn, UpdateInput};
 use kenning_protocol::machine::{self, MachineError, Plan, Prompt, Session, World};
@@ -24,6 +25,8 @@ use crate::decisions::DecisionService;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::recall::RecallRequest;
+use crate::redaction::redact;
+use crate::views::redaction_warning;
 use crate::service::{DomainStore, MemoryService};
 
 /// Session ids are `ps_` and a ULID.
@@ -296,7 +299,8 @@ impl ProtocolService {
     }
 
     /// Starts a protocol and returns its first step with the protocol's skill.
-    pub fn start(&self, name: &str, inputs: BTreeMap<String, Value>) -> Result<SessionView> {
+    pub fn start(&self, name: &str, mut inputs: BTreeMap<String, Value>) -> Result<SessionView> {
+        let redacted = redact(&mut Named("inputs", &mut inputs));
         let now = self.memory().now();
         let id = format!("{SESSION_PREFIX}{}", new_memory_id(now));
         let world = self.world();
@@ -313,6 +317,7 @@ impl ProtocolService {
             }
         };
         view.skill = skill;
+        view.warnings.extend(redaction_warning(&redacted));
         Ok(view)
     }
 
@@ -350,7 +355,8 @@ impl ProtocolService {
             )));
         }
         let world = self.world();
-        let (answer, redacted) = redact_answer(answer);
+        let mut answer = answer;
+        let redacted = redact(&mut Named("answer", &mut answer));
         match machine::answer(&self.library, &mut session, answer, now, &world) {
             Ok(Some(prompt)) => {
                 match state.put_state(&encode(&session, record.revision + 1)?) {
@@ -366,9 +372,7 @@ impl ProtocolService {
                     Err(error) => return Err(error.into()),
                 }
                 let mut view = active(&session, prompt, None, "Answer the step with protocol_continue.");
-                if redacted {
-                    view.warnings.push(SECRETS_WARNING.to_owned());
-                }
+                view.warnings.extend(redaction_warning(&redacted));
                 Ok(view)
             }
             Ok(None) => {
@@ -538,29 +542,3 @@ fn encode(session: &Session, revision: u64) -> Result<StateRecord> {
     })
 }
 
-const SECRETS_WARNING: &str = "secrets in the answer were replaced by [REDACTED:kind] before it was kept";
-
-/// The answer with every secret in its text replaced, and whether there was one: sessions are
-/// stored, and no secret is.
-fn redact_answer(answer: Value) -> (Value, bool) {
-    match answer {
-        Value::String(text) => {
-            let redacted = kenning_core::secrets::redact(&text);
-            let found = !redacted.kinds.is_empty();
-            (Value::String(redacted.text.into_owned()), found)
-        }
-        Value::Array(items) => {
-            let mut found = false;
-            let items = items
-                .into_iter()
-                .map(|item| {
-                    let (item, hit) = redact_answer(item);
-                    found |= hit;
-                    item
-                })
-                .collect();
-            (Value::Array(items), found)
-        }
-        other => (other, false),
-    }
-}

@@ -10,7 +10,7 @@ use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{MAX_LINKS, apply_update, build_memory, change_status};
 use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
-use kenning_core::secrets::{redact_capture, redact_update};
+use kenning_core::secrets::Named;
 use kenning_core::{
     CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Link, Memory, MemoryId, MemoryStore, MemoryUrn,
     SearchFilter, Status, UpdateInput, Urn,
@@ -20,6 +20,7 @@ use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::judgment::{Earlier, Neighbour, Plan, link_views};
+use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
     ReindexReport, StatusReport, SyncView, VersionView, domain_status, redaction_warning,
@@ -248,7 +249,7 @@ impl MemoryService {
         let memories = inputs
             .into_iter()
             .map(|mut input| {
-                redactions.push(redact_capture(&mut input).iter().map(RedactionView::from).collect::<Vec<_>>());
+                redactions.push(redact(&mut input));
                 let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
                 let mut memory = build_memory(self.authored(input), entry.domain.clone(), id, now)?;
                 for (key, value) in &context {
@@ -399,6 +400,9 @@ impl MemoryService {
             return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
         }
         let now = self.now();
+        // A memory stored before a rule existed may still hold what the rule now finds.
+        let mut source = source;
+        let redacted = redact(&mut source);
         let mut links = source.links.clone();
         links.push(kenning_core::Link { target: source_urn.clone(), relation: "promoted-from".to_owned() });
         let copy = Memory {
@@ -426,10 +430,9 @@ impl MemoryService {
                 kept_as: None,
                 linked: Vec::new(),
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
-                redacted: Vec::new(),
+                redacted,
                 contradictions: Vec::new(),
             },
-            // The original was redacted when it was captured, so its copy has nothing left to redact.
             _ => CaptureOutcome {
                 urn: copy.urn().to_string(),
                 title: copy.title.clone(),
@@ -438,8 +441,8 @@ impl MemoryService {
                 kept_as: None,
                 linked: Vec::new(),
                 embedded,
-                warnings: Vec::new(),
-                redacted: Vec::new(),
+                warnings: redaction_warning(&redacted).into_iter().collect(),
+                redacted,
                 contradictions: Vec::new(),
             },
         })
@@ -475,16 +478,14 @@ impl MemoryService {
     /// Applies an update, keeping the previous version with the reason. Secrets are redacted
     /// from the update before it is applied.
     pub fn update(&self, urn: &str, mut input: UpdateInput) -> Result<ChangeOutcome> {
-        let redacted: Vec<RedactionView> = redact_update(&mut input).iter().map(RedactionView::from).collect();
-        let mut outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
-        outcome.warnings.extend(redaction_warning(&redacted));
-        outcome.redacted = redacted;
-        Ok(outcome)
+        let redacted = redact(&mut input);
+        let outcome = self.change("urn", urn, |current, now| apply_update(current, input.clone(), now).map(Some))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Soft-deletes a memory: it leaves recall but keeps its record and history.
     pub fn forget(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
-        self.change("urn", urn, |current, now| change_status(current, Status::Forgotten, reason, now))
+        self.change_status(urn, Status::Forgotten, reason)
     }
 
     /// Brings a forgotten memory back into recall. Restoring the memory a merge kept a
@@ -493,7 +494,15 @@ impl MemoryService {
         if let Some(outcome) = self.undo_merge(urn, reason)? {
             return Ok(outcome);
         }
-        self.change("urn", urn, |current, now| change_status(current, Status::Active, reason, now))
+        self.change_status(urn, Status::Active, reason)
+    }
+
+    /// Moves a memory to `status`; the reason, kept in its history, is redacted first.
+    fn change_status(&self, urn: &str, status: Status, reason: &str) -> Result<ChangeOutcome> {
+        let mut reason = reason.to_owned();
+        let redacted = redact(&mut Named("reason", &mut reason));
+        let outcome = self.change("urn", urn, |current, now| change_status(current, status, &reason, now))?;
+        Ok(with_redactions(outcome, redacted))
     }
 
     /// Read, change, compare-and-swap; on losing a race to another writer, re-read and retry.
@@ -705,6 +714,13 @@ impl MemoryService {
             embedded,
         })
     }
+}
+
+/// The outcome of a change, with what redaction replaced in its input and a warning saying so.
+fn with_redactions(mut outcome: ChangeOutcome, redacted: Vec<RedactionView>) -> ChangeOutcome {
+    outcome.warnings.extend(redaction_warning(&redacted));
+    outcome.redacted = redacted;
+    outcome
 }
 
 /// Memories embedded per batch after a sync.

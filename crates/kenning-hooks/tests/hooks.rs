@@ -324,3 +324,34 @@ fn every_event_parses_by_its_command_and_claude_code_name() {
     }
     assert_eq!(HookEvent::parse("teardown"), None);
 }
+
+/// Secrets said in a session, or carried in a hook's input, are redacted before the Stop hook
+/// stores what it found: a byte search of the stores' files finds none of them.
+#[test]
+fn transcript_captures_store_no_secret() {
+    let setup = setup();
+    let (token, password) = (concat!("ghp", "_Zr8kLm2Qp9Xv4Tn6Bw1Yc3Hd5Fj7Gs0Ka2Ue"), "Pw9Zr8kLm2Qp9Xv4");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let transcript = elsewhere.path().join("session.jsonl");
+    let lines = [
+        serde_json::json!({"type": "user", "message": {"role": "user", "content": format!("Always export GITHUB_TOKEN={token} before running the release script.")}}),
+        serde_json::json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": format!("The root cause was that DB_PASSWORD={password} was missing from the runner environment.")}]}}),
+    ];
+    std::fs::write(&transcript, lines.iter().map(|line| format!("{line}\n")).collect::<String>()).unwrap();
+    let input = HookInput {
+        transcript_path: Some(transcript.display().to_string()),
+        session_id: Some(format!("session-{token}")),
+        ..HookInput::default()
+    };
+    setup.hooks.run(HookEvent::Stop, &input).unwrap();
+    let listed = setup.hooks.memory.list(&Domain::Project("shop".into()), &SearchFilter::active(), None, 100).unwrap();
+    assert_eq!(listed.memories.len(), 2, "{:?}", listed.memories);
+    drop(setup.hooks);
+    let mut stored = Vec::new();
+    for entry in std::fs::read_dir(setup._dir.path()).unwrap() {
+        stored.extend(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    let contains = |needle: &str| stored.windows(needle.len()).any(|window| window == needle.as_bytes());
+    assert!(contains("[REDACTED:github-token]") && contains("[REDACTED:password]"));
+    assert!(!contains(token) && !contains(password), "a secret reached the stores' files");
+}

@@ -83,6 +83,25 @@ impl Db {
         })
     }
 
+    /// Rewrites the database so that nothing deleted can be read from its files. A deleted row
+    /// stays on disk in the free pages and the free space inside pages until they are reused,
+    /// and in the WAL, which keeps pages as they were: `VACUUM` builds every page afresh, then a
+    /// truncating checkpoint copies them into the database file and empties the WAL. A reader in
+    /// another process keeps the WAL from being emptied; the checkpoint is tried again until
+    /// none does.
+    pub(crate) fn erase_freed(&self) -> Result<()> {
+        let conn = lock(&self.writer);
+        retry(|| Ok(conn.execute_batch("VACUUM")?))?;
+        retry(|| {
+            let blocked: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))?;
+            if blocked == 0 {
+                return Ok(());
+            }
+            let busy = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+            Err(Error::Sqlite(rusqlite::Error::SqliteFailure(busy, Some("a reader holds the WAL".to_owned()))))
+        })
+    }
+
     /// Runs `work` in a read transaction, so that everything it reads comes from one snapshot.
     pub(crate) fn read<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
         let pooled = lock(&self.readers).pop();

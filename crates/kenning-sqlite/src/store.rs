@@ -140,6 +140,15 @@ impl SqliteStore {
     pub fn persist_index(&self) -> Result<(), Error> {
         self.search.persist(&self.db)
     }
+
+    /// After rows were deleted for good (a purge, here or applied from git notes), leaves none
+    /// of their bytes in the store's files: the database and its WAL are rewritten
+    /// (`VACUUM`, then a checkpoint that empties the WAL), and the search index file, which holds their
+    /// words, is removed (the next search builds it again from the database).
+    pub fn erase_purged(&self) -> Result<(), Error> {
+        self.search.reset(&self.db);
+        self.db.erase_freed()
+    }
 }
 
 type CoreResult<T> = kenning_core::Result<T>;
@@ -233,6 +242,10 @@ impl MemoryStore for SqliteStore {
             self.search.reset(&self.db);
         }
         Ok(counts)
+    }
+
+    fn erase_deleted(&self) -> CoreResult<()> {
+        Ok(self.erase_purged()?)
     }
 
     fn rebuild_index(&self) -> CoreResult<u64> {

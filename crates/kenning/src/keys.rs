@@ -11,9 +11,13 @@ use serde::Serialize;
 use crate::cli::KeysCommand;
 use crate::config::Config;
 
-/// Where the keys live: `keys.json` in kenning's data directory.
+/// Where the keys live: `KENNING_KEYS_FILE` when set (a file mounted into a container, which a
+/// running server rereads when it changes), else `keys.json` in kenning's data directory.
 pub fn key_file() -> Result<PathBuf> {
-    Ok(Config::data_dir()?.join("keys.json"))
+    match std::env::var_os("KENNING_KEYS_FILE") {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => Ok(Config::data_dir()?.join("keys.json")),
+    }
 }
 
 /// A key as listed: everything but its hash.

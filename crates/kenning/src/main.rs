@@ -260,7 +260,12 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             }
             let report = memory.import(lines, into.as_deref())?;
             print(json, &report, |report| {
-                format!("read {}, imported {}, skipped {} (already present or duplicates)\n", report.read, report.written, report.skipped)
+                let redacted = match report.redacted {
+                    0 => String::new(),
+                    1 => "; 1 secret was replaced by [REDACTED:kind]".to_owned(),
+                    n => format!("; {n} secrets were replaced by [REDACTED:kind]"),
+                };
+                format!("read {}, imported {}, skipped {} (already present or duplicates){redacted}\n", report.read, report.written, report.skipped)
             })
         }
     }

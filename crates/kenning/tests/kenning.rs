@@ -713,6 +713,54 @@ fn purge_by_author_counts_first_then_removes_everything_that_author_wrote() {
     assert!(memories(&again).iter().all(|(_, count)| *count == 0), "{again:#}");
 }
 
+/// Regression: a purge deleted the author's rows but left their text readable in the free pages
+/// of `.git/kenning/project.db` and `user.db`, in their WAL files and in the search index files.
+/// After a purge, a byte search of every file kenning keeps (the data directory and the clone's
+/// `.git/kenning`) finds no word the author wrote, in any version; the other author's are there.
+#[test]
+fn a_purge_leaves_no_byte_of_the_authors_text_in_any_file() {
+    let sandbox = Sandbox::new();
+    let capture = |author: &str, domain: &str, content: &str| -> String {
+        let output = sandbox.command(&sandbox.repo(), &["--json", "capture", content, "--domain", domain]).env("KENNING_USER_ID", author).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        text(&serde_json::from_slice(&output.stdout).unwrap(), "/urn").to_owned()
+    };
+    let mut urns = Vec::new();
+    for domain in ["project", "user"] {
+        urns.push(capture("ada", domain, &format!("Ada's zephyrquill note on the {domain} cache eviction policy")));
+        capture("bob", domain, &format!("Bob's marmalade note on the {domain} deploy freeze"));
+    }
+    for urn in &urns {
+        for version in 2..=4 {
+            let content = format!("Ada's zephyrquill note, version {version}: evict by frequency");
+            let output = sandbox.command(&sandbox.repo(), &["update", urn, "--reason", "zephyrquill revision", "--content", &content]).env("KENNING_USER_ID", "ada").output().unwrap();
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        }
+    }
+    sandbox.json(&["recall", "zephyrquill eviction"]);
+    sandbox.json(&["purge", "--author", "ada", "--yes"]);
+
+    let mut files = Vec::new();
+    let mut folders = vec![sandbox.path("data"), sandbox.repo().join(".git/kenning")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() { folders.push(path) } else { files.push(path) }
+        }
+    }
+    let holding = |word: &str| -> Vec<String> {
+        files
+            .iter()
+            .filter(|file| std::fs::read(file).unwrap().windows(word.len()).any(|window| window == word.as_bytes()))
+            .map(|file| file.display().to_string())
+            .collect()
+    };
+    assert!(files.iter().any(|file| file.ends_with("project.db")) && files.iter().any(|file| file.ends_with("user.db")), "{files:?}");
+    assert!(holding("zephyrquill").is_empty(), "the purged author's text is still in {:?}", holding("zephyrquill"));
+    let kept = holding("marmalade");
+    assert!(["project.db", "user.db"].iter().all(|name| kept.iter().any(|file| file.ends_with(name))), "the other author's memories stay: {kept:?}");
+}
+
 #[test]
 fn consolidate_shows_progress_records_the_run_and_rolls_it_back_once() {
     let sandbox = Sandbox::new();

@@ -3,7 +3,10 @@
 //! - `distil` ([`distil`]): distils a sentence-transformers model into the static embedding
 //!   model that kenning compiles in (`crates/kenning-embed/assets`), with [`pca`] for the
 //!   dimension reduction.
+//! - `dist` ([`dist`]): the release archive, the Python wheel and the npm packages of the
+//!   `kenning` binary for the host platform, with their SHA-256 sums.
 
+mod dist;
 mod distil;
 mod pca;
 
@@ -21,10 +24,13 @@ struct Cli {
 enum Command {
     /// Distil a sentence-transformers BERT model into a static embedding model.
     Distil(distil::DistilArgs),
+    /// Package the kenning binary for the host platform: archive, wheel, npm packages, checksums.
+    Dist(dist::DistArgs),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Distil(args) => distil::run(&args),
+        Command::Dist(args) => dist::run(&args),
     }
 }

@@ -34,8 +34,8 @@ use kenning_core::{CaptureInput, Cursor, Domain, FieldError, Inserted, Memory, M
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::service::{backoff, MemoryService, CAS_ATTEMPTS};
-use crate::views::{RedactionView, redaction_warning, timestamp};
-use kenning_core::secrets::{redact_decision, redact_decision_update, redact_outcome, redact_signal};
+use crate::redaction::redact;
+use crate::views::{redaction_warning, timestamp};
 use calibration::{evidence, recommendation};
 use views::{
     decision_urn, round, Analysis, AntipatternMatch, CalibrationImpact, CaptureDecisionResult, CausalChain, ChainMemory,
@@ -168,7 +168,7 @@ impl DecisionService {
 
     /// Validates and stores a new decision with its memory.
     pub fn capture(&self, mut input: CaptureDecision, domain: Option<&str>) -> Result<CaptureDecisionResult> {
-        let redacted: Vec<RedactionView> = redact_decision(&mut input).iter().map(RedactionView::from).collect();
+        let redacted = redact(&mut input);
         let entry = self.entry(domain)?;
         let now = self.memory.now();
         let id = DecisionId::parse(&format!("{}{}", DecisionId::PREFIX, new_memory_id(now))).expect("generated ids are valid");
@@ -204,7 +204,7 @@ impl DecisionService {
 
     /// Changes status, confidence, notes or links, with compare-and-swap retries.
     pub fn update(&self, id: &str, mut input: UpdateDecision) -> Result<UpdateDecisionResult> {
-        let redacted: Vec<RedactionView> = redact_decision_update(&mut input).iter().map(RedactionView::from).collect();
+        let redacted = redact(&mut input);
         for attempt in 0..CAS_ATTEMPTS {
             let (entry, record) = self.find(id)?;
             let current = &record.decision;
@@ -518,7 +518,7 @@ impl DecisionService {
 
     /// Appends a signal and returns the estimated chance of success given all signals so far.
     pub fn record_signal(&self, id: &str, mut input: SignalInput) -> Result<SignalResult> {
-        let redacted: Vec<RedactionView> = redact_signal(&mut input).iter().map(RedactionView::from).collect();
+        let redacted = redact(&mut input);
         let (entry, mut record) = self.find(id)?;
         let now = self.memory.now();
         let signal = build_signal(input, &record.decision.id, format!("sig_{}", new_memory_id(now)), now)?;
@@ -549,7 +549,7 @@ impl DecisionService {
 
     /// Records how a decision turned out, with its lessons as `learnings` memories.
     pub fn record_outcome(&self, id: &str, mut input: OutcomeInput) -> Result<OutcomeResult> {
-        let redacted: Vec<RedactionView> = redact_outcome(&mut input).iter().map(RedactionView::from).collect();
+        let redacted = redact(&mut input);
         for attempt in 0..CAS_ATTEMPTS {
             let (entry, record) = self.find(id)?;
             let now = self.memory.now();
