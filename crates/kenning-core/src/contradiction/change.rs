@@ -125,6 +125,8 @@ const IDENTIFYING_NOUNS: &[&str] = &[
     "user", "issue", "pr", "ticket", "port", "step", "item", "bug", "case", "room", "line", "node", "server", "service",
     "team", "group", "org", "rule", "standard", "test", "job", "task", "build", "release", "sprint", "week", "day",
 ];
+/// Nouns whose number says where something is: `line 160`, `day 3`, `commit 4`.
+const LOCATING_NOUNS: &[&str] = &["line", "day", "page", "row", "column", "chapter", "section", "step", "sprint", "week", "issue", "ticket", "pr", "commit"];
 const SUBJECT_PRONOUNS: &[&str] = &["i", "we", "you", "he", "she", "they", "it"];
 
 fn is_past(words: &[Word]) -> bool {
@@ -135,14 +137,18 @@ fn is_past(words: &[Word]) -> bool {
         if word.lower == "last" && words.get(index + 1).is_some_and(|next| next.kind == WordKind::Word && next.canon.starts_with("u:")) {
             return true;
         }
-        // A verb in `-ed` right after its subject (`I painted`, `Alice fixed`) or opening
-        // the sentence (`Fixed the bug`); after `is` or `are` it is a passive, after `a` or
-        // `the` an adjective.
+        // A verb in `-ed` right after its subject (`I painted`, `Alice fixed`, a sentence's
+        // capitalised first word as in `Ingrid confirmed`) or opening the sentence (`Fixed the
+        // bug`); after `is` or `are` it is a passive, after `a` or `the` an adjective.
         let verb_in_ed = word.kind == WordKind::Word && word.lower.len() >= 5 && word.lower.ends_with("ed");
         verb_in_ed
             && match index.checked_sub(1).map(|at| &words[at]) {
                 None => true,
-                Some(before) => SUBJECT_PRONOUNS.contains(&before.lower.as_str()) || (before.named && before.kind == WordKind::Word && before.capital) || matches!(before.lower.as_str(), "have" | "has" | "had" | "'ve"),
+                Some(before) => {
+                    SUBJECT_PRONOUNS.contains(&before.lower.as_str())
+                        || (before.kind == WordKind::Word && before.capital && (before.named || index == 1))
+                        || matches!(before.lower.as_str(), "have" | "has" | "had" | "'ve")
+                }
             }
     })
 }
@@ -305,6 +311,11 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
         .position(|word| matches!(word.lower.as_str(), "to" | "into") || (word.lower == "in" && matches!(words[verb].lower.as_str(), "rewritten" | "rewrote")))
         .map(|at| verb + 1 + at)?;
     let value = value_at(words, to + 1);
+    // "Set X in the config to override it": `set` moves a setting only to a named value or a
+    // number, not to a purpose.
+    if words[verb].lower == "set" && named(value).is_empty() {
+        return None;
+    }
     let subject: BTreeSet<String> = content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word)).collect();
     let old_words = old.content();
     let covered = subject.intersection(&old_words).count();
@@ -319,7 +330,10 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
         .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !subject.contains(&word.canon) && !new_words.contains(&word.canon))
         .map(|word| word.lower.clone())
         .collect();
-    (!before.is_empty()).then(|| (before, written(value)))
+    // What it held is a value (a named thing or a number), not the rest of a heading such as
+    // "React connection pool size".
+    let held_value = old.words.iter().any(|word| word.named && before.contains(&word.lower));
+    held_value.then(|| (before, written(value)))
 }
 
 /// Cue phrases of the third shape, and whether the words after them (to a break or the end)
@@ -343,15 +357,22 @@ const CUES: &[(&[&str], bool)] = &[
 fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
     let mut words: Vec<Word> = new.words.clone();
     let mut found = false;
+    // "for now" says that something is temporary, not that it changed.
+    while let Some(at) = words.windows(2).position(|pair| pair[0].lower == "for" && pair[1].lower == "now") {
+        words.drain(at..at + 2);
+    }
+    let place = |words: &[Word], cue: &[&str]| words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part));
     for (cue, runs_on) in CUES {
-        while let Some(at) = words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part)) {
+        // A cue the older statement holds too tells nothing of which one is newer.
+        let shared_cue = place(&old.words, cue).is_some();
+        while let Some(at) = place(&words, cue) {
             let end = if *runs_on {
                 words[at..].iter().position(|word| word.kind == WordKind::Break).map_or(words.len(), |offset| at + offset)
             } else {
                 at + cue.len()
             };
             words.drain(at..end);
-            found = true;
+            found |= !shared_cue;
         }
     }
     // "from Monday on"
@@ -413,6 +434,13 @@ fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<Stri
     if first_change == 0 && (identifies(old) || identifies(new)) {
         return None;
     }
+    // A number after a word that locates ("at line 160", "on day 3") says where, not how much.
+    let locates = |statement: &Statement| {
+        statement.words.windows(2).any(|pair| pair[1].kind == WordKind::Number && LOCATING_NOUNS.contains(&pair[0].lower.as_str()))
+    };
+    if locates(old) || locates(new) {
+        return None;
+    }
     let changed = |statement: &Statement, values: &[String], other: &[String]| -> Vec<String> {
         statement
             .words
@@ -461,6 +489,11 @@ mod tests {
             ("User 0 org standard 1: the timeout is 1 ms.", "User 1 org standard 0: the timeout is 0 ms."),
             ("Use ripgrep for searching the code.", "Use ripgrep instead of grep for searching the code."),
             ("The bug is in the parser.", "We switched to the feature branch to fix the bug."),
+            ("Ingrid decided to keep the job scheduler on DynamoDB for now.", "Chen decided to keep the data retention job on Node.js for now."),
+            ("The config loader is implemented in pyproject.toml and deployed with sqlx.", "Set `HTTP_TIMEOUT_MS` in the deploy config to override it per environment."),
+            ("React connection pool size", "We raised the pool size to 20 and added a 2 s acquire timeout."),
+            ("The relevant code is in `api.conf` around line 767.", "The relevant code is in `api.conf` around line 282."),
+            ("Ingrid confirmed the fix on staging on day 10 of the sprint.", "Ingrid confirmed the fix on staging on day 1 of the sprint."),
         ];
         for (older, newer) in cases {
             assert_eq!(kind(older, newer), None, "{older} / {newer}");
