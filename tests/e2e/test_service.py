@@ -148,8 +148,10 @@ def test_no_key_an_unknown_key_and_a_revoked_key_get_401(ws: Workspace) -> None:
         assert revoked.returncode == 0, revoked.stderr
         status, _, body = client.call("memory_status", {})
         assert status == 401 and "revoked" in body["message"], body
-        status, _, body = client.call("memory_status", {}, key=other)
-        assert status == 200 and "result" in body, "another key still works"
+        second = RawClient(server.url, other)
+        second.initialize()
+        status, _, body = second.call("memory_status", {})
+        assert status == 200 and "result" in body, "another key still works, in a session of its own"
 
 
 def test_non_loopback_bind_without_keys_is_refused(ws: Workspace) -> None:
@@ -203,7 +205,9 @@ def test_over_the_rate_a_key_gets_429_with_retry_after(ws: Workspace) -> None:
         assert "3 capture calls a minute" in body["message"]
         status, _, _ = client.call("memory_recall", {"query": "rate limited"})
         assert status == 200, "queries have their own allowance"
-        status, _, _ = client.call("memory_capture", {"content": "Another key has its own bucket."}, key=other)
+        second = RawClient(server.url, other)
+        second.initialize()
+        status, _, _ = second.call("memory_capture", {"content": "Another key has its own bucket."})
         assert status == 200
 
 
@@ -260,7 +264,8 @@ def test_the_audit_log_has_every_call_and_no_content(ws: Workspace) -> None:
     lines = audit_lines(ws)
     assert [(line["tool"], line["outcome"], line.get("identity")) for line in lines] == expected
     for line in lines:
-        assert set(line) <= {"time", "identity", "key", "tool", "outcome", "duration_ms", "session"}, line
+        assert set(line) <= {"time", "identity", "key", "method", "tool", "outcome", "duration_ms", "session"}, line
+        assert line["method"] == "tools/call"
         assert line["time"].endswith("Z") and line["duration_ms"] >= 0
     text = (ws.data / "audit.jsonl").read_text()
     assert "staging" not in text and "password" not in text, "the audit log holds no content"

@@ -43,11 +43,11 @@ impl From<kenning_code::Error> for Error {
 }
 
 pub struct CodeService {
-    index: CodeIndex,
+    index: Arc<CodeIndex>,
     toolchain: Toolchain,
     memory: Arc<MemoryService>,
     decisions: Arc<DecisionService>,
-    history: Mutex<VecDeque<TestRunView>>,
+    history: Arc<Mutex<VecDeque<TestRunView>>>,
 }
 
 /// A test run, and what it left in memory.
@@ -107,7 +107,13 @@ impl CodeService {
             suggestion: "start kenning from inside a git repository".to_owned(),
         })?;
         let index = CodeIndex::open(&root, index_path, memory.embedder())?;
-        Ok(CodeService { index, toolchain, memory, decisions, history: Mutex::new(VecDeque::new()) })
+        Ok(CodeService { index: Arc::new(index), toolchain, memory, decisions, history: Arc::default() })
+    }
+
+    /// The same repository, index and run history, writing what runs leave in memory through
+    /// other services (a view limited to some domains).
+    pub fn with_services(&self, memory: Arc<MemoryService>, decisions: Arc<DecisionService>) -> CodeService {
+        CodeService { index: self.index.clone(), toolchain: self.toolchain.clone(), memory, decisions, history: self.history.clone() }
     }
 
     pub fn index(&self) -> &CodeIndex {

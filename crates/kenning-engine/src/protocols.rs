@@ -260,6 +260,11 @@ impl ProtocolService {
         ProtocolService { decisions, library, idle_timeout: DEFAULT_IDLE_TIMEOUT }
     }
 
+    /// The same protocols over other decision services (a view limited to some domains).
+    pub fn with_decisions(&self, decisions: Arc<DecisionService>) -> ProtocolService {
+        ProtocolService { decisions, library: self.library.clone(), idle_timeout: self.idle_timeout }
+    }
+
     /// Sessions idle for longer than `timeout` expire.
     pub fn with_idle_timeout(mut self, timeout: TimeDelta) -> Self {
         self.idle_timeout = timeout;

@@ -12,7 +12,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::contradiction::{SUPERSEDED_BY, is_superseded};
 use kenning_core::dynamics::{Assessment, assess, ranking_factor};
 use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
-use kenning_core::input::parse_time;
+use kenning_core::input::{MAX_TAGS, parse_time};
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::{asks_about_the_past, find_time_expression};
@@ -24,6 +24,9 @@ use crate::views::{DomainNote, LinkView, ListingPage, RecallHit, RecallPage, tim
 
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 pub const MAX_RECALL_LIMIT: usize = 100;
+/// The most values a recall's kind, namespace or tag filter takes: a longer list is a mistake or
+/// an attack, and each value costs the search a condition.
+pub const MAX_FILTER_VALUES: usize = MAX_TAGS;
 pub const DEFAULT_MAX_TOKENS: usize = 4000;
 const SNIPPET_CHARS: usize = 240;
 /// The most candidates one leg contributes; deeper pages than this are not reachable.
@@ -283,6 +286,16 @@ impl MemoryService {
     /// The filters of a recall request as a [`SearchFilter`] of active memories, each checked
     /// with a field error naming it.
     fn recall_filter(&self, request: &RecallRequest) -> Result<SearchFilter, FieldError> {
+        for (field, values) in [("kinds", &request.kinds), ("namespaces", &request.namespaces), ("tags", &request.tags)] {
+            if values.len() > MAX_FILTER_VALUES {
+                return Err(FieldError::new(
+                    field,
+                    format!("has {} values, more than {MAX_FILTER_VALUES}", values.len()),
+                    values.len(),
+                    format!("filter by at most {MAX_FILTER_VALUES} {field}; a memory has at most {MAX_TAGS} tags"),
+                ));
+            }
+        }
         let min_confidence = match request.min_confidence {
             Some(value) if !(0.0..=1.0).contains(&value) => {
                 return Err(FieldError::new("min_confidence", "must be between 0 and 1", value, "use e.g. min_confidence: 0.5"));

@@ -55,7 +55,7 @@ impl Clock for SystemClock {
 pub struct MemoryService {
     pub(crate) domains: Vec<DomainStore>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
-    pub(crate) access: AccessRecorder,
+    pub(crate) access: Arc<AccessRecorder>,
     clock: Arc<dyn Clock>,
     /// The configured user id, recorded as the author of a capture that names none.
     author: Option<String>,
@@ -70,7 +70,7 @@ pub struct MemoryService {
     /// The claim rule captures are judged by, with the vocabulary's synonyms.
     pub(crate) claims: Arc<ClaimRules>,
     /// The synonyms recall widens a query with: built in, plus the project's own.
-    pub(crate) vocabulary: Vocabulary,
+    pub(crate) vocabulary: Arc<Vocabulary>,
     /// Whether recall asks the language model (when there is one) for other search terms.
     pub(crate) rewrite_queries: bool,
 }
@@ -80,8 +80,33 @@ impl MemoryService {
     /// at least one, and no domain twice.
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
-        let access = AccessRecorder::new(domains.clone());
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(ClaimRules::default()), vocabulary: Vocabulary::built_in(), rewrite_queries: false }
+        let access = Arc::new(AccessRecorder::new(domains.clone()));
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(ClaimRules::default()), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+    }
+
+    /// The same service limited to the domains `keep` accepts (what an API key scoped to some
+    /// domains may use), sharing its stores, embedder and settings; `None` when `keep` accepts
+    /// none of them. Through the view a memory of a domain left out is not found, a domain left
+    /// out cannot be named, and captures that name no domain go to the first domain kept.
+    pub fn restricted(&self, keep: impl Fn(&Domain) -> bool) -> Option<MemoryService> {
+        let domains: Vec<DomainStore> = self.domains.iter().filter(|entry| keep(&entry.domain)).cloned().collect();
+        if domains.is_empty() {
+            return None;
+        }
+        Some(MemoryService {
+            domains,
+            embedder: self.embedder.clone(),
+            access: self.access.clone(),
+            clock: self.clock.clone(),
+            author: self.author.clone(),
+            repository_root: self.repository_root.clone(),
+            llm: self.llm.clone(),
+            decay: self.decay,
+            deduplication: self.deduplication.clone(),
+            claims: self.claims.clone(),
+            vocabulary: self.vocabulary.clone(),
+            rewrite_queries: self.rewrite_queries,
+        })
     }
 
     /// Names the user whose memories this service writes: every capture (and promotion) that
@@ -113,7 +138,7 @@ impl MemoryService {
     /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
     pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
         self.claims = Arc::new(ClaimRules::new(&vocabulary));
-        self.vocabulary = vocabulary;
+        self.vocabulary = Arc::new(vocabulary);
         self
     }
 

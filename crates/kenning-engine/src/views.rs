@@ -299,7 +299,7 @@ pub struct ResolutionView {
 /// Secrets of one kind that were replaced in one field before anything was stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RedactionView {
-    /// The field: `content`, `tags[0]`, `metadata.{key}` (`metadata` for a key), `reason`…
+    /// Which field, e.g. `content` or `tags[0]`.
     pub field: String,
     /// What was found, e.g. `github-token`, `aws-secret-access-key`, `password`.
     pub kind: String,

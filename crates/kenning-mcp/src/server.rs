@@ -5,10 +5,10 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, ErrorCode, CustomResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
@@ -17,7 +17,7 @@ use kenning_core::{Cursor, Domain, FieldError, closest};
 use kenning_engine::{CodeService, DecisionService, MemoryService, ProtocolService, WorkflowService};
 use kenning_service::Outcome;
 
-use crate::access::CallObserver;
+use crate::access::{CallObserver, Caller, OutOfScope, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ, TOOLS_CALL, caller};
 use crate::client_log::ClientLog;
 use crate::decision_resources::{self, Change, DecisionUri};
 use crate::error::{deadline_of, interruptible, invalid_params, refused_argument};
@@ -60,6 +60,8 @@ pub struct KenningServer {
     pub(crate) workflows: Arc<WorkflowService>,
     pub(crate) protocols: Arc<ProtocolService>,
     tool_router: Arc<ToolRouter<KenningServer>>,
+    /// The tools a read-only key may call: those of `tool_router` that do not write.
+    read_only_router: Arc<ToolRouter<KenningServer>>,
     /// Whether the decision resources are served (with the `decisions` toolset).
     decision_resources: bool,
     /// Whether the workflow resources are served (with the `workflows` toolset).
@@ -91,6 +93,7 @@ impl KenningServer {
     pub fn new(memory: Arc<MemoryService>, decisions: Arc<DecisionService>, options: &ServerOptions) -> Result<Self, FieldError> {
         let selected = Self::selected(options)?;
         let tool_router = Arc::new(Self::router(&selected, options.read_only));
+        let read_only_router = if options.read_only { tool_router.clone() } else { Arc::new(Self::router(&selected, true)) };
         let subscriptions = Arc::new(Subscriptions::default());
         let session = subscriptions.next_number();
         Ok(KenningServer {
@@ -99,6 +102,7 @@ impl KenningServer {
             memory,
             decisions,
             tool_router,
+            read_only_router,
             decision_resources: selected.contains(&"decisions"),
             workflow_resources: selected.contains(&"workflows"),
             read_only: options.read_only,
@@ -138,6 +142,98 @@ impl KenningServer {
     /// The same server for another client session, sharing stores and subscriptions.
     pub fn for_session(&self) -> KenningServer {
         KenningServer { session: self.subscriptions.next_number(), session_id: new_session_id(), log: Arc::default(), ..self.clone() }
+    }
+
+    /// This server as `caller`'s key may use it: for a key limited to some domains, every
+    /// service over those domains alone (a memory of another domain is not found, another
+    /// domain cannot be named); for a read-only key, the tools and prompts that do not write. A
+    /// key with full access, or no key (stdio, a loopback server without keys), sees it whole.
+    pub(crate) fn seen_by(&self, caller: Option<&Caller>) -> Result<KenningServer, OutOfScope> {
+        let mut view = self.clone();
+        let Some(caller) = caller.filter(|caller| !caller.scope.is_full()) else { return Ok(view) };
+        let scope = &caller.scope;
+        if let Some(domains) = &scope.domains {
+            let decisions = self.decisions.restricted(|domain| scope.allows(domain)).map(Arc::new).ok_or_else(|| OutOfScope::NoDomain {
+                key: caller.key_name.clone(),
+                domains: domains.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            })?;
+            let memory = decisions.memory().clone();
+            view.workflows = Arc::new(WorkflowService::new(memory.clone()));
+            view.protocols = Arc::new(self.protocols.with_decisions(decisions.clone()));
+            view.code = self.code.as_ref().map(|code| Arc::new(code.with_services(memory.clone(), decisions.clone())));
+            view.memory = memory;
+            view.decisions = decisions;
+        }
+        if scope.read_only {
+            view.tool_router = self.read_only_router.clone();
+            view.read_only = true;
+        }
+        Ok(view)
+    }
+
+    /// [`KenningServer::seen_by`] the caller of a request, refusing with a JSON-RPC error.
+    fn for_request(&self, context: &RequestContext<RoleServer>) -> Result<KenningServer, McpError> {
+        self.seen_by(caller(context).as_ref()).map_err(|refusal| refusal.rpc_error())
+    }
+
+    /// Audits a call that is not a tool call (a resource listing or read, a prompt) when the
+    /// HTTP transport asks.
+    fn audited<T>(&self, method: &str, name: &str, context: &RequestContext<RoleServer>, started: std::time::Instant, result: &Result<T, McpError>) {
+        let Some(observer) = &self.observer else { return };
+        let outcome = match result {
+            Ok(_) => Outcome::Ok,
+            Err(error) if error.data.as_ref().and_then(|data| data.get("error")).is_some_and(|code| code == "forbidden") => Outcome::Forbidden,
+            Err(error) if error.code == rmcp::model::ErrorCode::INVALID_PARAMS => Outcome::Invalid,
+            Err(_) => Outcome::ToolError,
+        };
+        observer.record(method, name, context, started.elapsed(), outcome);
+    }
+
+    /// Reads one resource through this server's services.
+    async fn read(&self, uri: String) -> Result<ReadResourceResponse, McpError> {
+        let memory = self.memory.clone();
+        let decisions = self.decision_resources.then(|| self.decisions.clone());
+        let (code, code_toolsets) = (self.code.clone(), self.code_toolsets.clone());
+        let workflows = self.workflow_resources.then(|| self.workflows.clone());
+        let text = {
+            let uri = uri.clone();
+            on_blocking_pool(move || {
+                if crate::code_resources::owns(&uri) {
+                    return crate::code_resources::read(code.as_deref(), &code_toolsets, &uri);
+                }
+                if let Some(workflows) = workflows.filter(|_| crate::workflow_resources::claims(&uri)) {
+                    return crate::workflow_resources::read(&workflows, &uri).map_err(McpError::from);
+                }
+                match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
+                    Some((decisions, parsed)) => {
+                        let parsed = parsed.map_err(|error| invalid_params(&error))?;
+                        decision_resources::read(decisions, &uri, &parsed).map_err(McpError::from)
+                    }
+                    None => resources::read(&memory, &uri).map_err(McpError::from),
+                }
+            })
+            .await?
+        };
+        let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// One page of resources through this server's services.
+    async fn list_page(&self, request: Option<PaginatedRequestParams>) -> Result<ListResourcesResult, McpError> {
+        let offset = cursor_offset(request.as_ref())?;
+        let memory = self.memory.clone();
+        let mut extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
+        extra.extend(crate::code_resources::catalogue(&self.code_toolsets));
+        if self.workflow_resources {
+            extra.extend(crate::workflow_resources::catalogue());
+        }
+        let (page, next) = on_blocking_pool(move || {
+            resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
+        })
+        .await?;
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next.map(|offset| Cursor { offset }.encode());
+        Ok(result)
     }
 
     /// The same server with every tool call timed, counted and audited by `observer`.
@@ -298,22 +394,15 @@ impl ServerHandler for KenningServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let offset = cursor_offset(request.as_ref())?;
-        let memory = self.memory.clone();
-        let mut extra = if self.decision_resources { decision_resources::catalogue(&self.decisions) } else { Vec::new() };
-        extra.extend(crate::code_resources::catalogue(&self.code_toolsets));
-        if self.workflow_resources {
-            extra.extend(crate::workflow_resources::catalogue());
-        }
-        let (page, next) = on_blocking_pool(move || {
-            resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
-        })
-        .await?;
-        let mut result = ListResourcesResult::with_all_items(page);
-        result.next_cursor = next.map(|offset| Cursor { offset }.encode());
-        Ok(result)
+        let started = std::time::Instant::now();
+        let result = match self.for_request(&context) {
+            Ok(view) => view.list_page(request).await,
+            Err(refusal) => Err(refusal),
+        };
+        self.audited(RESOURCES_LIST, RESOURCES_LIST, &context, started, &result);
+        result
     }
 
     async fn list_resource_templates(
@@ -334,53 +423,50 @@ impl ServerHandler for KenningServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let memory = self.memory.clone();
-        let decisions = self.decision_resources.then(|| self.decisions.clone());
-        let (code, code_toolsets) = (self.code.clone(), self.code_toolsets.clone());
-        let workflows = self.workflow_resources.then(|| self.workflows.clone());
+        let started = std::time::Instant::now();
         let uri = request.uri;
-        let text = {
-            let uri = uri.clone();
-            on_blocking_pool(move || {
-                if crate::code_resources::owns(&uri) {
-                    return crate::code_resources::read(code.as_deref(), &code_toolsets, &uri);
-                }
-                if let Some(workflows) = workflows.filter(|_| crate::workflow_resources::claims(&uri)) {
-                    return crate::workflow_resources::read(&workflows, &uri).map_err(McpError::from);
-                }
-                match decisions.as_deref().and_then(|decisions| Some((decisions, decision_resources::parse(&uri)?))) {
-                    Some((decisions, parsed)) => {
-                        let parsed = parsed.map_err(|error| invalid_params(&error))?;
-                        decision_resources::read(decisions, &uri, &parsed).map_err(McpError::from)
-                    }
-                    None => resources::read(&memory, &uri).map_err(McpError::from),
-                }
-            })
-            .await?
+        let result = match self.for_request(&context) {
+            Ok(view) => view.read(uri.clone()).await,
+            Err(refusal) => Err(refusal),
         };
-        let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
-        Ok(ReadResourceResult::new(vec![contents]).into())
+        self.audited(RESOURCES_READ, &uri, &context, started, &result);
+        result
     }
 
-    /// Every tool call goes through the router; a refused argument becomes an `isError` result.
-    /// Every tool call is reported to the client's log level and, over HTTP, timed into the
+    /// Every tool call goes through the router of the caller's key (see
+    /// [`KenningServer::seen_by`]); a refused argument becomes an `isError` result. Its outcome
+    /// is reported to the client's log level (see [`ClientLog`]) and, over HTTP, timed into the
     /// metrics and written to the audit log.
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let tool = request.name.to_string();
         let peer = context.peer.clone();
         let audit_context = self.observer.is_some().then(|| context.clone());
         let started = std::time::Instant::now();
-        let cancelled = context.ct.clone();
-        let response = interruptible(
-            self.tool_router.call(ToolCallContext::new(self, request, context)),
-            async move { cancelled.cancelled().await },
-            deadline_of(&tool),
-        )
-        .await;
+        let caller = caller(&context);
+        let view = self.seen_by(caller.as_ref()).and_then(|view| match caller {
+            // A tool this server has but the key's router left out writes.
+            Some(caller) if view.tool_router.get(&tool).is_none() && self.tool_router.get(&tool).is_some() => {
+                Err(OutOfScope::Writes { key: caller.key_name, tool: tool.clone() })
+            }
+            _ => Ok(view),
+        });
+        let response = match &view {
+            Ok(view) => {
+                let cancelled = context.ct.clone();
+                interruptible(
+                    view.tool_router.call(ToolCallContext::new(view, request, context)),
+                    async move { cancelled.cancelled().await },
+                    deadline_of(&tool),
+                )
+                .await
+            }
+            Err(refusal) => Ok(refusal.tool_result().into()),
+        };
         let elapsed = started.elapsed();
         let outcome = match &response {
+            _ if view.is_err() => Outcome::Forbidden,
             Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => Outcome::ToolError,
             Ok(_) => Outcome::Ok,
             Err(_) => Outcome::Invalid,
@@ -394,10 +480,26 @@ impl ServerHandler for KenningServer {
             other => other,
         };
         if let (Some(observer), Some(audit_context)) = (&self.observer, &audit_context) {
-            observer.record(&tool, audit_context, elapsed, outcome);
+            observer.record(TOOLS_CALL, &tool, audit_context, elapsed, outcome);
         }
         self.log.tool_call(&peer, &tool, elapsed, &response).await;
         response
+    }
+
+    /// The tools the caller's key may call. With keys the list differs by key, so only the
+    /// caller's own client may cache it.
+    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, context: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+        let view = self.for_request(&context)?;
+        let cache_hints = context.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let mut result = ListToolsResult::with_all_items(view.tool_router.list_all());
+        result.result_type = Some(ResultType::COMPLETE);
+        result.ttl_ms = cache_hints.then_some(0);
+        result.cache_scope = cache_hints.then_some(if caller(&context).is_some() { CacheScope::Private } else { CacheScope::Public });
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_router.get(name).cloned()
     }
 
     #[allow(deprecated, reason = "logging is part of the MCP revisions before 2026-07-28, which clients still negotiate")]
@@ -409,16 +511,26 @@ impl ServerHandler for KenningServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(self.prompts()))
+        Ok(ListPromptsResult::with_all_items(self.for_request(&context)?.prompts()))
     }
 
-    async fn get_prompt(&self, request: GetPromptRequestParams, _context: RequestContext<RoleServer>) -> Result<GetPromptResponse, McpError> {
-        let memory = self.memory.clone();
-        let (read_only, decision_tools) = (self.read_only, self.decision_resources);
-        let result = on_blocking_pool(move || crate::prompts::get(&memory, &request.name, request.arguments, read_only, decision_tools)).await?;
-        Ok(result.into())
+    async fn get_prompt(&self, request: GetPromptRequestParams, context: RequestContext<RoleServer>) -> Result<GetPromptResponse, McpError> {
+        let started = std::time::Instant::now();
+        let name = request.name.clone();
+        let result = match self.for_request(&context) {
+            Ok(view) => {
+                let memory = view.memory.clone();
+                let (read_only, decision_tools) = (view.read_only, view.decision_resources);
+                on_blocking_pool(move || crate::prompts::get(&memory, &request.name, request.arguments, read_only, decision_tools))
+                    .await
+                    .map(GetPromptResponse::from)
+            }
+            Err(refusal) => Err(refusal),
+        };
+        self.audited(PROMPTS_GET, &name, &context, started, &result);
+        result
     }
 
     /// A request rmcp could not read into its method's type: -32602 for a method of the
@@ -429,7 +541,7 @@ impl ServerHandler for KenningServer {
 
     #[allow(deprecated, reason = "clients that negotiate a 2025 protocol subscribe with resources/subscribe")]
     async fn subscribe(&self, request: SubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), McpError> {
-        let (path, domain) = self.subscribable(&request.uri)?;
+        let (path, domain) = self.for_request(&context)?.subscribable(&request.uri)?;
         self.subscriptions.subscribe(self.session, request.uri, path, domain, context.peer);
         Ok(())
     }
@@ -451,14 +563,16 @@ impl ServerHandler for KenningServer {
         Some(SubscriptionFilter::builder().resource_subscriptions(uris).build())
     }
 
+    /// Streams updates of the accepted resources the caller's key may read.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let view = self.for_request(context.request_context())?;
         let stream = self.subscriptions.next_number();
         let uris = context
             .accepted()
             .resource_subscriptions
             .iter()
             .flatten()
-            .filter_map(|uri| self.subscribable(uri).ok().map(|(path, domain)| (uri.clone(), path, domain)))
+            .filter_map(|uri| view.subscribable(uri).ok().map(|(path, domain)| (uri.clone(), path, domain)))
             .collect();
         self.subscriptions.listen(self.session, stream, uris, context.sink().clone());
         context.cancelled().await;

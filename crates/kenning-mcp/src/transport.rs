@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use kenning_service::Metrics;
 
-use crate::access::{self, CallObserver, Guard, HttpAccess, limit_classes};
+use crate::access::{self, CallObserver, Guard, HttpAccess, SessionOwners, limit_classes};
 use crate::server::KenningServer;
 use jsonrpc::{Incoming, read_message};
 
@@ -68,9 +68,11 @@ const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*",
 /// Serves streamable HTTP at `/mcp`, with `/healthz` and `/metrics`, on an already bound
 /// listener until `shutdown` resolves.
 ///
-/// Every request to `/mcp` passes the Origin check; with keys configured (always, off
-/// loopback) it also needs a valid API key and is held to the key's rate limits. Every tool
-/// call is timed into the metrics and, with an audit log, written to it.
+/// Every request passes the Origin check, and on loopback the Host check; with keys configured
+/// (always, off loopback) a request to `/mcp` also needs a valid API key and is held to the
+/// key's rate limits, and an MCP session answers only the key that opened it. Every tool call
+/// is timed into the metrics and, with an audit log, every call that reads or writes memory
+/// is written to it.
 pub async fn serve_http(
     server: KenningServer,
     listener: tokio::net::TcpListener,
@@ -93,8 +95,14 @@ pub async fn serve_http_with(
     let tools = server.tools();
     let metrics = Arc::new(Metrics::new(tools.iter().map(|tool| tool.name.to_string())));
     let server = server.observed(CallObserver { metrics: metrics.clone(), audit: access.audit.clone() });
-    let guard =
-        Arc::new(Guard { classes: limit_classes(&tools), access, metrics: metrics.clone(), max_body_bytes: MAX_REQUEST_BODY_BYTES });
+    let sessions = Arc::new(LocalSessionManager::default());
+    let guard = Arc::new(Guard {
+        classes: limit_classes(&tools),
+        access,
+        metrics: metrics.clone(),
+        max_body_bytes: MAX_REQUEST_BODY_BYTES,
+        sessions: SessionOwners::new(sessions.clone()),
+    });
 
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_origins(LOOPBACK_ORIGINS)
@@ -105,11 +113,7 @@ pub async fn serve_http_with(
         config = config.disable_allowed_hosts();
     }
     let cancel = config.cancellation_token.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_session()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = StreamableHttpService::new(move || Ok(server.for_session()), sessions, config);
     // The key check and rate limits come first (the outer layer), so that a refused request
     // costs nothing more.
     let mcp = axum::Router::new()
@@ -122,8 +126,9 @@ pub async fn serve_http_with(
     let app = axum::Router::new()
         .route("/healthz", axum::routing::get(health))
         .merge(metrics_route)
-        .layer(axum::middleware::from_fn(access::loopback_origin))
+        .layer(axum::middleware::from_fn_with_state(address.ip().is_loopback(), access::same_machine))
         .merge(mcp)
+        .layer(axum::middleware::from_fn(access::response_headers))
         .merge(routes);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

@@ -33,6 +33,13 @@ impl Access {
             None => Verdict::Unknown,
         }))
     }
+
+    /// [`Access::verdict`] for a credential bound to a key by its public id (a web view
+    /// session): the key as it is now, so that revoking it ends the session too.
+    pub fn verdict_of_id(&self, key_id: &str) -> Result<Option<Verdict>, Error> {
+        let (keys, required) = self.authenticator.current()?;
+        Ok(required.then(|| keys.by_id(key_id)))
+    }
 }
 
 /// Whether a browser's `Origin` is a page on this machine: `http://localhost[:port]`,

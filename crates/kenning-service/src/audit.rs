@@ -1,6 +1,8 @@
-//! The audit log: one JSON line per tool call, appended to a file in the data directory.
+//! The audit log: one JSON line per call that reads or writes memory (a tool call, a resource
+//! read, a prompt, a page or action of the web view) and per sign-in, appended to a file in the
+//! data directory.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -23,6 +25,9 @@ pub enum Outcome {
     Unauthorized,
     /// The key was over its rate limit.
     RateLimited,
+    /// The key's scope does not allow the call: a write with a read-only key, or a domain the
+    /// key may not use.
+    Forbidden,
 }
 
 impl Outcome {
@@ -33,12 +38,17 @@ impl Outcome {
             Outcome::Invalid => "invalid",
             Outcome::Unauthorized => "unauthorized",
             Outcome::RateLimited => "rate_limited",
+            Outcome::Forbidden => "forbidden",
         }
     }
 }
 
 /// One line of the audit log: who called what, when, how it ended and how long it took. It
 /// never holds arguments or results, which may be anyone's memories.
+///
+/// `method` is the kind of call (`tools/call`, `resources/read`, `resources/list`,
+/// `prompts/get`, `web` for a page or action of the web view, `sign_in`), `tool` what was
+/// called: the tool, the resource's URI, the prompt, or the web view's path.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditEntry<'a> {
     /// RFC 3339 with milliseconds, UTC.
@@ -49,6 +59,7 @@ pub struct AuditEntry<'a> {
     /// The key's public id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<&'a str>,
+    pub method: &'a str,
     pub tool: &'a str,
     pub outcome: Outcome,
     pub duration_ms: f64,
@@ -69,16 +80,9 @@ impl AuditLog {
     pub fn open(path: impl Into<PathBuf>) -> Result<AuditLog, Error> {
         let path = path.into();
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+            crate::files::create_private_dir(dir).map_err(Error::io(dir))?;
         }
-        let mut options = OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let file = options.open(&path).map_err(Error::io(&path))?;
+        let file = crate::files::private_options().create(true).append(true).open(&path).map_err(Error::io(&path))?;
         Ok(AuditLog { path, file: Mutex::new(file) })
     }
 
@@ -117,6 +121,7 @@ mod tests {
             time: "2026-11-23T10:00:00.000Z".into(),
             identity: Some("ci-bot"),
             key: Some("1a2b3c4d"),
+            method: "tools/call",
             tool: "memory_recall",
             outcome: Outcome::Ok,
             duration_ms: 1.5,
@@ -134,5 +139,11 @@ mod tests {
         assert_eq!(lines[1]["outcome"], "rate_limited");
         assert!(lines[1].get("identity").is_none());
         assert_eq!(lines[2]["tool"], "memory_capture");
+        assert_eq!(lines[2]["method"], "tools/call");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
     }
 }

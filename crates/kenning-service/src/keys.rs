@@ -7,25 +7,30 @@
 //! 256 random bits cannot be guessed from its hash at any hashing speed, so one fast hash is as
 //! safe and costs the server microseconds per request instead of milliseconds.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
-use kenning_core::{FieldError, closest, validate_author};
+use kenning_core::{Domain, FieldError, closest, validate_author};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
+use crate::files::private_options;
 
 /// What every kenning key starts with, so that secret scanners and people recognise one.
 pub const KEY_PREFIX: &str = "kenning_";
 const SECRET_BYTES: usize = 32;
 /// Hex digits of the secret shown as the key's public id.
 const ID_DIGITS: usize = 8;
+/// The format of a file whose keys all have full access, which every version reads.
 const FILE_FORMAT: u32 = 1;
+/// The format of a file holding a scoped key. A version of kenning that knows no scopes refuses
+/// it as a file it cannot read, rather than granting the scoped key full access.
+const SCOPED_FILE_FORMAT: u32 = 2;
 const MAX_NAME_CHARS: usize = 64;
 
 /// One API key as stored: never the secret, only its hash.
@@ -43,11 +48,126 @@ pub struct ApiKey {
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What the key may do; a key written before scopes existed has full access.
+    #[serde(flatten)]
+    pub scope: Scope,
 }
 
 impl ApiKey {
     pub fn is_revoked(&self) -> bool {
         self.revoked_at.is_some()
+    }
+}
+
+/// What a key may do: read only, or read and write; every domain, or only some.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scope {
+    /// Every tool, prompt and web action that writes is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// The domains the key reads and writes; `None` is every domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domains: Option<Vec<DomainScope>>,
+}
+
+impl Scope {
+    /// Whether the key may do everything (the scope of every key made before scopes existed).
+    pub fn is_full(&self) -> bool {
+        !self.read_only && self.domains.is_none()
+    }
+
+    /// Whether the key may read (and, unless read-only, write) the memories of `domain`.
+    pub fn allows(&self, domain: &Domain) -> bool {
+        self.domains.as_ref().is_none_or(|domains| domains.iter().any(|scope| scope.covers(domain)))
+    }
+
+    /// Reads `--domains user,org:acme`: a comma-separated list of `user`, `project` (every
+    /// project), `project:{id}`, `org` (every organisation) and `org:{id}`.
+    pub fn parse_domains(text: &str) -> Result<Vec<DomainScope>, FieldError> {
+        let mut domains: Vec<DomainScope> = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+            let domain = DomainScope::parse(part)?;
+            if !domains.contains(&domain) {
+                domains.push(domain);
+            }
+        }
+        if domains.is_empty() {
+            return Err(FieldError::new(
+                "domains",
+                "names no domain",
+                text,
+                "list the domains the key may use, e.g. `user,org:acme`, or leave --domains out for every domain",
+            ));
+        }
+        Ok(domains)
+    }
+
+    /// The scope as people read it: `read-only, domains user, org:acme`, or `full access`.
+    pub fn describe(&self) -> String {
+        let access = if self.read_only { "read-only" } else { "read-write" };
+        match &self.domains {
+            None if !self.read_only => "full access".to_owned(),
+            None => format!("{access}, every domain"),
+            Some(domains) => {
+                let names: Vec<String> = domains.iter().map(ToString::to_string).collect();
+                format!("{access}, domains {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// One entry of a key's domain list: one domain, or every domain of a kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DomainScope {
+    /// One domain: `user`, `project:{id}` or `org:{id}`.
+    Domain(Domain),
+    /// Every project domain (`project`).
+    AnyProject,
+    /// Every organisation domain (`org`).
+    AnyOrg,
+}
+
+impl DomainScope {
+    fn parse(text: &str) -> Result<DomainScope, FieldError> {
+        match text {
+            "project" => Ok(DomainScope::AnyProject),
+            "org" => Ok(DomainScope::AnyOrg),
+            other => Domain::parse("domains", other).map(DomainScope::Domain).map_err(|error| FieldError {
+                suggestion: "use `user`, `project`, `project:{id}`, `org` or `org:{id}`, comma-separated, e.g. `user,org:acme`".to_owned(),
+                ..error
+            }),
+        }
+    }
+
+    fn covers(&self, domain: &Domain) -> bool {
+        match self {
+            DomainScope::Domain(one) => one == domain,
+            DomainScope::AnyProject => matches!(domain, Domain::Project(_)),
+            DomainScope::AnyOrg => matches!(domain, Domain::Org(_)),
+        }
+    }
+}
+
+impl std::fmt::Display for DomainScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DomainScope::Domain(domain) => domain.fmt(f),
+            DomainScope::AnyProject => f.write_str("project"),
+            DomainScope::AnyOrg => f.write_str("org"),
+        }
+    }
+}
+
+impl Serialize for DomainScope {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DomainScope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        DomainScope::parse(&text).map_err(|error| serde::de::Error::custom(format!("`{text}`: {}", error.problem)))
     }
 }
 
@@ -82,8 +202,8 @@ impl KeyStore {
         &self.path
     }
 
-    /// Creates a key acting as `identity` (default: its name).
-    pub fn create(&self, name: &str, identity: Option<&str>, now: DateTime<Utc>) -> Result<CreatedKey, Error> {
+    /// Creates a key acting as `identity` (default: its name), limited to `scope`.
+    pub fn create(&self, name: &str, identity: Option<&str>, scope: Scope, now: DateTime<Utc>) -> Result<CreatedKey, Error> {
         let name = validate_name(name)?;
         let identity = validate_author(identity.unwrap_or(&name)).map_err(|error| Error::Invalid(FieldError { field: "identity".into(), ..error }))?;
         self.change(|file| {
@@ -106,6 +226,7 @@ impl KeyStore {
                 sha256: hex(&Sha256::digest(secret.as_bytes())),
                 created_at: now,
                 revoked_at: None,
+                scope,
             };
             file.keys.push(key.clone());
             Ok(CreatedKey { key, secret })
@@ -157,8 +278,11 @@ impl KeyStore {
         };
         let file: KeyFile =
             serde_json::from_str(&text).map_err(|error| Error::Corrupt { path: self.path.clone(), detail: error.to_string() })?;
-        if file.format != FILE_FORMAT {
-            return Err(Error::Corrupt { path: self.path.clone(), detail: format!("format {} is not {FILE_FORMAT}", file.format) });
+        if file.format != FILE_FORMAT && file.format != SCOPED_FILE_FORMAT {
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                detail: format!("format {} is not {FILE_FORMAT} or {SCOPED_FILE_FORMAT}", file.format),
+            });
         }
         Ok(file)
     }
@@ -166,12 +290,13 @@ impl KeyStore {
     /// Reads, changes and atomically replaces the file under an exclusive lock.
     fn change<T>(&self, apply: impl FnOnce(&mut KeyFile) -> Result<T, Error>) -> Result<T, Error> {
         let dir = self.path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        crate::files::create_private_dir(dir).map_err(Error::io(dir))?;
         let lock_path = self.path.with_extension("lock");
         let lock = private_options().read(true).write(true).create(true).truncate(false).open(&lock_path).map_err(Error::io(&lock_path))?;
         lock.lock().map_err(Error::io(&lock_path))?;
         let mut file = self.read()?;
         let result = apply(&mut file)?;
+        file.format = if file.keys.iter().all(|key| key.scope.is_full()) { FILE_FORMAT } else { SCOPED_FILE_FORMAT };
         let staging = self.path.with_extension("json.new");
         {
             let mut out = private_options().write(true).create(true).truncate(true).open(&staging).map_err(Error::io(&staging))?;
@@ -186,18 +311,6 @@ impl KeyStore {
         drop(lock);
         Ok(result)
     }
-}
-
-/// Files only the user can read: the key file holds no secret, but its hashes and identities
-/// are nobody else's business.
-fn private_options() -> OpenOptions {
-    let mut options = OpenOptions::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    options
 }
 
 fn validate_name(name: &str) -> Result<String, Error> {
@@ -261,6 +374,16 @@ impl KeySet {
             }
         }
         match found {
+            Some(key) if key.is_revoked() => Verdict::Revoked(key.clone()),
+            Some(key) => Verdict::Valid(key.clone()),
+            None => Verdict::Unknown,
+        }
+    }
+
+    /// The key with this public id as it is now, for a credential bound to a key (a web view
+    /// session) rather than carrying its secret.
+    pub fn by_id(&self, id: &str) -> Verdict {
+        match self.keys.iter().find(|key| key.id == id) {
             Some(key) if key.is_revoked() => Verdict::Revoked(key.clone()),
             Some(key) => Verdict::Valid(key.clone()),
             None => Verdict::Unknown,
@@ -348,7 +471,7 @@ mod tests {
     fn a_created_key_is_valid_until_revoked_and_only_its_hash_is_stored() {
         let dir = tempfile::tempdir().unwrap();
         let store = KeyStore::new(dir.path().join("keys.json"));
-        let created = store.create("ci", Some("ci-bot"), now()).unwrap();
+        let created = store.create("ci", Some("ci-bot"), Scope::default(), now()).unwrap();
         assert!(created.secret.starts_with(KEY_PREFIX) && created.secret.len() == KEY_PREFIX.len() + 64);
         assert!(created.secret[KEY_PREFIX.len()..].starts_with(&created.key.id));
         let text = std::fs::read_to_string(store.path()).unwrap();
@@ -373,18 +496,18 @@ mod tests {
     fn names_are_validated_unique_among_active_keys_and_suggested_on_a_miss() {
         let dir = tempfile::tempdir().unwrap();
         let store = KeyStore::new(dir.path().join("nested").join("keys.json"));
-        let first = store.create("laptop", None, now()).unwrap();
+        let first = store.create("laptop", None, Scope::default(), now()).unwrap();
         assert_eq!(first.key.identity, "laptop", "the identity defaults to the name");
-        let Err(Error::Invalid(duplicate)) = store.create("laptop", None, now()) else { panic!("a duplicate name is refused") };
+        let Err(Error::Invalid(duplicate)) = store.create("laptop", None, Scope::default(), now()) else { panic!("a duplicate name is refused") };
         assert_eq!(duplicate.field, "name");
-        let Err(Error::Invalid(bad)) = store.create("my laptop", None, now()) else { panic!("a space is refused") };
+        let Err(Error::Invalid(bad)) = store.create("my laptop", None, Scope::default(), now()) else { panic!("a space is refused") };
         assert_eq!(bad.field, "name");
-        let Err(Error::Invalid(identity)) = store.create("other", Some("a b"), now()) else { panic!("a bad identity is refused") };
+        let Err(Error::Invalid(identity)) = store.create("other", Some("a b"), Scope::default(), now()) else { panic!("a bad identity is refused") };
         assert_eq!(identity.field, "identity");
         let Err(Error::Invalid(miss)) = store.revoke("laptp", now()) else { panic!("an unknown key is refused") };
         assert!(miss.suggestion.contains("laptop"), "{}", miss.suggestion);
         store.revoke(&first.key.id, now()).unwrap();
-        let again = store.create("laptop", None, now()).unwrap();
+        let again = store.create("laptop", None, Scope::default(), now()).unwrap();
         assert_ne!(again.secret, first.secret);
         assert_eq!(store.list().unwrap().len(), 2);
     }
@@ -395,7 +518,7 @@ mod tests {
         let store = KeyStore::new(dir.path().join("keys.json"));
         let authenticator = Authenticator::new(store.clone(), false).unwrap();
         assert!(!authenticator.current().unwrap().1, "no keys, loopback: open");
-        let created = store.create("ci", None, now()).unwrap();
+        let created = store.create("ci", None, Scope::default(), now()).unwrap();
         let (keys, required) = authenticator.current().unwrap();
         assert!(required);
         assert!(matches!(keys.check(&created.secret), Verdict::Valid(_)));
@@ -404,6 +527,49 @@ mod tests {
         std::fs::remove_file(store.path()).unwrap();
         let (keys, required) = authenticator.current().unwrap();
         assert!(required && keys.active() == 0);
+    }
+
+    #[test]
+    fn scopes_are_kept_and_a_file_with_one_is_refused_by_versions_that_know_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = KeyStore::new(dir.path().join("keys.json"));
+        store.create("full", None, Scope::default(), now()).unwrap();
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.contains("\"format\": 1") && !text.contains("read_only") && !text.contains("domains"), "{text}");
+
+        let domains = Scope::parse_domains("user, org:acme,project,user").unwrap();
+        let scoped = store.create("reader", None, Scope { read_only: true, domains: Some(domains) }, now()).unwrap();
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(text.contains("\"format\": 2") && text.contains("\"read_only\": true"), "{text}");
+        let Verdict::Valid(key) = store.load().unwrap().check(&scoped.secret) else { panic!("the scoped key is valid") };
+        assert_eq!(key.scope.describe(), "read-only, domains user, org:acme, project");
+        for (domain, allowed) in [("user", true), ("org:acme", true), ("org:other", false), ("project:widget", true)] {
+            assert_eq!(key.scope.allows(&Domain::parse("domain", domain).unwrap()), allowed, "{domain}");
+        }
+        assert_eq!(store.load().unwrap().by_id(&key.id), Verdict::Valid(key.clone()));
+        assert!(Scope::default().allows(&Domain::User) && Scope::default().is_full());
+
+        // Revoking the only scoped key makes the file readable by every version again.
+        store.revoke("reader", now()).unwrap();
+        assert!(std::fs::read_to_string(store.path()).unwrap().contains("\"format\": 2"), "a revoked key keeps its scope");
+        for bad in ["", "users", "org:", "team:x", " , "] {
+            let error = Scope::parse_domains(bad).unwrap_err();
+            assert_eq!(error.field, "domains", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_file_written_before_scopes_gives_its_keys_full_access() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = KeyStore::new(dir.path().join("keys.json"));
+        let secret = format!("{KEY_PREFIX}{}", "ab".repeat(32));
+        let text = format!(
+            "{{\"format\": 1, \"keys\": [{{\"id\": \"abababab\", \"name\": \"ci\", \"identity\": \"ci\", \"sha256\": \"{}\", \"created_at\": \"2026-01-01T00:00:00Z\"}}]}}",
+            hex(&Sha256::digest(secret.as_bytes()))
+        );
+        std::fs::write(store.path(), text).unwrap();
+        let Verdict::Valid(key) = store.load().unwrap().check(&secret) else { panic!("an old key stays valid") };
+        assert!(key.scope.is_full());
     }
 
     #[test]

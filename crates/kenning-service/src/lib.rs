@@ -3,13 +3,16 @@
 //! `kenning-mcp` applies these to requests, and the binary creates, lists and revokes keys.
 //!
 //! - [`KeyStore`] keeps [`ApiKey`]s hashed in a JSON file in the user's data directory;
-//!   [`KeyStore::create`] returns the secret once ([`CreatedKey`]). [`Authenticator`] answers
+//!   [`KeyStore::create`] returns the secret once ([`CreatedKey`]). A key's [`Scope`] may make
+//!   it read-only and limit it to some domains ([`DomainScope`]); the front ends enforce it. [`Authenticator`] answers
 //!   whether a presented secret is valid, re-reading the file when it changes so that a
 //!   revocation takes effect on the next request.
 //! - [`RateLimiter`] holds a token bucket per key and [`LimitClass`] (capture, queries,
 //!   calibration) with the per-minute [`RateLimits`].
-//! - [`AuditLog`] appends one JSON line per tool call ([`AuditEntry`]: who, what, when, outcome,
-//!   duration; never content).
+//! - [`AuditLog`] appends one JSON line per call that reads or writes memory and per sign-in
+//!   ([`AuditEntry`]: who, what, when, outcome, duration; never content).
+//! - [`private_options`] and [`create_private_dir`] make the files and folders kenning keeps
+//!   readable by their owner alone.
 //! - [`Access`] bundles the keys, limits and audit log an HTTP server applies, and answers
 //!   whether a request needs a key; [`is_loopback_origin`] is the Origin rule and
 //!   [`is_loopback_host`] the Host rule of a loopback server. All three are shared
@@ -20,6 +23,7 @@
 mod access;
 mod audit;
 mod error;
+mod files;
 mod keys;
 mod limits;
 mod metrics;
@@ -27,6 +31,7 @@ mod metrics;
 pub use access::{Access, is_loopback_host, is_loopback_origin};
 pub use audit::{AuditEntry, AuditLog, Outcome};
 pub use error::Error;
-pub use keys::{ApiKey, Authenticator, CreatedKey, KEY_PREFIX, KeySet, KeyStore, Verdict};
+pub use files::{create_private_dir, private_options};
+pub use keys::{ApiKey, Authenticator, CreatedKey, DomainScope, KEY_PREFIX, KeySet, KeyStore, Scope, Verdict};
 pub use limits::{LimitClass, RateLimiter, RateLimits};
 pub use metrics::{LATENCY_BUCKETS, Metrics, Rejection};

@@ -45,8 +45,9 @@ pub enum Durability {
 impl Db {
     pub(crate) fn open(path: &Path, durability: Durability) -> Result<Db> {
         if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| Error::CreateDir { path: parent.to_owned(), source })?;
+            create_private_dir(parent).map_err(|source| Error::CreateDir { path: parent.to_owned(), source })?;
         }
+        keep_private(path).map_err(|source| Error::CreateFile { path: path.to_owned(), source })?;
         let mut writer = retry(|| open_writer(path, durability))?;
         retry(|| schema::migrate(&mut writer, path))?;
         Ok(Db { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
@@ -121,6 +122,55 @@ impl Db {
         }
         result
     }
+}
+
+/// Options that create a file its owner alone can read and write (0600 on Unix): a store holds
+/// someone's memories, and its index file their words.
+pub(crate) fn private_file() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options
+}
+
+/// Creates `dir` and its missing parents open to their owner alone (0700 on Unix).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// Makes the database file before SQLite does, readable by its owner alone (SQLite gives the
+/// `-wal` and `-shm` files it makes the database file's permissions), and takes group and
+/// other access away from a database, and its companion files, that an earlier version
+/// created open to them.
+fn keep_private(path: &Path) -> std::io::Result<()> {
+    private_file().write(true).create(true).truncate(false).open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let companions = ["", "-wal", "-shm", ".index"].map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        });
+        for file in companions {
+            if let Ok(metadata) = std::fs::metadata(&file)
+                && metadata.permissions().mode() & 0o077 != 0
+            {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(metadata.permissions().mode() & 0o700))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the connection inside

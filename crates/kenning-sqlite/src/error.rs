@@ -12,6 +12,8 @@ pub enum Error {
     Sqlite(#[from] rusqlite::Error),
     #[error("cannot create the store directory {path}: {source}")]
     CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot create the store file {path} or make it private: {source}")]
+    CreateFile { path: PathBuf, source: std::io::Error },
     #[error("memory JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// A stored value that this code could not have written, such as a truncated vector.

@@ -108,7 +108,12 @@ pub(crate) fn write(db: &Path, index: &SearchIndex, identity: &str, change: i64)
     temporary.push(format!(".tmp.{}.{}", std::process::id(), WRITES.fetch_add(1, Ordering::Relaxed)));
     let temporary = PathBuf::from(temporary);
     let written = (|| {
-        let file = File::create(&temporary).map_err(|source| Error::IndexFile { path: temporary.clone(), source })?;
+        let file = crate::db::private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temporary)
+            .map_err(|source| Error::IndexFile { path: temporary.clone(), source })?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let stamp = Stamp { identity: identity.to_owned(), change };
         index.write_image(&stamp.encode(), &mut out).map_err(|error| Error::IndexImage(error.to_string()))?;

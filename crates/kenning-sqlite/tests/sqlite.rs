@@ -708,3 +708,40 @@ mod persisted_index {
         check_with_file(&path, Some(&ahead), &expected, "a file ahead of the store");
     }
 }
+
+/// A store holds someone's memories: its folder, database, write-ahead log and index file are
+/// its owner's alone, and a store an earlier version left readable by others is made private.
+#[cfg(unix)]
+#[test]
+fn the_store_and_its_files_are_readable_by_their_owner_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("data").join("kenning");
+    let path = folder.join("user.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.insert(&[(memory("note", "context", "The pool holds 20 connections."), None)]).unwrap();
+    store.warm_up(None).unwrap();
+    store.persist_index().unwrap();
+    assert_eq!(mode(&folder), 0o700);
+    assert_eq!(mode(&dir.path().join("data")), 0o700, "every folder it made");
+    for file in [path.clone(), PathBuf::from(format!("{}-wal", path.display())), store.index_path()] {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    drop(store);
+
+    // Closing the store folded the write-ahead log back into the database and removed it.
+    let left = [path.clone(), store_file(&path, ".index")];
+    for file in &left {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let reopened = SqliteStore::open(&path).unwrap();
+    for file in &left {
+        assert_eq!(mode(file), 0o600, "{} made private again", file.display());
+    }
+    assert_eq!(reopened.get(&id("note")).unwrap().map(|memory| memory.content).as_deref(), Some("The pool holds 20 connections."));
+}
+
+fn store_file(db: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}{suffix}", db.display()))
+}

@@ -14,7 +14,7 @@ pub enum Error {
     #[error("{0}")]
     Engine(kenning_engine::Error),
     /// The server runs read-only and the request would write.
-    #[error("this server is read-only: nothing can be changed from it")]
+    #[error("nothing can be changed from here: the server or the signed-in key is read-only")]
     ReadOnly,
     /// A form without a valid CSRF token.
     #[error("the form's security token is {0}")]
@@ -22,6 +22,9 @@ pub enum Error {
     /// The Host or Origin rule refused the request.
     #[error("{0}")]
     Forbidden(&'static str),
+    /// The signed-in key's scope does not allow the request.
+    #[error("{0}")]
+    OutOfScope(String),
     /// A key is needed and none valid was presented.
     #[error("{0}")]
     Unauthorized(String),
@@ -64,7 +67,7 @@ impl Error {
             Error::Engine(kenning_engine::Error::Busy { .. }) => StatusCode::CONFLICT,
             Error::Engine(kenning_engine::Error::Unavailable(_) | kenning_engine::Error::Interrupted) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Engine(_) | Error::Keys(_) | Error::Io(_) | Error::Random(_) | Error::Task(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Error::ReadOnly | Error::Csrf(_) | Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::ReadOnly | Error::Csrf(_) | Error::Forbidden(_) | Error::OutOfScope(_) => StatusCode::FORBIDDEN,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -74,7 +77,11 @@ impl Error {
     fn suggestion(&self) -> Option<String> {
         match self {
             Error::Invalid(field) => Some(field.suggestion.clone()),
-            Error::ReadOnly => Some("start `kenning ui` without --read-only (and without `read_only` in kenning.toml) to change memories".to_owned()),
+            Error::ReadOnly => Some(
+                "start `kenning ui` without --read-only (and without `read_only` in kenning.toml), and sign in with a key made without --read-only, to change memories"
+                    .to_owned(),
+            ),
+            Error::OutOfScope(_) => Some("sign in with a key whose --domains include one of this server's domains".to_owned()),
             Error::Csrf(_) => Some("go back, reload the page and submit the form again".to_owned()),
             Error::Forbidden(_) => Some("open the view from this machine at http://127.0.0.1:PORT/, the address `kenning ui` printed".to_owned()),
             Error::Unauthorized(_) => Some("sign in with an API key (`kenning keys create --name NAME` makes one)".to_owned()),
@@ -95,6 +102,11 @@ impl IntoResponse for Error {
         body.push_str("<div class=\"error\" role=\"alert\">");
         match &self {
             Error::Invalid(field) => body.push_str(&html::field_error(field)),
+            // What failed inside the server (a store's error text, a path) is for its log, not
+            // for whoever made the request.
+            _ if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE => {
+                body.push_str("<p>The server could not answer this request. Its log (on stderr) says why.</p>");
+            }
             other => {
                 body.push_str(&format!("<p>{}</p>", html::escape(&other.to_string())));
                 if let Some(suggestion) = other.suggestion() {

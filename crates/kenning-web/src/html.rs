@@ -62,8 +62,8 @@ pub(crate) fn page(web: &Web, viewer: &Viewer, section: Section, title: &str, bo
         let _ = writeln!(header, "<li><a href=\"{href}\" accesskey=\"{key}\"{current}>{label}</a></li>");
     }
     header.push_str("</ul></nav>\n<div class=\"who\">");
-    if web.read_only {
-        header.push_str("<span class=\"badge\" title=\"started with --read-only: nothing can be changed here\">read-only</span> ");
+    if viewer.read_only {
+        header.push_str("<span class=\"badge\" title=\"the server or the signed-in key is read-only: nothing can be changed here\">read-only</span> ");
     }
     if let Some(identity) = &viewer.identity {
         let token = web.csrf.issue("logout", viewer.subject(), now());

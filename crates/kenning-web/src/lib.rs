@@ -8,7 +8,11 @@
 //! - `guard` applies the shared rules to every request: the Host and Origin rules of a
 //!   loopback server ([`kenning_service::is_loopback_host`],
 //!   [`kenning_service::is_loopback_origin`]), then the API-key check (a key sent as
-//!   `Authorization: Bearer` or kept in a cookie by the sign-in page) and the key's rate limits.
+//!   `Authorization: Bearer`, or a session the sign-in page opened), the key's rate limits
+//!   and its scope (a read-only key changes nothing, a key limited to some domains sees only
+//!   their memories), and the audit log; it also sets the content policy and the headers
+//!   against framing and sniffing on every response.
+//! - `sessions` are the opaque, expiring sessions the sign-in cookie carries (never the key).
 //! - `csrf` signs every writing form with a token bound to the form, its target and the
 //!   signed-in key; `pages` are the pages and actions; `events` announces changes to the
 //!   stores by server-sent events, from the stores' change marks; `html` is the layout and
@@ -22,6 +26,7 @@ mod guard;
 mod html;
 mod pages;
 mod params;
+mod sessions;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,12 +55,13 @@ pub struct Web {
     pub(crate) access: Access,
     pub(crate) read_only: bool,
     pub(crate) csrf: csrf::CsrfKey,
+    pub(crate) sessions: sessions::Sessions,
     pub(crate) changes: events::Changes,
 }
 
 impl Web {
-    /// The state of one server process; its CSRF secret is drawn here, so forms served by an
-    /// earlier process are refused.
+    /// The state of one server process; its CSRF secret is drawn here and its sessions are
+    /// kept here, so forms served and sessions opened by an earlier process are refused.
     pub fn new(memory: Arc<MemoryService>, decisions: Arc<DecisionService>, access: Access, options: WebOptions) -> Result<Arc<Web>, Error> {
         Ok(Arc::new(Web {
             memory,
@@ -63,6 +69,7 @@ impl Web {
             access,
             read_only: options.read_only,
             csrf: csrf::CsrfKey::random()?,
+            sessions: sessions::Sessions::default(),
             changes: events::Changes::default(),
         }))
     }
@@ -74,13 +81,18 @@ const ICON: &str = include_str!("../assets/icon.svg");
 
 /// Every route of the web view with `/healthz`, for a server of its own ([`serve`]).
 pub fn router(web: Arc<Web>) -> Router {
-    Router::new().route("/healthz", get(health)).merge(routes(web))
+    routes_with(web, Router::new().route("/healthz", get(health)))
 }
 
 /// The web view's routes without `/healthz`, to serve beside the MCP endpoint (which answers
-/// `/healthz` itself). Assets and the sign-in page need no key; every other route passes the
-/// key check. Every route passes the Host and Origin rules; unknown paths get the view's 404.
+/// `/healthz` itself). Assets, the sign-in page and `/healthz` need no key; every other route
+/// passes the key check. Every route passes the Host and Origin rules, and every response
+/// carries the content policy; unknown paths get the view's 404.
 pub fn routes(web: Arc<Web>) -> Router {
+    routes_with(web, Router::new())
+}
+
+fn routes_with(web: Arc<Web>, open: Router<Arc<Web>>) -> Router {
     let signed_in = Router::new()
         .route("/", get(pages::overview::page))
         .route("/memories", get(pages::memories::search))
@@ -95,14 +107,14 @@ pub fn routes(web: Arc<Web>) -> Router {
         .route("/events", get(events::stream))
         .route("/logout", post(pages::session::logout))
         .layer(axum::middleware::from_fn_with_state(web.clone(), guard::authenticate));
-    Router::new()
-        .route("/assets/app.css", get(|| async { asset("text/css; charset=utf-8", STYLESHEET) }))
+    open.route("/assets/app.css", get(|| async { asset("text/css; charset=utf-8", STYLESHEET) }))
         .route("/assets/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
         .route("/favicon.svg", get(|| async { asset("image/svg+xml", ICON) }))
         .route("/login", get(pages::session::form).post(pages::session::login))
         .merge(signed_in)
         .fallback(pages::not_found)
         .layer(axum::middleware::from_fn(guard::same_machine))
+        .layer(axum::middleware::from_fn(guard::response_headers))
         .with_state(web)
 }
 

@@ -8,12 +8,28 @@ use kenning_core::FieldError;
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Params(Vec<(String, String)>);
 
+/// The most `name=value` pairs a query string or form may hold: no page takes more than a
+/// dozen, so more is a mistake or an attack, refused before any of it is used.
+pub(crate) const MAX_PAIRS: usize = 64;
+
 impl Params {
-    pub(crate) fn parse(text: &[u8]) -> Params {
-        Params(form_urlencoded::parse(text).map(|(name, value)| (name.into_owned(), value.into_owned())).collect())
+    pub(crate) fn parse(text: &[u8]) -> Result<Params, FieldError> {
+        let mut pairs = Vec::new();
+        for (name, value) in form_urlencoded::parse(text) {
+            if pairs.len() == MAX_PAIRS {
+                return Err(FieldError::new(
+                    name.chars().take(64).collect::<String>(),
+                    format!("is one parameter too many: a request may hold at most {MAX_PAIRS}"),
+                    format!("more than {MAX_PAIRS} parameters"),
+                    "send each parameter once; a list goes in one value, separated by commas (`tag=a,b`)",
+                ));
+            }
+            pairs.push((name.into_owned(), value.into_owned()));
+        }
+        Ok(Params(pairs))
     }
 
-    pub(crate) fn query(raw: Option<String>) -> Params {
+    pub(crate) fn query(raw: Option<String>) -> Result<Params, FieldError> {
         Params::parse(raw.unwrap_or_default().as_bytes())
     }
 
@@ -81,7 +97,7 @@ mod tests {
 
     #[test]
     fn reads_values_lists_and_numbers_with_field_errors() {
-        let params = Params::parse(b"q=+pool+size+&tag=a&tag=b,%20c&limit=abc&page=7&blank=");
+        let params = Params::parse(b"q=+pool+size+&tag=a&tag=b,%20c&limit=abc&page=7&blank=").unwrap();
         assert_eq!(params.text("q"), Some("pool size"));
         assert_eq!(params.text("blank"), None);
         assert_eq!(params.list("tag"), ["a", "b", "c"]);
@@ -89,5 +105,13 @@ mod tests {
         assert_eq!(params.number("page", 1, 5).unwrap_err().received, "7");
         assert_eq!(params.number("missing", 1, 5).unwrap(), None);
         assert_eq!(url("/memories", &[("q", "a b"), ("tag", "")]), "/memories?q=a+b");
+    }
+
+    #[test]
+    fn a_flood_of_parameters_is_refused_naming_the_one_past_the_limit() {
+        let flood = vec!["tag=x"; MAX_PAIRS + 1].join("&");
+        let error = Params::parse(flood.as_bytes()).unwrap_err();
+        assert_eq!(error.field, "tag");
+        assert!(Params::parse(vec!["tag=x"; MAX_PAIRS].join("&").as_bytes()).is_ok());
     }
 }

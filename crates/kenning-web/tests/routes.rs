@@ -1,6 +1,7 @@
 //! Every page and action of the web view against a real server on a loopback port, over real
 //! SQLite stores, with a minimal HTTP/1.1 client: the pages, pagination, forget and restore,
-//! and each refusal (CSRF, Origin, Host, read-only, keys, bad input naming the field).
+//! and each refusal (CSRF, Origin, Host, read-only, keys, bad input naming the field); the
+//! sign-in session, redirects, response headers, scoped keys and the audit log.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput, SignalInput};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
-use kenning_service::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits};
+use kenning_service::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits, Scope};
 use kenning_sqlite::SqliteStore;
 use kenning_web::{Web, WebOptions};
 
@@ -35,18 +36,30 @@ impl Drop for Server {
 }
 
 fn start(options: WebOptions, limits: RateLimits, with_key: bool) -> (Server, Option<String>) {
+    start_with_domains(options, limits, with_key, &[Domain::User])
+}
+
+/// A server over one SQLite store per domain, the first the default.
+fn start_with_domains(options: WebOptions, limits: RateLimits, with_key: bool, domains: &[Domain]) -> (Server, Option<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
-    let memory_store: Arc<dyn MemoryStore> = store.clone();
-    let memory = Arc::new(MemoryService::new(vec![DomainStore { domain: Domain::User, store: memory_store }], None));
-    let decision_store: Arc<dyn DecisionStore> = store;
+    let stores: Vec<(Domain, Arc<SqliteStore>)> = domains
+        .iter()
+        .map(|domain| {
+            let file = if *domain == Domain::User { "user.db".to_owned() } else { format!("{}.db", domain.scope()) };
+            (domain.clone(), Arc::new(SqliteStore::open(&dir.path().join(file)).unwrap()))
+        })
+        .collect();
+    let memory = Arc::new(MemoryService::new(
+        stores.iter().map(|(domain, store)| DomainStore { domain: domain.clone(), store: store.clone() as Arc<dyn MemoryStore> }).collect(),
+        None,
+    ));
     let decisions = Arc::new(DecisionService::new(
         memory.clone(),
-        vec![DecisionDomain { domain: Domain::User, store: decision_store }],
+        stores.into_iter().map(|(domain, store)| DecisionDomain { domain, store: store as Arc<dyn DecisionStore> }).collect(),
         ModuleList::default(),
     ));
     let keys = KeyStore::new(dir.path().join("keys.json"));
-    let secret = with_key.then(|| keys.create("browser", Some("ada"), chrono::Utc::now()).unwrap().secret);
+    let secret = with_key.then(|| keys.create("browser", Some("ada"), Scope::default(), chrono::Utc::now()).unwrap().secret);
     let access = Access {
         authenticator: Arc::new(Authenticator::new(keys, false).unwrap()),
         limiter: Arc::new(RateLimiter::new(limits)),
@@ -87,6 +100,17 @@ impl Reply {
         self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 
+    /// The `name=value` of the session cookie the response sets.
+    fn session_cookie(&self) -> String {
+        self.headers
+            .iter()
+            .filter(|(key, _)| key.eq_ignore_ascii_case("set-cookie"))
+            .map(|(_, value)| value.split(';').next().unwrap_or_default())
+            .find(|cookie| cookie.starts_with("kenning_session="))
+            .expect("a session cookie")
+            .to_owned()
+    }
+
     fn has(&self, text: &str) -> bool {
         self.body.contains(text)
     }
@@ -120,6 +144,27 @@ impl Server {
 
     fn post(&self, target: &str, form: &[(&str, &str)]) -> Reply {
         self.send("POST", target, &[], &encode(form))
+    }
+
+    /// Creates a key with `scope` in the server's key file; the server sees it at once.
+    fn key(&self, name: &str, scope: Scope) -> String {
+        KeyStore::new(self.dir.path().join("keys.json")).create(name, None, scope, chrono::Utc::now()).unwrap().secret
+    }
+
+    /// Signs in with `secret` and returns the session cookie.
+    fn sign_in(&self, secret: &str) -> String {
+        let form = self.get("/login");
+        let signed = self.post("/login", &[("csrf_token", &token(&form)), ("key", secret)]);
+        assert_eq!(signed.status, 303, "{}", signed.body);
+        signed.session_cookie()
+    }
+
+    fn audit(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.path().join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
     }
 
     fn capture(&self, title: &str, content: &str, namespace: &str, tags: &[&str]) -> String {
@@ -309,7 +354,7 @@ fn forget_and_restore_go_through_a_confirmation_with_a_token() {
     assert_eq!(done.status, 303);
     assert_eq!(server.memory.get(&urn).unwrap().status, "active");
     let audit = std::fs::read_to_string(server.dir.path().join("audit.jsonl")).unwrap();
-    assert!(audit.contains("\"tool\":\"memory_forget\"") && audit.contains("\"tool\":\"memory_restore\""), "{audit}");
+    assert!(audit.contains("\"tool\":\"POST /memory/forget\"") && audit.contains("\"tool\":\"POST /memory/restore\""), "{audit}");
 }
 
 #[test]
@@ -370,7 +415,8 @@ fn with_keys_every_page_needs_one_and_the_key_is_rate_limited() {
         assert_eq!(reply.status, 401, "{path}");
         assert!(reply.has("href=\"/login\""));
     }
-    assert_eq!(server.send("GET", "/", &[("Cookie", "kenning_key=kenning_0000")], "").status, 401);
+    assert_eq!(server.send("GET", "/", &[("Cookie", "kenning_session=0000")], "").status, 401);
+    assert_eq!(server.send("GET", "/", &[("Cookie", &format!("kenning_key={secret}"))], "").status, 401, "the key is never a cookie");
     assert_eq!(server.get("/healthz").status, 200);
     assert_eq!(server.get("/assets/app.css").status, 200);
 
@@ -384,7 +430,7 @@ fn with_keys_every_page_needs_one_and_the_key_is_rate_limited() {
     let signed = server.post("/login", &[("csrf_token", &token(&form)), ("key", &secret), ("next", "//evil.example/")]);
     assert_eq!(signed.status, 303);
     assert_eq!(signed.header("location"), Some("/"), "never redirected off the site");
-    let cookie = signed.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
+    let cookie = signed.session_cookie();
     assert!(signed.header("set-cookie").unwrap().contains("HttpOnly") && signed.header("set-cookie").unwrap().contains("SameSite=Strict"));
     let page = server.send("GET", &query("/memory", &[("urn", &urn)]), &[("Cookie", &cookie)], "");
     assert_eq!(page.status, 200);
@@ -414,10 +460,10 @@ fn with_keys_every_page_needs_one_and_the_key_is_rate_limited() {
         let start = page.body.find("name=\"csrf_token\" value=\"").unwrap() + "name=\"csrf_token\" value=\"".len();
         page.body[start..].split('"').next().unwrap().to_owned()
     };
+    assert_eq!(server.send("POST", "/logout", &[("Cookie", &cookie)], "").status, 403, "signing out needs the token too");
     let out = server.send("POST", "/logout", &[("Cookie", &cookie)], &encode(&[("csrf_token", &header_token)]));
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
-    assert_eq!(server.send("POST", "/logout", &[("Cookie", &cookie)], "").status, 403, "signing out needs the token too");
 }
 
 fn seed_decisions(server: &Server) -> String {
@@ -567,4 +613,221 @@ fn events_announce_changes_from_the_store() {
     let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store: Arc::new(other) }], None);
     memory.capture(CaptureInput { content: "Captured by another process.".to_owned(), ..CaptureInput::default() }, None).unwrap();
     assert!(read_until("event: change", &mut seen), "a capture is announced: {seen}");
+}
+
+#[test]
+fn the_sign_in_cookie_is_an_opaque_session_that_sign_out_and_revocation_end() {
+    let (server, secret) = start(WebOptions::default(), RateLimits::default(), true);
+    let secret = secret.unwrap();
+    let form = server.get("/login");
+    let signed = server.post("/login", &[("csrf_token", &token(&form)), ("key", &secret)]);
+    let cookie = signed.session_cookie();
+    let digits = &secret["kenning_".len()..];
+    for (name, value) in signed.headers.iter().filter(|(name, _)| name.eq_ignore_ascii_case("set-cookie")) {
+        assert!(!value.contains(digits), "{name}: {value} holds the key");
+    }
+    assert!(signed.header("set-cookie").unwrap().contains("Max-Age="), "the session expires");
+    assert!(
+        signed.headers.iter().any(|(name, value)| name.eq_ignore_ascii_case("set-cookie") && value.starts_with("kenning_key=;")),
+        "the cookie earlier versions kept the key in is removed"
+    );
+    assert_eq!(server.send("GET", "/", &[("Cookie", &cookie)], "").status, 200);
+    let token_only = cookie.split_once('=').unwrap().1;
+    assert_eq!(server.send("GET", "/", &[("Authorization", &format!("Bearer {token_only}"))], "").status, 401, "a session is no API key");
+
+    // Signing out ends the session on the server, not only in the browser.
+    let page = server.send("GET", "/", &[("Cookie", &cookie)], "");
+    let header_token = {
+        let start = page.body.find("name=\"csrf_token\" value=\"").unwrap() + "name=\"csrf_token\" value=\"".len();
+        page.body[start..].split('"').next().unwrap().to_owned()
+    };
+    assert_eq!(server.send("POST", "/logout", &[("Cookie", &cookie)], &encode(&[("csrf_token", &header_token)])).status, 303);
+    assert_eq!(server.send("GET", "/", &[("Cookie", &cookie)], "").status, 401, "a session signed out of is over");
+
+    // Revoking the key ends every session opened with it.
+    let again = server.sign_in(&secret);
+    assert_eq!(server.send("GET", "/", &[("Cookie", &again)], "").status, 200);
+    KeyStore::new(server.dir.path().join("keys.json")).revoke("browser", chrono::Utc::now()).unwrap();
+    let revoked = server.send("GET", "/", &[("Cookie", &again)], "");
+    assert_eq!(revoked.status, 401);
+    assert!(revoked.has("revoked"), "{}", revoked.body);
+}
+
+#[test]
+fn sign_in_redirects_stay_on_this_site() {
+    let (server, secret) = start(WebOptions::default(), RateLimits::default(), true);
+    let secret = secret.unwrap();
+    for next in [
+        "//evil.example/",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\\evil.example",
+        "\\/evil.example",
+        "/\r\n/evil.example",
+        "https://evil.example",
+        "http:evil.example",
+        "javascript:alert(1)",
+        "%2F%2Fevil.example",
+        " //evil.example",
+    ] {
+        let form = server.get(&query("/login", &[("next", next)]));
+        assert_eq!(form.status, 200);
+        assert!(form.has("name=\"next\" value=\"/\""), "{next:?} is not offered back: {}", form.body);
+        let signed = server.post("/login", &[("csrf_token", &token(&form)), ("key", &secret), ("next", next)]);
+        assert_eq!(signed.status, 303, "{next:?}");
+        assert_eq!(signed.header("location"), Some("/"), "{next:?}");
+    }
+    // The raw query string the finding named: `%2F%09%2Fevil` is `/`, a tab, `/evil`.
+    let form = server.get("/login?next=%2F%09%2Fevil");
+    assert!(form.has("name=\"next\" value=\"/\""), "{}", form.body);
+    let form = server.get("/login");
+    let kept = server.post("/login", &[("csrf_token", &token(&form)), ("key", &secret), ("next", "/memories?q=pool&tag=a")]);
+    assert_eq!(kept.header("location"), Some("/memories?q=pool&tag=a"), "a path of this site is followed");
+
+    // Without keys the sign-in page sends the browser straight on, by the same rule.
+    let (open, _) = start(WebOptions::default(), RateLimits::default(), false);
+    assert_eq!(open.get("/login?next=%2F%09%2Fevil").header("location"), Some("/"));
+    assert_eq!(open.get("/login?next=%2F%2Fevil").header("location"), Some("/"));
+    assert_eq!(open.get("/login?next=%2Fdecisions").header("location"), Some("/decisions"));
+}
+
+#[test]
+fn every_response_carries_the_content_policy_and_refuses_framing_and_sniffing() {
+    let (server, _) = start(WebOptions::default(), RateLimits::default(), true);
+    let urn = server.capture("Pool size", "The pool holds 20 connections.", "config", &[]);
+    let cookie = server.sign_in(&server.key("reader", Scope::default()));
+    let signed_in = |path: &str| server.send("GET", path, &[("Cookie", &cookie)], "");
+    let replies = [
+        ("/", signed_in("/")),
+        ("/memory", signed_in(&query("/memory", &[("urn", &urn)]))),
+        ("/calibration/diagram.svg", signed_in("/calibration/diagram.svg")),
+        ("/login", server.get("/login")),
+        ("/assets/app.js", server.get("/assets/app.js")),
+        ("/healthz", server.get("/healthz")),
+        ("401", server.get("/memories")),
+        ("404", signed_in("/nothing-here")),
+        ("403 Host", server.send("GET", "/", &[("Host", "attacker.example")], "")),
+    ];
+    for (what, reply) in replies {
+        let policy = reply.header("content-security-policy").unwrap_or_else(|| panic!("{what}: no content policy"));
+        assert!(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'") && policy.contains("script-src 'self'"), "{what}: {policy}");
+        assert!(!policy.contains("unsafe-inline"), "{what}: {policy}");
+        assert_eq!(reply.header("x-frame-options"), Some("DENY"), "{what}");
+        assert_eq!(reply.header("x-content-type-options"), Some("nosniff"), "{what}");
+        assert_eq!(reply.header("referrer-policy"), Some("same-origin"), "{what}");
+    }
+}
+
+#[test]
+fn healthz_answers_only_requests_addressed_to_loopback() {
+    let server = server();
+    assert_eq!(server.get("/healthz").status, 200);
+    let rebound = server.send("GET", "/healthz", &[("Host", "attacker.example:7777")], "");
+    assert_eq!(rebound.status, 403, "a page reached through DNS rebinding names its own host");
+    assert_eq!(server.send("GET", "/healthz", &[("Origin", "http://evil.example")], "").status, 403);
+}
+
+#[test]
+fn a_flood_of_repeated_parameters_is_refused_with_400_naming_it() {
+    let server = server();
+    server.capture("Pool size", "The pool holds 20 connections.", "config", &["database"]);
+    let flood = format!("/memories?q=pool&{}", vec!["tag=x"; 1000].join("&"));
+    let reply = server.get(&flood);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.has("<code class=\"field\">tag</code>"), "{}", reply.body);
+    assert!(!reply.body.to_lowercase().contains("sqlite") && !reply.body.contains("SQL"), "{}", reply.body);
+    // Within the parameter limit, a list of more tags than a filter takes is the engine's 400.
+    let many = format!("/memories?q=pool&tag={}", (0..40).map(|n| format!("t{n}")).collect::<Vec<_>>().join(","));
+    let reply = server.get(&many);
+    assert_eq!(reply.status, 400);
+    assert!(reply.has("<code class=\"field\">tags</code>"), "{}", reply.body);
+    let browse = server.get(&format!("/memories?{}", vec!["namespace=config"; 40].join("&")));
+    assert_eq!(browse.status, 400);
+    assert!(browse.has("<code class=\"field\">namespaces</code>"), "{}", browse.body);
+    let form = format!("{}&reason=flood", vec!["urn=x"; 100].join("&"));
+    assert_eq!(server.send("POST", "/memory/forget", &[], &form).status, 400);
+}
+
+#[test]
+fn every_page_action_and_sign_in_is_audited_without_content() {
+    let (server, secret) = start(WebOptions::default(), RateLimits::default(), true);
+    let secret = secret.unwrap();
+    let urn = server.capture("Pool size", "The pool holds 20 connections.", "config", &[]);
+    let form = server.get("/login");
+    assert_eq!(server.post("/login", &[("csrf_token", &token(&form)), ("key", "kenning_wrong")]).status, 401);
+    let cookie = server.sign_in(&secret);
+    let signed_in = |method: &str, path: &str, body: &str| server.send(method, path, &[("Cookie", &cookie)], body);
+    assert_eq!(signed_in("GET", &query("/memories", &[("q", "pool connections")]), "").status, 200);
+    assert_eq!(signed_in("GET", &query("/memory", &[("urn", &urn)]), "").status, 200);
+    let confirm = signed_in("GET", &query("/memory/forget", &[("urn", &urn)]), "");
+    let body = encode(&[("urn", &urn), ("csrf_token", &token(&confirm)), ("reason", "replaced")]);
+    assert_eq!(signed_in("POST", "/memory/forget", &body).status, 303);
+    assert_eq!(server.get("/decisions").status, 401);
+
+    let lines = server.audit();
+    let seen: Vec<(&str, &str, &str, Option<&str>)> = lines
+        .iter()
+        .map(|line| (line["method"].as_str().unwrap(), line["tool"].as_str().unwrap(), line["outcome"].as_str().unwrap(), line["identity"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("sign_in", "POST /login", "unauthorized", None),
+            ("sign_in", "POST /login", "ok", Some("ada")),
+            ("web", "GET /memories", "ok", Some("ada")),
+            ("web", "GET /memory", "ok", Some("ada")),
+            ("web", "GET /memory/forget", "ok", Some("ada")),
+            ("web", "POST /memory/forget", "ok", Some("ada")),
+            ("web", "GET /decisions", "unauthorized", None),
+        ]
+    );
+    let text = std::fs::read_to_string(server.dir.path().join("audit.jsonl")).unwrap();
+    assert!(!text.contains("pool") && !text.contains("replaced") && !text.contains(&urn), "no content, query or target: {text}");
+}
+
+#[test]
+fn a_read_only_key_changes_nothing_and_a_domain_key_sees_only_its_domains() {
+    let project = Domain::parse("domain", "project:widget").unwrap();
+    let (server, _) = start_with_domains(WebOptions::default(), RateLimits::default(), true, &[project.clone(), Domain::User]);
+    let user_urn = server.memory.capture(
+        CaptureInput { content: "The user prefers tabs to spaces.".to_owned(), title: Some("Tabs".to_owned()), ..CaptureInput::default() },
+        Some("user"),
+    ).unwrap().urn;
+    let project_urn = server.memory.capture(
+        CaptureInput { content: "The widget service pools 20 connections.".to_owned(), title: Some("Widget pool".to_owned()), ..CaptureInput::default() },
+        Some("project"),
+    ).unwrap().urn;
+
+    let reader = server.sign_in(&server.key("reader", Scope { read_only: true, domains: None }));
+    let as_reader = |method: &str, path: &str, body: &str| server.send(method, path, &[("Cookie", &reader)], body);
+    let page = as_reader("GET", &query("/memory", &[("urn", &project_urn)]), "");
+    assert_eq!(page.status, 200);
+    assert!(page.has("read-only") && !page.has("/memory/forget?"), "no forget button for a read-only key");
+    assert_eq!(as_reader("GET", &query("/memory/forget", &[("urn", &project_urn)]), "").status, 403);
+    let refused = as_reader("POST", "/memory/forget", &encode(&[("urn", &project_urn), ("csrf_token", "x"), ("reason", "r")]));
+    assert_eq!(refused.status, 403);
+    assert!(refused.has("read-only"), "{}", refused.body);
+    assert_eq!(server.memory.get(&project_urn).unwrap().status, "active");
+
+    let user_only = server.sign_in(&server.key("personal", Scope::parse_domains("user").map(|domains| Scope { read_only: false, domains: Some(domains) }).unwrap()));
+    let as_user = |path: &str| server.send("GET", path, &[("Cookie", &user_only)], "");
+    let found = as_user(&query("/memories", &[("q", "tabs spaces widget pool connections")]));
+    assert!(found.has("Tabs") && !found.has("Widget pool"), "{}", found.body);
+    let browsed = as_user(&query("/memories", &[("domain", &project.to_string())]));
+    assert_eq!(browsed.status, 400, "another domain cannot be named");
+    assert!(as_user(&query("/memory", &[("urn", &user_urn)])).has("Tabs"));
+    let other = as_user(&query("/memory", &[("urn", &project_urn)]));
+    assert_eq!(other.status, 404, "a memory of another domain is not found");
+    assert!(!other.has("Widget pool"));
+    let overview = as_user("/");
+    assert!(overview.has("<strong>1</strong> memories") && !overview.has("project:widget"), "{}", overview.body);
+    let confirm = as_user(&query("/memory/forget", &[("urn", &project_urn)]));
+    assert_eq!(confirm.status, 404, "nor can it be forgotten");
+
+    let elsewhere = server.sign_in(&server.key("acme", Scope { read_only: false, domains: Some(Scope::parse_domains("org:acme").unwrap()) }));
+    let refused = server.send("GET", "/", &[("Cookie", &elsewhere)], "");
+    assert_eq!(refused.status, 403);
+    assert!(refused.has("none of which this server keeps"), "{}", refused.body);
+    let outcomes: Vec<String> = server.audit().iter().filter(|line| line["method"] == "web").map(|line| line["outcome"].as_str().unwrap().to_owned()).collect();
+    assert!(outcomes.iter().filter(|outcome| *outcome == "forbidden").count() >= 3, "{outcomes:?}");
 }

@@ -155,6 +155,13 @@ pub enum KeysCommand {
         /// Who the key acts as, recorded as the author of what it writes (default: the name).
         #[arg(long)]
         identity: Option<String>,
+        /// The key may only read: every tool, prompt and web action that writes is refused.
+        #[arg(long)]
+        read_only: bool,
+        /// The only domains the key reads and writes, comma-separated: `user`, `project` (every
+        /// project), `project:{id}`, `org` (every organisation), `org:{id}` (default: every domain).
+        #[arg(long, value_name = "DOMAINS")]
+        domains: Option<String>,
     },
     /// List every key, revoked ones included (never the keys themselves).
     List,

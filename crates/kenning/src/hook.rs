@@ -160,7 +160,7 @@ fn log(event: &str, message: &str) {
 
 fn append(path: &Path, line: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+        kenning_service::create_private_dir(parent)?;
     }
     if std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_LOG_BYTES) {
         let text = std::fs::read_to_string(path)?;
@@ -168,6 +168,7 @@ fn append(path: &Path, line: &str) -> std::io::Result<()> {
         let from = text.as_bytes()[half..].iter().position(|byte| *byte == b'\n').map_or(text.len(), |newline| half + newline + 1);
         std::fs::write(path, &text[from..])?;
     }
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    // The log quotes what failed, which may name a prompt's words: the user's alone.
+    let mut file = kenning_service::private_options().create(true).append(true).open(path)?;
     file.write_all(line.as_bytes())
 }

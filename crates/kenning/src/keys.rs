@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kenning_service::{ApiKey, KeyStore};
+use kenning_service::{ApiKey, KeyStore, Scope};
 use serde::Serialize;
 
 use crate::cli::KeysCommand;
@@ -29,6 +29,13 @@ struct KeyView<'a> {
     created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     revoked_at: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    read_only: bool,
+    /// The domains the key may use; absent: every domain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domains: Option<Vec<String>>,
+    /// The scope as people read it (`full access`, `read-only, domains user`).
+    access: String,
 }
 
 impl<'a> From<&'a ApiKey> for KeyView<'a> {
@@ -39,6 +46,9 @@ impl<'a> From<&'a ApiKey> for KeyView<'a> {
             identity: &key.identity,
             created_at: key.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             revoked_at: key.revoked_at.map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            read_only: key.scope.read_only,
+            domains: key.scope.domains.as_ref().map(|domains| domains.iter().map(ToString::to_string).collect()),
+            access: key.scope.describe(),
         }
     }
 }
@@ -55,16 +65,18 @@ pub fn run(json: bool, command: KeysCommand) -> Result<()> {
     let store = KeyStore::new(key_file()?);
     let now = chrono::Utc::now();
     match command {
-        KeysCommand::Create { name, identity } => {
-            let created = store.create(&name, identity.as_deref(), now)?;
+        KeysCommand::Create { name, identity, read_only, domains } => {
+            let domains = domains.as_deref().map(Scope::parse_domains).transpose().map_err(kenning_engine::Error::Invalid)?;
+            let created = store.create(&name, identity.as_deref(), Scope { read_only, domains }, now)?;
             let view = Created { view: KeyView::from(&created.key), key: &created.secret };
             crate::print(json, &view, |view| {
                 format!(
-                    "created key `{}` (id {}) acting as `{}`:\n\n    {}\n\nThis is the only time the key is shown; kenning keeps only its hash in {}.\n\
+                    "created key `{}` (id {}) acting as `{}`, {}:\n\n    {}\n\nThis is the only time the key is shown; kenning keeps only its hash in {}.\n\
                      Clients send it as `Authorization: Bearer {}`.\n",
                     view.view.name,
                     view.view.id,
                     view.view.identity,
+                    view.view.access,
                     view.key,
                     store.path().display(),
                     view.key
@@ -78,13 +90,13 @@ pub fn run(json: bool, command: KeysCommand) -> Result<()> {
                 if views.is_empty() {
                     return "no API keys; create one with `kenning keys create --name NAME`\n".to_owned();
                 }
-                let mut out = format!("{:<8}  {:<20}  {:<24}  {:<20}  {}\n", "id", "name", "identity", "created", "status");
+                let mut out = format!("{:<8}  {:<20}  {:<24}  {:<20}  {:<30}  {}\n", "id", "name", "identity", "created", "status", "access");
                 for view in views {
                     let status = match &view.revoked_at {
                         Some(time) => format!("revoked {time}"),
                         None => "active".to_owned(),
                     };
-                    let _ = writeln!(out, "{:<8}  {:<20}  {:<24}  {:<20}  {status}", view.id, view.name, view.identity, view.created_at);
+                    let _ = writeln!(out, "{:<8}  {:<20}  {:<24}  {:<20}  {status:<30}  {}", view.id, view.name, view.identity, view.created_at, view.access);
                 }
                 out
             })

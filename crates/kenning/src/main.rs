@@ -214,7 +214,15 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
         Command::Calibration(args) => decisions::calibration(&services.decisions, json, args),
         Command::Export { domain, output, no_vectors, author } => {
             let mut writer: Box<dyn Write> = match &output {
-                Some(path) => Box::new(BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?)),
+                // An export holds every memory: readable by its owner alone, as the stores are.
+                Some(path) => Box::new(BufWriter::new(
+                    kenning_service::private_options()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                )),
                 None => Box::new(BufWriter::new(std::io::stdout().lock())),
             };
             let write_line = |mut line: ExportLine| {

@@ -96,6 +96,14 @@ impl DecisionService {
         &self.memory
     }
 
+    /// The same service over the domains `keep` accepts, on [`MemoryService::restricted`] (its
+    /// [`DecisionService::memory`] is that view); `None` when `keep` accepts none of them.
+    pub fn restricted(&self, keep: impl Fn(&Domain) -> bool) -> Option<DecisionService> {
+        let memory = Arc::new(self.memory.restricted(&keep)?);
+        let domains = self.domains.iter().filter(|entry| keep(&entry.domain)).cloned().collect();
+        Some(DecisionService { memory, domains, modules: self.modules.clone() })
+    }
+
     pub fn modules(&self) -> &ModuleList {
         &self.modules
     }

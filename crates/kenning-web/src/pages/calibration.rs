@@ -43,8 +43,8 @@ impl Selection {
 
 /// The calibrations to draw and tabulate (checked, so an unknown module is a field error), and
 /// the chart's title.
-async fn calibrations(web: &Arc<Web>, selection: &Selection) -> Result<(String, Vec<(String, Calibration)>), Error> {
-    let decisions = web.decisions.clone();
+async fn calibrations(viewer: &Viewer, selection: &Selection) -> Result<(String, Vec<(String, Calibration)>), Error> {
+    let decisions = viewer.decisions.clone();
     let (module, domain) = (selection.module.clone(), selection.domain.clone());
     blocking(move || {
         let calibrations = decisions.calibrations(module.as_deref(), domain.as_deref())?;
@@ -69,30 +69,30 @@ fn chart(title: String, calibrations: &[(String, Calibration)]) -> ReliabilityCh
 }
 
 /// `GET /calibration/diagram.svg`.
-pub(crate) async fn svg(State(web): State<Arc<Web>>, RawQuery(raw): RawQuery) -> Result<Response, Error> {
-    let selection = Selection::read(&Params::query(raw));
-    let (title, calibrations) = calibrations(&web, &selection).await?;
+pub(crate) async fn svg(Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Response, Error> {
+    let selection = Selection::read(&Params::query(raw)?);
+    let (title, calibrations) = calibrations(&viewer, &selection).await?;
     Ok(([(header::CONTENT_TYPE, "image/svg+xml")], reliability_svg(&chart(title, &calibrations))).into_response())
 }
 
 /// `GET /calibration/diagram.png`.
-pub(crate) async fn png(State(web): State<Arc<Web>>, RawQuery(raw): RawQuery) -> Result<Response, Error> {
-    let selection = Selection::read(&Params::query(raw));
-    let (title, calibrations) = calibrations(&web, &selection).await?;
+pub(crate) async fn png(Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Response, Error> {
+    let selection = Selection::read(&Params::query(raw)?);
+    let (title, calibrations) = calibrations(&viewer, &selection).await?;
     let image = tokio::task::spawn_blocking(move || reliability_png(&chart(title, &calibrations))).await.map_err(|error| Error::Task(error.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "image/png")], image).into_response())
 }
 
 /// `GET /calibration`.
 pub(crate) async fn page(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Html<String>, Error> {
-    let params = Params::query(raw);
+    let params = Params::query(raw)?;
     let selection = Selection::read(&params);
     let skills_offset = params.number("skills", 0, MAX_PATTERNS)?.unwrap_or(0);
     let antipatterns_offset = params.number("antipatterns", 0, MAX_PATTERNS)?.unwrap_or(0);
     let statement = params.text("statement").map(str::to_owned);
     let confidence = params.fraction("confidence")?;
-    let (title, calibrations) = calibrations(&web, &selection).await?;
-    let decisions = web.decisions.clone();
+    let (title, calibrations) = calibrations(&viewer, &selection).await?;
+    let decisions = viewer.decisions.clone();
     let (module, domain) = (selection.module.clone(), selection.domain.clone());
     let (report, skills, anomalies, context) = blocking(move || {
         let report = decisions.calibration(CalibrationQuery {
@@ -112,9 +112,9 @@ pub(crate) async fn page(State(web): State<Arc<Web>>, Extension(viewer): Extensi
     .await?;
 
     let mut modules = vec![(String::new(), "every module".to_owned())];
-    modules.extend(web.decisions.modules().names().iter().map(|module| (module.clone(), module.clone())));
+    modules.extend(viewer.decisions.modules().names().iter().map(|module| (module.clone(), module.clone())));
     let mut domains = vec![(String::new(), "default domain".to_owned())];
-    domains.extend(web.decisions.domains().map(|domain| (domain.to_string(), domain.to_string())));
+    domains.extend(viewer.decisions.domains().map(|domain| (domain.to_string(), domain.to_string())));
     let mut body = format!(
         "<h1>Calibration</h1>\n<form method=\"get\" action=\"/calibration\" class=\"search\">{}\n{}\n<button type=\"submit\">Show</button></form>\n",
         html::select("module", "Module", &modules, selection.module.as_deref()),

@@ -27,7 +27,7 @@ fn decision_href(id: &str) -> String {
 
 /// `GET /decisions`.
 pub(crate) async fn list(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Html<String>, Error> {
-    let params = Params::query(raw);
+    let params = Params::query(raw)?;
     let text = |name: &str| params.text(name).unwrap_or_default().to_owned();
     let (status, module, query_text, domain) = (text("status"), text("module"), text("q"), text("domain"));
     let limit = params.number("limit", 1, 100)?.unwrap_or(PAGE_SIZE);
@@ -41,16 +41,16 @@ pub(crate) async fn list(State(web): State<Arc<Web>>, Extension(viewer): Extensi
         limit: Some(limit),
         ..DecisionQuery::default()
     };
-    let decisions = web.decisions.clone();
+    let decisions = viewer.decisions.clone();
     let page = blocking(move || decisions.query(query)).await?;
 
     let option = |value: &str| (value.to_owned(), value.to_owned());
     let mut statuses = vec![(String::new(), "any status".to_owned())];
     statuses.extend(STATUSES.iter().map(|status| option(status)));
     let mut modules = vec![(String::new(), "any module".to_owned())];
-    modules.extend(web.decisions.modules().names().iter().map(|module| option(module)));
+    modules.extend(viewer.decisions.modules().names().iter().map(|module| option(module)));
     let mut domains = vec![(String::new(), "default domain".to_owned())];
-    domains.extend(web.decisions.domains().map(|domain| option(&domain.to_string())));
+    domains.extend(viewer.decisions.domains().map(|domain| option(&domain.to_string())));
     let mut body = format!(
         "<h1>Decisions</h1>\n<form method=\"get\" action=\"/decisions\" class=\"search\" role=\"search\">\n\
          <label class=\"grow\">Text <input type=\"search\" name=\"q\" value=\"{}\" data-shortcut=\"/\"></label>\n{}\n{}\n{}\n\
@@ -104,10 +104,10 @@ pub(crate) async fn list(State(web): State<Arc<Web>>, Extension(viewer): Extensi
 
 /// `GET /decision?id=dec_…`.
 pub(crate) async fn detail(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Html<String>, Error> {
-    let params = Params::query(raw);
+    let params = Params::query(raw)?;
     let id = params.required("id", "open a decision from the list, or pass its id as ?id=dec_…")?.to_owned();
     let offset = params.number("signals", 0, 1_000_000)?.unwrap_or(0);
-    let decisions = web.decisions.clone();
+    let decisions = viewer.decisions.clone();
     let detail = blocking(move || decisions.get(&id, true)).await?;
     let decision = &detail.decision;
     let mut body = format!("<h1>{} {}</h1>\n", escape(&decision.statement), badge(&decision.status));

@@ -83,9 +83,9 @@ impl Filters {
         }
     }
 
-    fn form(&self, web: &Web) -> String {
+    fn form(&self, viewer: &Viewer) -> String {
         let mut domains = vec![(String::new(), "every domain".to_owned())];
-        domains.extend(web.memory.domains().map(|domain| (domain.to_string(), domain.to_string())));
+        domains.extend(viewer.memory.domains().map(|domain| (domain.to_string(), domain.to_string())));
         let mut kinds = vec![(String::new(), "any kind".to_owned())];
         kinds.extend(KINDS.iter().map(|kind| ((*kind).to_owned(), (*kind).to_owned())));
         let mut namespaces = String::from("<datalist id=\"namespaces\">");
@@ -122,13 +122,13 @@ fn memory_href(urn: &str) -> String {
 
 /// `GET /memories`: recall when there is a query, else the newest memories of one domain.
 pub(crate) async fn search(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Html<String>, Error> {
-    let params = Params::query(raw);
+    let params = Params::query(raw)?;
     let filters = Filters::read(&params);
     let limit = params.number("limit", 1, 100)?.unwrap_or(PAGE_SIZE);
     let cursor = params.text("cursor").map(str::to_owned);
     let request = filters.request(&params, cursor.clone(), limit);
     let mut body = String::from("<h1>Memories</h1>\n");
-    body.push_str(&filters.form(&web));
+    body.push_str(&filters.form(&viewer));
     let mut pairs = filters.pairs();
     let limit_text = limit.to_string();
     if limit != PAGE_SIZE {
@@ -136,7 +136,7 @@ pub(crate) async fn search(State(web): State<Arc<Web>>, Extension(viewer): Exten
     }
     let first = cursor.is_some().then(|| url("/memories", &pairs));
     if filters.query.is_empty() {
-        let memory = web.memory.clone();
+        let memory = viewer.memory.clone();
         let forgotten = filters.forgotten;
         let page = blocking(move || memory.browse(request, forgotten)).await?;
         let _ = writeln!(body, "<h2 class=\"sub\">Newest in {}</h2>", escape(&page.uri));
@@ -160,7 +160,7 @@ pub(crate) async fn search(State(web): State<Arc<Web>>, Extension(viewer): Exten
         let next = page.next_cursor.as_deref().map(|next| with_cursor(&pairs, next));
         body.push_str(&html::pager(&format!("{} of {} memories", page.memories.len(), page.total), first, next));
     } else {
-        let memory = web.memory.clone();
+        let memory = viewer.memory.clone();
         let page = blocking(move || memory.recall(request)).await?;
         let _ = writeln!(body, "<h2 class=\"sub\">Results <span class=\"muted\">({} search)</span></h2>", escape(&page.mode));
         for unavailable in &page.unavailable {
@@ -201,10 +201,10 @@ fn with_cursor(pairs: &[(&str, &str)], cursor: &str) -> String {
 
 /// `GET /memory?urn=…`: one memory, its links, metadata and version history.
 pub(crate) async fn detail(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, RawQuery(raw): RawQuery) -> Result<Html<String>, Error> {
-    let params = Params::query(raw);
+    let params = Params::query(raw)?;
     let urn = params.required("urn", "open a memory from the search page, or pass its URN as ?urn=kenning://…")?.to_owned();
     let offset = params.number("versions", 0, 1_000_000)?.unwrap_or(0);
-    let memory = web.memory.clone();
+    let memory = viewer.memory.clone();
     let history: HistoryView = blocking(move || memory.history(&urn)).await?;
     let current = &history.current;
     let mut body = String::new();
@@ -217,7 +217,7 @@ pub(crate) async fn detail(State(web): State<Arc<Web>>, Extension(viewer): Exten
         let _ = writeln!(body, "<p class=\"notice\" role=\"status\">{}</p>", escape(message));
     }
     let _ = writeln!(body, "<h1>{} {}</h1>", escape(&current.title), badge(&current.status));
-    body.push_str(&actions(&web, current));
+    body.push_str(&actions(&viewer, current));
     let _ = writeln!(body, "<pre class=\"content\">{}</pre>", escape(&current.content));
     body.push_str(&fields(current));
     if !current.links.is_empty() {
@@ -289,9 +289,10 @@ fn fields(memory: &MemoryView) -> String {
     out
 }
 
-/// The forget or restore button, leading to the confirmation page; none on a read-only server.
-fn actions(web: &Web, memory: &MemoryView) -> String {
-    if web.read_only {
+/// The forget or restore button, leading to the confirmation page; none for a viewer who may
+/// change nothing.
+fn actions(viewer: &Viewer, memory: &MemoryView) -> String {
+    if viewer.read_only {
         return String::new();
     }
     let (action, label) = if memory.status == "forgotten" { ("restore", "Restore…") } else { ("forget", "Forget…") };
@@ -350,10 +351,10 @@ fn confirmation(web: &Web, viewer: &Viewer, change: Change, memory: &MemoryView,
 }
 
 async fn confirm(web: Arc<Web>, viewer: Viewer, raw: Option<String>, change: Change) -> Result<Html<String>, Error> {
-    writable(&web)?;
-    let params = Params::query(raw);
+    writable(&viewer)?;
+    let params = Params::query(raw)?;
     let urn = params.required("urn", "open the memory first and use its button")?.to_owned();
-    let memory = web.memory.clone();
+    let memory = viewer.memory.clone();
     let view = blocking(move || memory.get(&urn)).await?;
     Ok(confirmation(&web, &viewer, change, &view, "", None))
 }
@@ -370,20 +371,18 @@ pub(crate) async fn confirm_restore(State(web): State<Arc<Web>>, Extension(viewe
 /// change, audited as the MCP tool of the same name; back to the memory on success, or the
 /// confirmation page again naming the field at fault.
 async fn apply(web: Arc<Web>, viewer: Viewer, body: Bytes, change: Change) -> Result<Response, Error> {
-    writable(&web)?;
-    let params = Params::parse(&body);
+    writable(&viewer)?;
+    let params = Params::parse(&body)?;
     let urn = params.required("urn", "open the memory first and use its button")?.to_owned();
     web.csrf.check(params.text(csrf::FIELD), &change.form(&urn), viewer.subject(), html::now())?;
     let reason = params.text("reason").unwrap_or_default().to_owned();
-    let memory = web.memory.clone();
-    let started = std::time::Instant::now();
+    let memory = viewer.memory.clone();
     let (target, why) = (urn.clone(), reason.clone());
     let result = blocking(move || match change {
         Change::Forget => memory.forget(&target, &why),
         Change::Restore => memory.restore(&target, &why),
     })
     .await;
-    audit(&web, &viewer, change, started.elapsed(), &result);
     match result {
         Ok(outcome) => {
             let done = match (change, outcome.changed) {
@@ -394,34 +393,12 @@ async fn apply(web: Arc<Web>, viewer: Viewer, body: Bytes, change: Change) -> Re
             Ok(Redirect::to(&url("/memory", &[("urn", &outcome.urn), ("done", done)])).into_response())
         }
         Err(Error::Invalid(field)) => {
-            let memory = web.memory.clone();
+            let memory = viewer.memory.clone();
             let view = blocking(move || memory.get(&urn)).await?;
             Ok((StatusCode::BAD_REQUEST, confirmation(&web, &viewer, change, &view, &reason, Some(&field))).into_response())
         }
         Err(other) => Err(other),
     }
-}
-
-fn audit<T>(web: &Web, viewer: &Viewer, change: Change, duration: std::time::Duration, result: &Result<T, Error>) {
-    let Some(log) = &web.access.audit else { return };
-    let outcome = match result {
-        Ok(_) => kenning_service::Outcome::Ok,
-        Err(Error::Invalid(_)) => kenning_service::Outcome::Invalid,
-        Err(_) => kenning_service::Outcome::ToolError,
-    };
-    let tool = match change {
-        Change::Forget => "memory_forget",
-        Change::Restore => "memory_restore",
-    };
-    log.record(&kenning_service::AuditEntry {
-        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        identity: viewer.identity.as_deref(),
-        key: viewer.key_id.as_deref(),
-        tool,
-        outcome,
-        duration_ms: duration.as_secs_f64() * 1000.0,
-        session: Some("web"),
-    });
 }
 
 pub(crate) async fn forget(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>, body: Bytes) -> Result<Response, Error> {

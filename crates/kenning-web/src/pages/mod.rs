@@ -41,7 +41,7 @@ pub(crate) async fn not_found(uri: Uri) -> Error {
     Error::NotFound(uri.path().to_owned())
 }
 
-/// Refuses a write on a read-only server.
-pub(crate) fn writable(web: &crate::Web) -> Result<(), Error> {
-    if web.read_only { Err(Error::ReadOnly) } else { Ok(()) }
+/// Refuses a write when the server or the signed-in key is read-only.
+pub(crate) fn writable(viewer: &crate::guard::Viewer) -> Result<(), Error> {
+    if viewer.read_only { Err(Error::ReadOnly) } else { Ok(()) }
 }

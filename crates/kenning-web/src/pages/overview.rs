@@ -20,9 +20,9 @@ use crate::params::url;
 const DECISION_STATUSES: [&str; 5] = ["pending", "executed", "completed", "failed", "reworked"];
 
 pub(crate) async fn page(State(web): State<Arc<Web>>, Extension(viewer): Extension<Viewer>) -> Result<Html<String>, Error> {
-    let memory = web.memory.clone();
+    let memory = viewer.memory.clone();
     let status = blocking(move || memory.status()).await?;
-    let decisions = web.decisions.clone();
+    let decisions = viewer.decisions.clone();
     let by_status = blocking(move || {
         DECISION_STATUSES
             .iter()
