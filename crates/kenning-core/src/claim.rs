@@ -679,14 +679,24 @@ fn split_trailing_punctuation(word: &str) -> (&str, &str) {
     word.split_at(end)
 }
 
-/// Sentences: split at `.`, `!` or `?` before a space or the end, and at line breaks.
+/// Abbreviations whose full stop ends no sentence: `Dr. Patel`, `e.g. Rust`.
+const ABBREVIATIONS: &[&str] = &["dr", "mr", "mrs", "ms", "prof", "st", "e.g", "i.e", "vs", "cf", "approx"];
+
+/// Sentences: split at `.`, `!` or `?` before a space or the end (not after an abbreviation such
+/// as `Dr.`), and at line breaks.
 fn sentences(text: &str) -> Vec<&str> {
     let mut found = Vec::new();
     for line in text.lines() {
         let mut start = 0;
         let bytes = line.as_bytes();
         for index in 0..bytes.len() {
-            let ends = matches!(bytes[index], b'.' | b'!' | b'?') && bytes.get(index + 1).is_none_or(|next| next.is_ascii_whitespace());
+            let abbreviation = || {
+                let word_start = line[..index].rfind(|c: char| c.is_whitespace() || c == '(').map_or(0, |at| at + 1);
+                ABBREVIATIONS.contains(&line[word_start..index].to_lowercase().as_str())
+            };
+            let ends = matches!(bytes[index], b'.' | b'!' | b'?')
+                && bytes.get(index + 1).is_none_or(|next| next.is_ascii_whitespace())
+                && !(bytes[index] == b'.' && bytes.get(index + 1).is_some() && abbreviation());
             if ends {
                 found.push(&line[start..index]);
                 start = index + 1;

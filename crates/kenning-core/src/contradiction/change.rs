@@ -162,6 +162,11 @@ fn content(words: &[Word]) -> BTreeSet<String> {
     words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.clone()).collect()
 }
 
+/// The canonical words that carry content, in the order written.
+fn content_in_order(words: &[Word]) -> Vec<&str> {
+    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.as_str()).collect()
+}
+
 fn named(words: &[Word]) -> BTreeSet<String> {
     words.iter().filter(|word| word.named && matches!(word.kind, WordKind::Word | WordKind::Number)).map(|word| word.canon.clone()).collect()
 }
@@ -192,7 +197,7 @@ fn names(old: &BTreeSet<String>, value: &[Word]) -> bool {
 /// Whether the older statement already holds the new value.
 fn holds(old: &BTreeSet<String>, value: &[Word]) -> bool {
     let (words, things) = (content(value), named(value));
-    if things.is_empty() { !words.is_empty() && words.is_subset(old) } else { !things.is_disjoint(old) }
+    if things.is_empty() { !words.is_empty() && words.is_subset(old) } else { things.is_subset(old) }
 }
 
 /// The first shape: the newer statement names what it replaced.
@@ -276,12 +281,14 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
     };
     let old_words = old.content();
     let (gone, coming) = (content(before), content(after));
-    if gone.is_empty() || !names(&old_words, before) || (loose && named(before).is_empty()) || holds(&old_words, after) {
+    // A loose verb ("gave up", "left") drops a named thing, or what the older statement holds word for word.
+    let loose_object_held = named(before).is_empty() && !gone.is_subset(&old_words);
+    if gone.is_empty() || !names(&old_words, before) || (loose && loose_object_held) || holds(&old_words, after) {
         return None;
     }
     // The rest of the newer statement's subject must be the older one's too.
     let rest: BTreeSet<String> =
-        new.content().into_iter().filter(|word| !gone.contains(word) && !coming.contains(word) && !is_cue(word) && word != "use").collect();
+        new.content().into_iter().filter(|word| !gone.contains(word) && !coming.contains(word) && !is_cue(word) && word != "use" && word != "of").collect();
     let shared = rest.intersection(&old_words).count();
     let subject_ok = if rest.is_empty() { !named(before).is_empty() } else { shared >= 1 };
     subject_ok.then(|| (written(before), if after.is_empty() { vec!["no longer".to_owned()] } else { written(after) }))
@@ -304,7 +311,12 @@ fn is_cue(canon: &str) -> bool {
 /// The second shape: the newer statement moves a subject to a new value.
 fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
     let words = &new.words;
-    let verb = words.iter().position(|word| MOVE_VERBS.contains(&word.lower.as_str()))?;
+    // "failed the database over to …" moves it as any verb of the list does.
+    let is_verb = |at: usize| {
+        MOVE_VERBS.contains(&words[at].lower.as_str())
+            || (words[at].lower == "failed" && words[at + 1..].iter().take(8).position(|word| word.lower == "over").is_some_and(|over| words.get(at + 2 + over).is_some_and(|next| next.lower == "to")))
+    };
+    let verb = (0..words.len()).find(|&at| is_verb(at))?;
     let to = words[verb + 1..]
         .iter()
         .take(8)
@@ -316,7 +328,10 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
     if words[verb].lower == "set" && named(value).is_empty() {
         return None;
     }
-    let subject: BTreeSet<String> = content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word)).collect();
+    // The particles of "went up to", "failed … over to" belong to the verb.
+    let particle = |word: &String| matches!(word.as_str(), "up" | "down" | "over" | "back");
+    let subject: BTreeSet<String> =
+        content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word) && !particle(word)).collect();
     let old_words = old.content();
     let covered = subject.intersection(&old_words).count();
     if subject.is_empty() || covered * 3 < subject.len() * 2 || content(value).is_empty() || holds(&old_words, value) {
@@ -400,7 +415,10 @@ fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> 
         return None;
     }
     let valued = |tokens: &[&String], words: &[Word]| tokens.iter().any(|token| words.iter().any(|word| &&word.canon == token && word.named));
-    if shared < 3 && !(valued(&gone, &old.words) || valued(&coming, &words)) {
+    // The same words in the same order but one: "the default branch is master" / "… is now main".
+    let (before, after) = (content_in_order(&old.words), content_in_order(&words));
+    let one_swapped = before.len() == after.len() && before.iter().zip(&after).filter(|(a, b)| a != b).count() == 1;
+    if shared < 3 && !(valued(&gone, &old.words) || valued(&coming, &words) || one_swapped) {
         return None;
     }
     let spelled = |tokens: &[&String], words: &[Word]| -> Vec<String> {
@@ -474,6 +492,14 @@ mod tests {
             ("CI runs on Travis CI.", "We dropped Travis CI; CI runs on GitHub Actions now.", Superseded),
             ("Clients call the v1 endpoints.", "The v1 endpoints are deprecated, use the v2 endpoints.", Superseded),
             ("Retry 3 times with a 5 s backoff.", "Retry 5 times with a 3 s backoff.", ChangedValue),
+            ("The default branch is master.", "The default branch is now main.", Superseded),
+            ("The staging cluster runs Kubernetes 1.27.", "The staging cluster was upgraded to Kubernetes 1.29.", Superseded),
+            ("The auth service issues HS256 tokens.", "The auth service issues RS256 tokens instead of HS256.", Superseded),
+            ("The primary database region is us-east-1.", "We failed the primary database over to us-west-2 permanently.", Superseded),
+            ("Our dentist is Dr. Patel.", "Our new dentist is Dr. Okafor.", Superseded),
+            ("The rent is 900 euros a month.", "The rent went up to 950 euros a month.", Superseded),
+            ("Kai plays the violin.", "Kai gave up the violin and plays the piano now.", Superseded),
+            ("The school headteacher is Mrs. Green.", "Mr. Hale became the school headteacher after Mrs. Green retired.", Superseded),
         ];
         for (older, newer, expected) in cases {
             assert_eq!(kind(older, newer), Some(expected), "{older} / {newer}");
