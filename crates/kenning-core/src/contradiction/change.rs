@@ -260,8 +260,7 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
         }
         for (first, second) in [("stopped", "using"), ("gave", "up"), ("no", "longer")] {
             if let Some(at) = words.windows(2).position(|pair| pair[0].lower == first && pair[1].lower == second) {
-                let loose = first == "gave";
-                break 'shape (value_at(words, at + 2), &[], loose);
+                break 'shape (value_at(words, at + 2), &[], false);
             }
         }
         // "X is deprecated", "X was removed", "X retired"
@@ -281,9 +280,13 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
     };
     let old_words = old.content();
     let (gone, coming) = (content(before), content(after));
-    // A loose verb ("gave up", "left") drops a named thing, or what the older statement holds word for word.
-    let loose_object_held = named(before).is_empty() && !gone.is_subset(&old_words);
-    if gone.is_empty() || !names(&old_words, before) || (loose && loose_object_held) || holds(&old_words, after) {
+    // "gave up" drops what the older statement holds word for word ("gave up the violin", not
+    // "gave up hope").
+    let gave_up = has_pair(words, "gave", "up");
+    if gave_up && !gone.is_subset(&old_words) {
+        return None;
+    }
+    if gone.is_empty() || !names(&old_words, before) || (loose && named(before).is_empty()) || holds(&old_words, after) {
         return None;
     }
     // The rest of the newer statement's subject must be the older one's too.
@@ -520,6 +523,7 @@ mod tests {
             ("React connection pool size", "We raised the pool size to 20 and added a 2 s acquire timeout."),
             ("The relevant code is in `api.conf` around line 767.", "The relevant code is in `api.conf` around line 282."),
             ("Ingrid confirmed the fix on staging on day 10 of the sprint.", "Ingrid confirmed the fix on staging on day 1 of the sprint."),
+            ("PostgreSQL connection pool exhausted again.", "Leaked PostgreSQL connections left the connection pool exhausted and requests failed."),
         ];
         for (older, newer) in cases {
             assert_eq!(kind(older, newer), None, "{older} / {newer}");
