@@ -348,9 +348,9 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
         .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !subject.contains(&word.canon) && !new_words.contains(&word.canon))
         .map(|word| word.lower.clone())
         .collect();
-    // What it held is a value (a named thing or a number), not the rest of a heading such as
-    // "React connection pool size".
-    let held_value = old.words.iter().any(|word| word.named && before.contains(&word.lower));
+    // The older statement is a sentence that holds a value, not a heading such as "React
+    // connection pool size", which has no function word and names nothing it moved from.
+    let held_value = old.words.iter().any(|word| word.function || (word.named && before.contains(&word.lower)));
     held_value.then(|| (before, written(value)))
 }
 
