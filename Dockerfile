@@ -2,7 +2,7 @@
 # kenning's HTTP service for a team: `docker build -t kenning .`, or `docker compose up` with
 # compose.yaml (PostgreSQL with pgvector for the organisation's shared memory).
 #
-# The build stage compiles the release binary; the runtime stage is Debian slim with that binary,
+# The build stage compiles the distribution binary (the release build, stripped); the runtime stage is Debian slim with that binary,
 # run as an unprivileged user, its data (the user store, API keys, audit log) in the volume /data.
 # Keys: `docker run --rm -v kenning-data:/data kenning keys create --name NAME` writes one into the
 # volume, or mount a keys file made by `kenning keys create` and name it in KENNING_KEYS_FILE.
@@ -13,8 +13,8 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --locked --release --package kenning --bin kenning \
-    && cp target/release/kenning /usr/local/bin/kenning
+    cargo build --locked --profile distribution --package kenning --bin kenning \
+    && cp target/distribution/kenning /usr/local/bin/kenning
 
 FROM debian:bookworm-slim AS runtime
 # ca-certificates: TLS to PostgreSQL and to language model providers checks the system's roots.

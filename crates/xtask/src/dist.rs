@@ -1,7 +1,7 @@
 //! `cargo xtask dist`: the packages a user installs without building, for the host platform.
 //!
-//! From one built `kenning` binary (the release build by default; `--profile dev` packages the
-//! test build) it writes into `target/dist/`:
+//! From one built `kenning` binary (the `distribution` build by default: the release build without
+//! its symbol table; `--profile dev` packages the test build) it writes into `target/dist/`:
 //!
 //! - `kenning-<version>-<target>.tar.gz`: the binary, the README and the licence files;
 //! - `kenning-<version>-py3-none-<platform>.whl`: a Python wheel whose only content is the binary as
@@ -40,7 +40,7 @@ const DOCUMENTS: [&str; 3] = ["README.md", "LICENSE", "NOTICE"];
 #[derive(Debug, Args)]
 pub struct DistArgs {
     /// The cargo profile whose `kenning` binary is packaged (built first if out of date).
-    #[arg(long, default_value = "release")]
+    #[arg(long, default_value = "distribution")]
     profile: String,
     /// The folder the packages are written into (default `target/dist`).
     #[arg(long)]
