@@ -33,6 +33,9 @@ async def test_a_contradiction_is_reported_listed_and_resolved(ws: Workspace, tr
                                                 "source": "tool-result"})
         [note] = new["contradictions"]
         assert note["kind"] == "changed_value" and note["state"] == "open" and note["with"] == old["urn"]
+        marked = await conn.ok("memory_get", {"urn": old["urn"]})
+        assert marked["version"] == 2, "recall prefers the newer value while the contradiction is open"
+        assert {"target": new["urn"], "relation": "superseded-by"} in marked["links"], marked["links"]
 
         listed = await conn.ok("memory_contradictions", {"state": "open"})
         assert listed["total"] == 1 and listed["contradictions"][0]["id"] == note["id"]
@@ -44,7 +47,7 @@ async def test_a_contradiction_is_reported_listed_and_resolved(ws: Workspace, tr
         assert resolved["llm"] == {"status": "not_configured", "fallback": "rule"}
         assert resolved["penalised"] == old["urn"]
         loser = await conn.ok("memory_get", {"urn": old["urn"]})
-        assert loser["version"] == 2 and loser["metadata"]["evidence_contradicting"] == "1"
+        assert loser["version"] == 3 and loser["metadata"]["evidence_contradicting"] == "1"
 
         error = await conn.refused("memory_resolve_truth", {"contradiction_id": note["id"]})
         assert error["field"] == "contradiction_id"

@@ -471,7 +471,9 @@ fn lead(rng: &mut Rng, namespace: &str, f: &Facts) -> Lead {
         ),
         ("preferences", _) => (
             format!("{} wants small pull requests", f.person),
-            format!("{} asks for pull requests under {} lines, one concern each, with the test in the same commit.", f.person, f.line % 300 + 100),
+            // One limit per person: two memories giving a person's limit as two numbers would
+            // be a changed preference, a real contradiction this corpus must not make by chance.
+            format!("{} asks for pull requests under {} lines, one concern each, with the test in the same commit.", f.person, person_limit(f.person)),
             format!("{} pull request size", f.person),
         ),
         ("standards", 0) => {
@@ -598,6 +600,11 @@ fn metadata(rng: &mut Rng, f: &Facts) -> BTreeMap<String, String> {
     metadata
 }
 
+/// The most lines a person wants in a pull request, always the same for the same person.
+fn person_limit(person: &str) -> u32 {
+    person.bytes().map(u32::from).sum::<u32>() % 300 + 100
+}
+
 /// A stored key phrase as a user might retype it: as is, lower-cased, or missing a word.
 fn paraphrase(rng: &mut Rng, phrase: &str) -> String {
     match rng.usize(0..3) {
@@ -694,7 +701,7 @@ mod contradiction_precision {
         for (index, newer) in memories.iter().enumerate() {
             for older in &memories[..index] {
                 if let Some(detection) = kenning_core::contradiction::detect(older, newer, None) {
-                    reported.push(format!("{:?}: {:?} / {:?}", detection.kind, detection.older, detection.newer));
+                    reported.push(format!("{:?}: {:?} / {:?}\n   OLD {older}\n   NEW {newer}", detection.kind, detection.older, detection.newer));
                 }
             }
         }

@@ -19,6 +19,9 @@
 //!   its own connection, session and (by default) the same API key.
 //! - `org`: the organisation domain on a real PostgreSQL server beside the SQLite user domain:
 //!   capture throughput, recall latency and concurrent clients ([`org`]).
+//! - `judgment`: whether capture merges paraphrases and keeps distinct claims apart, and whether
+//!   a changed fact's newer statement ranks first, on a labelled set of statement pairs
+//!   ([`judgment`]).
 //! - `redaction`: how many secrets of the committed corpus redaction finds, per class of format,
 //!   how many benign look-alikes it changes, and its cost per capture ([`redaction`]).
 //!
@@ -37,6 +40,7 @@ mod hook_context;
 mod hooks;
 mod http;
 mod http_client;
+mod judgment;
 mod latency;
 mod locomo;
 mod mcp_client;
@@ -83,6 +87,9 @@ enum Command {
     /// The organisation domain on PostgreSQL beside the SQLite user domain: capture throughput,
     /// recall latency and concurrent clients.
     Org(org::OrgArgs),
+    /// Claim judgment on labelled statement pairs: distinct claims wrongly merged, paraphrases
+    /// merged, changed facts whose newer statement ranks first.
+    Judgment(judgment::JudgmentArgs),
     /// Secret redaction: recall per class of format and benign strings changed, on the committed
     /// corpus, and its cost per capture.
     Redaction(redaction::RedactionArgs),
@@ -129,6 +136,10 @@ fn main() -> Result<()> {
         Command::Org(args) => {
             let report = org::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())
+        }
+        Command::Judgment(args) => {
+            let report = judgment::run(&args)?;
+            report::emit(&serde_json::to_string(&report)?, &judgment::table(&report), args.json_out.as_deref())
         }
     }
 }

@@ -63,6 +63,13 @@ pub struct RetrievalArgs {
     pub json_out: Option<PathBuf>,
 }
 
+impl RetrievalArgs {
+    /// The arguments of a run of the engine's recall on `turns` and `queries`.
+    pub fn new(turns: PathBuf, queries: PathBuf, embedder: EmbedderArgs, rankings_out: PathBuf) -> RetrievalArgs {
+        RetrievalArgs { turns, queries, embedder, ranker: Ranker::Recall, rankings_out, json_out: None }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Ranker {
     Recall,

@@ -26,10 +26,10 @@
 //!
 //! Evidence lives in two metadata keys, [`SUPPORTING_KEY`] and [`CONTRADICTING_KEY`], each a
 //! count written as a decimal number, so that every backend keeps it with no schema of its own.
-//! A near-duplicate capture adds supporting evidence; a contradiction settled against a memory
-//! adds contradicting evidence.
+//! A capture making the same claim adds supporting evidence; a contradiction settled against a
+//! memory adds contradicting evidence.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -105,34 +105,9 @@ pub fn ranking_factor(confidence: f64) -> f64 {
     1.0 - CONFIDENCE_RANK_WEIGHT + CONFIDENCE_RANK_WEIGHT * confidence.clamp(0.0, 1.0)
 }
 
-/// Whether two texts say the same thing in nearly the same words, so that a capture of the second
-/// should reinforce the first rather than be stored beside it. The vector similarity of the two
-/// is checked by the caller; this is the lexical half, and strict, because a false match loses
-/// the new claim while a missed one only stores a second copy: every word of one text must be in
-/// the other (case, punctuation, filler words and plurals aside), the two must have the same
-/// negations and numbers, and together they must share
-/// at least [`DUPLICATE_WORD_OVERLAP`] of their words (Dice). So a restatement that adds a word
-/// matches, and one that swaps a word does not: "the tests depend on the timezone" and "the
-/// tests depend on the locale" are two claims, and so are "the timeout is 30 s" and "the timeout
-/// is 60 s", or "X is thread-safe" and "X isn't thread-safe".
-pub fn same_claim(a: &str, b: &str) -> bool {
-    let (words_a, words_b) = (claim_words(a), claim_words(b));
-    if words_a.is_empty() || words_b.is_empty() || !(words_a.is_subset(&words_b) || words_b.is_subset(&words_a)) {
-        return false;
-    }
-    // An added negation or number turns a claim around or narrows it: "X is not thread-safe".
-    let fixed = |words: &BTreeSet<String>| -> BTreeSet<String> {
-        words.iter().filter(|word| word.chars().any(|c| c.is_ascii_digit()) || NEGATIONS.contains(&word.as_str())).cloned().collect()
-    };
-    if fixed(&words_a) != fixed(&words_b) {
-        return false;
-    }
-    let shared = words_a.intersection(&words_b).count();
-    2.0 * shared as f64 / (words_a.len() + words_b.len()) as f64 >= DUPLICATE_WORD_OVERLAP
-}
-
-/// The vector similarity (cosine) above which a capture is compared with a stored memory as a
-/// possible near-duplicate, by default and per namespace; `None` turns deduplication off.
+/// The vector similarity (cosine) at or above which a capture is judged against a stored memory
+/// by the claim rule ([`crate::claim`]) and linked to it when it is another claim, by default
+/// and per namespace; `None` turns deduplication off (every capture is stored, unlinked).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Deduplication {
     pub default_threshold: Option<f64>,
@@ -140,7 +115,7 @@ pub struct Deduplication {
 }
 
 /// The default threshold: rewordings of one sentence score above it with the built-in model,
-/// while the lexical check ([`same_claim`]) keeps changed claims apart.
+/// while the claim rule keeps changed claims apart.
 pub const DEFAULT_DUPLICATE_SIMILARITY: f64 = 0.9;
 
 impl Default for Deduplication {
@@ -156,30 +131,6 @@ impl Deduplication {
             None => self.default_threshold,
         }
     }
-}
-
-/// The share of words (Dice) two texts must have in common to be one claim.
-pub const DUPLICATE_WORD_OVERLAP: f64 = 0.8;
-
-/// Words that turn a claim around; "never" and "no longer" included.
-const NEGATIONS: &[&str] = &["not", "no", "never", "nothing", "none", "without", "longer", "neither", "nor"];
-
-const FILLER_WORDS: &[&str] = &["a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "was", "were", "be", "it", "this", "that", "we", "our"];
-
-/// Lower-cased words of a text with filler words dropped, contractions of "not" spelled out,
-/// a plural `s` folded, and numbers kept with their decimal points ("1.2.3", "0.5").
-fn claim_words(text: &str) -> BTreeSet<String> {
-    let lowered = text.to_lowercase().replace('’', "'").replace("cannot", "can not").replace("can't", "can not").replace("won't", "will not").replace("n't", " not");
-    lowered
-        .split(|c: char| !(c.is_alphanumeric() || c == '.'))
-        .map(|word| word.trim_matches('.'))
-        .filter(|word| !word.is_empty() && !FILLER_WORDS.contains(word))
-        .map(|word| match (word.strip_suffix("ies"), word.strip_suffix('s')) {
-            (Some(stem), _) if stem.len() > 2 => format!("{stem}y"),
-            (_, Some(stem)) if stem.len() > 3 && !stem.ends_with('s') => stem.to_owned(),
-            _ => word.to_owned(),
-        })
-        .collect()
 }
 
 /// Metadata key: how many later observations confirmed this memory.
@@ -324,24 +275,5 @@ mod tests {
         assert!(close(ranking_factor(1.0), 1.0));
         assert!(close(ranking_factor(0.0), 0.5));
         assert!(close(ranking_factor(0.6), 0.8));
-    }
-
-    #[test]
-    fn same_claim_accepts_rewordings_and_refuses_changed_claims() {
-        let cases = [
-            ("The CI cache must be cleared after bumping the Rust toolchain.", "the CI cache must be cleared after bumping the rust toolchain", true),
-            ("Use pnpm, not npm, in this repository.", "Use pnpm, not npm, in this repository!", true),
-            ("The request timeout is 30 seconds.", "The request timeout is 60 seconds.", false),
-            ("The parser is thread-safe.", "The parser isn't thread-safe.", false),
-            ("We upgraded tokio to 1.38.0 for the fix.", "We upgraded tokio to 1.39.0 for the fix.", false),
-            ("Postgres runs on port 5432 in staging.", "Redis runs on port 6379 in staging.", false),
-            ("Flaky test: auth::login times out on CI.", "The billing export writes CSV files nightly.", false),
-            ("The flaky login test depends on the system timezone.", "The flaky login test depends on the system locale.", false),
-            ("Deploys go through the staging cluster first.", "Deploys go through the staging cluster first, always.", true),
-            ("Bump the lockfile when dependencies change.", "Bump the lockfile when dependency changes.", true),
-        ];
-        for (a, b, expected) in cases {
-            assert_eq!(same_claim(a, b), expected, "{a} / {b}");
-        }
     }
 }

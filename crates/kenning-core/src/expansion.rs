@@ -93,6 +93,11 @@ impl Vocabulary {
         self.groups.is_empty()
     }
 
+    /// The groups: each a list of terms, each term its lower-cased words.
+    pub fn groups(&self) -> &[Vec<Vec<String>>] {
+        &self.groups
+    }
+
     /// The terms of every group the query names, except those it already contains, in group
     /// order, at most [`MAX_EXPANSION_TERMS`].
     pub fn expand(&self, query: &str) -> Vec<String> {

@@ -14,6 +14,8 @@
 //! - [`search`] holds filters, score fusion, token estimates, cursors and snippets.
 //! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
+//! - [`claim`] tells whether two statements make the same claim: order, roles, numbers with
+//!   their units, negation and scope words decide, not the set of words they share.
 //! - [`expansion`] widens a query by the other names of what it names (built-in and project
 //!   synonyms, or a model's rewrite); [`dynamics`] assesses a memory's confidence now.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
@@ -35,6 +37,7 @@
 //! Invariant: this crate does no I/O and has no async runtime. Clocks and ids come from callers.
 
 pub mod calibration;
+pub mod claim;
 pub mod consolidation;
 pub mod contradiction;
 pub mod decision;

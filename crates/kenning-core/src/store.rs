@@ -36,6 +36,15 @@ pub trait Embedder: Send + Sync {
     fn recall_weight(&self) -> f64 {
         0.5
     }
+
+    /// The similarity (cosine) at or above which this model's vectors of two statements say
+    /// they make the same claim, for a pair whose words the claim rule cannot judge
+    /// ([`crate::claim::Judgement::Unsure`]); `None` for a model that cannot tell paraphrases
+    /// from other claims with like words (one vector per word, blind to order), which is the
+    /// default: such pairs are then stored and linked, never merged.
+    fn paraphrase_similarity(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// What happened to a memory handed to [`MemoryStore::insert`].

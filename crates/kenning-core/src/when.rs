@@ -148,6 +148,36 @@ const YEAR_CUES: &[&str] = &["in", "during", "of", "throughout", "since"];
 /// The word that makes a span run on to the present.
 const ONWARDS: &str = "since";
 
+/// Words and phrases that ask about the time before a change: "what did we use before",
+/// "which database did we use originally".
+const PAST_CUES: &[&[&str]] = &[
+    &["before"], &["previously"], &["formerly"], &["originally"], &["initially"], &["earlier"], &["prior"],
+    &["former"], &["used", "to"], &["in", "the", "past"], &["back", "then"], &["at", "the", "time"], &["at", "first"],
+    &["until"], &["old"],
+];
+/// Words and phrases that ask about the present, whatever else the question says.
+const PRESENT_CUES: &[&[&str]] = &[
+    &["now"], &["currently"], &["current"], &["still"], &["today"], &["nowadays"], &["these", "days"], &["latest"],
+    &["at", "the", "moment"],
+];
+
+/// Whether a question asks about the past rather than the present: it has a cue of the time
+/// before ("before", "previously", "used to", "originally", …) or names a span of time that
+/// ended before `now` ("in 2025", "last year"), and no cue of the present ("now", "currently",
+/// "still", …). A question without either is about the present.
+pub fn asks_about_the_past(text: &str, now: Option<DateTime<Utc>>) -> bool {
+    let words = words(text);
+    let has = |cues: &[&[&str]]| cues.iter().any(|cue| words.windows(cue.len()).any(|window| window.iter().zip(cue.iter()).all(|(word, part)| word == part)));
+    if has(PRESENT_CUES) {
+        return false;
+    }
+    if has(PAST_CUES) {
+        return true;
+    }
+    let ended = find_time_expression(text).filter(|reference| !reference.onwards).and_then(|reference| reference.span(now));
+    matches!((ended, now), (Some(span), Some(now)) if span.end <= now)
+}
+
 /// The most specific time expression in `text`: a full date, else a date without its year or a
 /// month with its year, else an expression relative to now, else a month, else a year.
 pub fn find_time_expression(text: &str) -> Option<TimeReference> {

@@ -1,5 +1,9 @@
 //! The core's behaviour: URNs, validation errors, version history, duplicate keys and the
-//! calibration statistics (against a SciPy reference and hand-worked examples).
+//! calibration statistics (against a SciPy reference and hand-worked examples); the claim rule
+//! in `core/claim.rs`.
+
+#[path = "core/claim.rs"]
+mod claim;
 
 use chrono::{TimeZone, Utc};
 use kenning_core::input::{apply_update, build_memory, change_status};

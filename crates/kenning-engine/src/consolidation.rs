@@ -3,6 +3,9 @@
 //! domain's working state and reversible.
 //!
 //! The grouping and the extractive principle are the core's ([`kenning_core::consolidation`]).
+//! A group keeps only episodes that agree: one that another member contradicts by the
+//! contradiction rules is left out of it, and an episode a newer memory superseded is not
+//! consolidated at all.
 //! With a language model the principle's text is the model's; when the model fails or answers
 //! out of shape, the extractive principle stands in and the run says so ([`LlmUseView`]).
 //!
@@ -23,6 +26,7 @@ use chrono::{DateTime, Utc};
 use kenning_core::consolidation::{
     Cluster, ClusterParams, EpisodeText, Principle, cluster, extractive_principle, parse_principle, principle_request,
 };
+use kenning_core::contradiction::{detect, is_superseded};
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::llm::LlmUse;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
@@ -212,6 +216,33 @@ fn check_run_id<'a>(field: &str, text: &'a str) -> Result<&'a str> {
     }
 }
 
+/// The clusters with only episodes that agree: a principle states what its episodes share, so
+/// an episode that a member captured before it contradicts (by the rules of
+/// [`kenning_core::contradiction::detect`]: another value of the same setting, the opposite
+/// sense, a change of what the member states) leaves the group and stays as it is. A cluster
+/// left with fewer than `min_size` episodes is dropped.
+fn agreeing(episodes: &[Memory], clusters: Vec<Cluster>, min_size: usize) -> Vec<Cluster> {
+    clusters
+        .into_iter()
+        .filter_map(|cluster| {
+            let mut members: Vec<(usize, f64)> = Vec::with_capacity(cluster.members.len());
+            for (&member, &centrality) in cluster.members.iter().zip(&cluster.centrality) {
+                let conflicts = members.iter().any(|&(other, _)| {
+                    let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other, member) } else { (member, other) };
+                    detect(&episodes[older].content, &episodes[newer].content, None).is_some()
+                });
+                if !conflicts {
+                    members.push((member, centrality));
+                }
+            }
+            (members.len() >= min_size).then(|| Cluster {
+                members: members.iter().map(|(member, _)| *member).collect(),
+                centrality: members.iter().map(|(_, centrality)| *centrality).collect(),
+            })
+        })
+        .collect()
+}
+
 /// The metadata edit of one episode, as a versioned change, or `None` when it changes nothing.
 fn edit_metadata(
     current: &Memory,
@@ -275,6 +306,7 @@ impl MemoryService {
             !kenning_core::interrupt::interrupted()
         })
         .ok_or(Error::Interrupted)?;
+        let clusters = agreeing(&episodes, clusters, params.min_cluster_size);
         let mut run = ConsolidationRun {
             run_id: None,
             domain: entry.domain.to_string(),
@@ -353,7 +385,8 @@ impl MemoryService {
             let read = page.len();
             offset += read;
             let room = limit - found.len();
-            found.extend(page.into_iter().filter(|memory| !memory.metadata.contains_key(CONSOLIDATED_INTO_KEY)).take(room));
+            // A fact a newer memory replaced is history: no principle is drawn from it.
+            found.extend(page.into_iter().filter(|memory| !memory.metadata.contains_key(CONSOLIDATED_INTO_KEY) && !is_superseded(memory)).take(room));
             if found.len() >= limit || read < LIST_PAGE {
                 break;
             }

@@ -9,30 +9,29 @@
 //! older one's fact changed ("we moved from MySQL to PostgreSQL") settles the contradiction at
 //! once: the older memory gets contradicting evidence and a `superseded-by` link, which recall
 //! ranks below its replacement. Any other contradiction stays open until `resolve_truth`, and a
-//! new conflict with the winner of a settled one reopens that one.
-
-use std::collections::HashMap;
+//! new conflict with the winner of a settled one reopens that one; meanwhile a newer statement
+//! of the same fact with another value or the opposite sense is preferred (the older one gets
+//! the `superseded-by` link, which a settlement for the older one takes away again).
 
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
 use kenning_core::contradiction::{
     Contradiction, ContradictionKind, ContradictionState, Detection, ID_PREFIX, Resolution, Verdict, check_id, detect,
-    rule_resolution, settled_against, supersession_resolution,
+    marked_superseded, no_longer_superseded, rule_resolution, settled_against, supersession_resolution,
 };
 use kenning_core::llm::LlmUse;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
-use kenning_core::{Cursor, Embedding, FieldError, Memory, MemoryId, SearchFilter};
+use kenning_core::{Cursor, FieldError, Memory, MemoryUrn};
 
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::judgment::Neighbour;
 use crate::service::{CAS_ATTEMPTS, DomainStore, MemoryService, backoff};
 use crate::views::{ContradictionCounts, ContradictionNote, ContradictionPage, ContradictionView, LlmUseView, ResolutionView, timestamp};
 
 /// How many of the nearest memories a new one is compared with: the conflicting statement of
 /// the same fact is among the closest, and each comparison is cheap but not free.
 const CANDIDATES: usize = 5;
-/// The longest prefix of a memory's content used as a full-text query for its neighbours.
-const QUERY_BYTES: usize = 512;
 /// The most contradiction records of one domain read when looking for those to reopen, list or
 /// count; a domain with more is read up to this many, most recently changed first.
 const MAX_RECORDS: usize = 10_000;
@@ -54,24 +53,10 @@ impl MemoryService {
     /// Checks a memory just captured against its nearest neighbours and records each
     /// contradiction found. A failure here does not fail the capture, which is already stored:
     /// it becomes a warning.
-    pub(crate) fn contradictions_at_capture(
-        &self,
-        entry: &DomainStore,
-        memory: &Memory,
-        embedding: Option<&Embedding>,
-        batch: &[MemoryId],
-        warnings: &mut Vec<String>,
-    ) -> Vec<ContradictionNote> {
+    pub(crate) fn contradictions_at_capture(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour], warnings: &mut Vec<String>) -> Vec<ContradictionNote> {
         let Some(state) = entry.store.state() else { return Vec::new() };
-        let found = match self.find_conflicts(entry, memory, embedding, batch, warnings) {
-            Ok(found) => found,
-            Err(error) => {
-                warnings.push(format!("contradictions could not be checked: {error}"));
-                return Vec::new();
-            }
-        };
         let mut notes = Vec::new();
-        for conflict in found {
+        for conflict in self.find_conflicts(memory, neighbours, warnings) {
             match self.record_conflict(state, memory, conflict) {
                 Ok(note) => notes.push(note),
                 Err(error) => warnings.push(format!("a contradiction could not be recorded: {error}")),
@@ -80,45 +65,21 @@ impl MemoryService {
         notes
     }
 
-    /// The nearest active memories that the new one contradicts, by the rules and, with a
-    /// model, confirmed by it.
-    fn find_conflicts(
-        &self,
-        entry: &DomainStore,
-        memory: &Memory,
-        embedding: Option<&Embedding>,
-        batch: &[MemoryId],
-        warnings: &mut Vec<String>,
-    ) -> Result<Vec<Found>> {
-        let filter = SearchFilter::active();
-        let limit = CANDIDATES + batch.len();
-        let hits = match embedding {
-            Some(embedding) => entry.store.search_vector(&embedding.vector, &embedding.model, &filter, limit)?,
-            None => entry.store.search_text(prefix(&memory.content, QUERY_BYTES), &filter, limit)?,
-        };
-        let similarity: HashMap<MemoryId, f64> = hits
-            .iter()
-            .filter(|hit| !batch.contains(&hit.id))
-            .take(CANDIDATES)
-            .map(|hit| (hit.id.clone(), hit.score))
-            .collect();
-        if similarity.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<MemoryId> = similarity.keys().cloned().collect();
-        let mut candidates = entry.store.get_many(&ids)?;
+    /// The nearest active memories (of the capture's neighbours, which its judgement read)
+    /// that the new one contradicts, by the rules and, with a model, confirmed by it.
+    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour], warnings: &mut Vec<String>) -> Vec<Found> {
+        let mut candidates: Vec<&Neighbour> = neighbours.iter().filter(|neighbour| neighbour.memory.id != memory.id).take(CANDIDATES).collect();
         // Oldest first, so the report reads in the order things were said.
-        candidates.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        candidates.sort_by(|a, b| a.memory.created_at.cmp(&b.memory.created_at).then_with(|| a.memory.id.cmp(&b.memory.id)));
         let mut found = Vec::new();
-        for older in candidates {
+        for Neighbour { memory: older, similarity } in candidates {
             if older.status != kenning_core::Status::Active || DERIVED_NAMESPACES.contains(&older.namespace.as_str()) {
                 continue;
             }
-            let vector = embedding.and(similarity.get(&older.id).copied());
-            let Some(mut detection) = detect(&older.content, &memory.content, vector) else { continue };
+            let Some(mut detection) = detect(&older.content, &memory.content, *similarity) else { continue };
             if let Some(llm) = self.llm() {
                 let (older_time, newer_time) = (timestamp(older.created_at), timestamp(memory.created_at));
-                let request = judge_request(note(&older, &older_time), note(memory, &newer_time), &detection);
+                let request = judge_request(note(older, &older_time), note(memory, &newer_time), &detection);
                 match llm.complete(&request).map_err(|error| error.to_string()).and_then(|answer| parse_judgement(&answer.text)) {
                     Ok(judgement) if !judgement.conflict => continue,
                     Ok(judgement) => {
@@ -136,9 +97,9 @@ impl MemoryService {
                     )),
                 }
             }
-            found.push(Found { older, detection });
+            found.push(Found { older: older.clone(), detection });
         }
-        Ok(found)
+        found
     }
 
     /// Writes the record of one contradiction found at capture; settles it at once when the new
@@ -158,6 +119,12 @@ impl MemoryService {
             let reason = format!("superseded by {newer_urn} (contradiction {})", record.id);
             self.change("urn", &older_urn.to_string(), |current, now| Ok(Some(settled_against(current, Some(&newer_urn), &reason, now))))?;
         } else {
+            // A newer statement of the same fact with another value or the opposite sense is
+            // preferred by recall until the contradiction is settled otherwise.
+            if matches!(found.detection.kind, ContradictionKind::ChangedValue | ContradictionKind::Negation) {
+                let reason = format!("superseded by {newer_urn} until contradiction {} is settled", record.id);
+                self.change("urn", &older_urn.to_string(), |current, now| Ok(marked_superseded(current, &newer_urn, &reason, now)))?;
+            }
             self.reopen_won_by(state, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
         }
         Ok(ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() })
@@ -218,6 +185,13 @@ impl MemoryService {
         if let Some(loser) = loser {
             let reason = format!("contradiction {} settled against it ({}): {}", record.id, resolution.decided_by, resolution.explanation);
             self.change("urn", loser, |current, now| Ok(Some(settled_against(current, None, &reason, now))))?;
+        }
+        // The older memory won (or both hold): it is no longer marked superseded by the newer.
+        if resolution.verdict != Verdict::BWins
+            && let Ok(newer) = MemoryUrn::parse("b", &record.b)
+        {
+            let reason = format!("contradiction {} settled: {}", record.id, resolution.verdict);
+            self.change("urn", &record.a, |current, now| Ok(no_longer_superseded(current, &newer, &reason, now)))?;
         }
         Ok(ResolutionView {
             contradiction_id: record.id.clone(),
@@ -358,15 +332,4 @@ fn read_records(state: &dyn StateStore) -> Result<Vec<(StateRecord, Contradictio
 
 fn note<'a>(memory: &'a Memory, captured: &'a str) -> Note<'a> {
     Note { content: &memory.content, source: memory.source.as_str(), captured }
-}
-
-fn prefix(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }

@@ -16,6 +16,8 @@
 //!   domain's working state, writing what they create only when they complete ([`protocols`]).
 //! - [`WorkflowService`] keeps workflows (steps with dependencies) in each domain's working
 //!   state and writes an ended one up as an episodic memory ([`workflows`]).
+//! - A capture is judged against the memories like it (`judgment`): the same claim is merged
+//!   (its wording kept, the merge reversible), another claim much like one is stored and linked.
 //! - Contradictions between memories are found at capture, kept in each domain's working state
 //!   and settled by [`MemoryService::resolve_truth`] (`contradictions`).
 //! - [`consolidation`]: `MemoryService::consolidate` groups a domain's episodes by meaning into
@@ -37,6 +39,7 @@ pub mod decisions;
 pub mod error;
 pub mod ids;
 pub mod introspect;
+mod judgment;
 pub mod protocols;
 pub mod recall;
 mod redaction;

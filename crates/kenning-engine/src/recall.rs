@@ -5,17 +5,17 @@
 //! ranking is paged by cursor and cut to a token budget.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use kenning_core::contradiction::is_superseded;
+use kenning_core::contradiction::{SUPERSEDED_BY, is_superseded};
 use kenning_core::dynamics::{Assessment, assess, ranking_factor};
 use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
 use kenning_core::input::{MAX_TAGS, parse_time};
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
-use kenning_core::when::find_time_expression;
+use kenning_core::when::{asks_about_the_past, find_time_expression};
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
 
 use crate::error::{Result, check_interrupt};
@@ -54,7 +54,8 @@ const EXPANSION_SHARE: f64 = 0.3;
 /// How much of its score a memory keeps when a newer memory superseded it (it carries a
 /// `superseded-by` link, see `kenning_core::contradiction`), on top of what its contradicting
 /// evidence takes from its confidence: half, so that the replacement, about as relevant, comes
-/// first, while the old statement is still found as history.
+/// first, while the old statement is still found as history. A question about the past
+/// ([`asks_about_the_past`]) turns this around: the replacement keeps half, the old statement all.
 const SUPERSEDED_SHARE: f64 = 0.5;
 
 /// A recall as callers phrase it; vocabulary fields are strings so errors can name them.
@@ -94,6 +95,8 @@ struct RecallPlan<'a> {
     filter: SearchFilter,
     /// What "now" is for the query's relative time expressions.
     now: DateTime<Utc>,
+    /// Whether the query asks about the time before a change rather than the present.
+    past: bool,
     /// Other names of what the query names, searched as a lighter full-text leg.
     expansion: Vec<String>,
     /// How the model's rewrite went, when one is configured.
@@ -148,6 +151,8 @@ impl MemoryService {
         let fused = self.prefer_time_span(&plan, fused, query_vector.as_deref(), depth)?;
         check_interrupt()?;
         let fused = self.spread_to_neighbours(&plan, fused)?;
+        check_interrupt()?;
+        let fused = self.lend_to_replacements(&plan, fused)?;
         check_interrupt()?;
         let (weighed, more) = self.weigh_by_confidence(&plan, &fused)?;
 
@@ -395,6 +400,7 @@ impl MemoryService {
             stores
         };
         let (expansion, query_rewrite) = self.expand(&query);
+        let past = asks_about_the_past(&query, Some(now));
         Ok(RecallPlan {
             query,
             offset,
@@ -402,6 +408,7 @@ impl MemoryService {
             max_tokens,
             detail,
             filter,
+            past,
             now,
             expansion,
             query_rewrite,
@@ -470,8 +477,44 @@ impl MemoryService {
         Ok(add_scores(fused, shares))
     }
 
+    /// Gives the memory that replaced a well-ranked one (its `superseded-by` link), when it is
+    /// a candidate too, at least that one's score, unless the query asks about the past: a newer statement of a changed fact
+    /// often does not repeat the words the question shares with the older one ("we replaced
+    /// flake8 with ruff" after "we lint Python code with flake8"), and it is the answer now.
+    fn lend_to_replacements(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
+        if plan.past {
+            return Ok(fused);
+        }
+        let mut lent: HashMap<(usize, MemoryId), f64> = HashMap::new();
+        {
+            let fetched = plan.fetched.borrow();
+            for (key, score) in fused.iter().take(NEIGHBOUR_SOURCES) {
+                let Some(memory) = fetched.get(key) else { continue };
+                for link in memory.links.iter().filter(|link| link.relation == SUPERSEDED_BY) {
+                    let Some(index) = plan.stores.iter().position(|entry| entry.domain == link.target.domain) else { continue };
+                    let share = lent.entry((index, link.target.id.clone())).or_default();
+                    *share = share.max(*score);
+                }
+            }
+        }
+        if lent.is_empty() {
+            return Ok(fused);
+        }
+        // Only to a replacement among the candidates: those passed the recall's filters.
+        let mut ranking: Ranking = fused
+            .into_iter()
+            .map(|(key, score)| {
+                let score = lent.get(&key).map_or(score, |share| score.max(*share));
+                (key, score)
+            })
+            .collect();
+        ranking.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(ranking)
+    }
+
     /// Multiplies each candidate's relevance by its confidence's [`ranking_factor`] (and by
-    /// [`SUPERSEDED_SHARE`] for a memory a newer one superseded) and ranks again, leaving out dormant memories (unless asked for) and those under `min_confidence`.
+    /// [`SUPERSEDED_SHARE`] for a memory a newer one superseded, or for a question about the
+    /// past the memory that superseded it) and ranks again, leaving out dormant memories (unless asked for) and those under `min_confidence`.
     /// Only as many records are read as the requested page needs: a factor is at most 1, so
     /// once the page's last weighed score is at least the next candidate's unweighed relevance,
     /// nothing further down can enter the page. Returns the weighed candidates, best first, and
@@ -492,6 +535,12 @@ impl MemoryService {
             let candidates = &fused[next..(next + batch).min(fused.len())];
             fetch(plan, candidates.iter().map(|(key, _)| key))?;
             let fetched = plan.fetched.borrow();
+            // For a question about the past, the memories that replaced one read so far.
+            let replacements: HashSet<String> = if plan.past {
+                fetched.values().flat_map(|memory| memory.links.iter().filter(|link| link.relation == SUPERSEDED_BY).map(|link| link.target.to_string())).collect()
+            } else {
+                HashSet::new()
+            };
             for (key, relevance) in candidates {
                 let Some(memory) = fetched.get(key) else { continue };
                 let assessment = assess(memory, now, &self.decay);
@@ -500,7 +549,11 @@ impl MemoryService {
                 }
                 // A hit that is also the neighbour of others, or in the time span the query
                 // names, can score above 1: it ranks by that, though it shows no more than 1.
-                let superseded = if is_superseded(memory) { SUPERSEDED_SHARE } else { 1.0 };
+                let superseded = match plan.past {
+                    false if is_superseded(memory) => SUPERSEDED_SHARE,
+                    true if replacements.contains(&memory.urn().to_string()) => SUPERSEDED_SHARE,
+                    _ => 1.0,
+                };
                 let score = relevance * ranking_factor(assessment.confidence) * superseded;
                 weighed.push(Weighed { key: key.clone(), relevance: *relevance, score, assessment });
             }

@@ -4,20 +4,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kenning_core::dynamics::{Deduplication, assess, evidence_counts, same_claim};
+use kenning_core::claim::{Claim, ClaimRules, MERGED_INTO};
+use kenning_core::dynamics::{self, Deduplication, assess};
 use kenning_core::expansion::Vocabulary;
-use kenning_core::input::{EvidenceKind, apply_update, build_memory, change_status, record_evidence};
+use kenning_core::input::{MAX_LINKS, apply_update, build_memory, change_status};
 use kenning_core::dynamics::DecayPolicy;
 use kenning_core::llm::LanguageModel;
 use kenning_core::secrets::Named;
 use kenning_core::{
-    CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Memory, MemoryId, MemoryStore, MemoryUrn,
+    CaptureInput, Cursor, Domain, Embedder, Embedding, FieldError, Inserted, Link, Memory, MemoryId, MemoryStore, MemoryUrn,
     SearchFilter, Status, UpdateInput, Urn,
 };
 
 use crate::access::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::judgment::{Earlier, Neighbour, Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
@@ -25,13 +27,6 @@ use crate::views::{
 };
 
 pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
-
-/// The largest capture batch checked for near-duplicates and contradictions; a larger one is a
-/// bulk load, checked for exact duplicates only.
-pub(crate) const MAX_CHECKED_BATCH: usize = 32;
-
-/// How many of the most alike stored memories a capture is compared with for a near-duplicate.
-const DUPLICATE_CANDIDATES: usize = 3;
 
 /// How many times a write retries after losing a compare-and-swap race to another writer.
 pub(crate) const CAS_ATTEMPTS: u32 = 40;
@@ -70,8 +65,10 @@ pub struct MemoryService {
     llm: Option<Arc<dyn LanguageModel>>,
     /// Half-lives and the dormancy threshold that recall's confidence is assessed with.
     pub(crate) decay: DecayPolicy,
-    /// How alike a capture must be to a stored memory to reinforce it instead of being stored.
-    deduplication: Deduplication,
+    /// How alike (by vector) a capture must be to a stored memory to be judged against it.
+    pub(crate) deduplication: Deduplication,
+    /// The claim rule captures are judged by, with the vocabulary's synonyms.
+    pub(crate) claims: Arc<ClaimRules>,
     /// The synonyms recall widens a query with: built in, plus the project's own.
     pub(crate) vocabulary: Arc<Vocabulary>,
     /// Whether recall asks the language model (when there is one) for other search terms.
@@ -84,7 +81,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(ClaimRules::default()), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some
@@ -106,6 +103,7 @@ impl MemoryService {
             llm: self.llm.clone(),
             decay: self.decay,
             deduplication: self.deduplication.clone(),
+            claims: self.claims.clone(),
             vocabulary: self.vocabulary.clone(),
             rewrite_queries: self.rewrite_queries,
         })
@@ -139,6 +137,7 @@ impl MemoryService {
 
     /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
     pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
+        self.claims = Arc::new(ClaimRules::new(&vocabulary));
         self.vocabulary = Arc::new(vocabulary);
         self
     }
@@ -285,34 +284,64 @@ impl MemoryService {
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
-        // A bulk load (an import, a benchmark's corpus) is checked for exact duplicates only:
-        // each near-duplicate or contradiction check is a search, and a load is not a
-        // statement an agent is waiting to be told about.
-        let checked = memories.len() <= MAX_CHECKED_BATCH;
-        // A near-duplicate of a stored memory reinforces it instead of being stored beside it.
+        let claims: Vec<Claim> = memories.iter().map(|memory| self.claims.claim(&memory.content)).collect();
+        // Each capture is judged against its nearest stored memories and the captures before
+        // it in the batch (see `crate::judgment`); the same neighbours are checked for
+        // contradictions once it is stored.
+        let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
+        let mut neighbours: Vec<Vec<Neighbour>> = Vec::with_capacity(memories.len());
+        for (index, (memory, embedding)) in memories.iter().zip(&embeddings).enumerate() {
+            let near = self.neighbours_of(entry, memory, embedding.as_ref())?;
+            let earlier: Vec<Earlier<'_>> = (0..index)
+                .map(|before| Earlier { memory: &memories[before], claim: &claims[before], stored: matches!(plans[before], Plan::Store(_)) })
+                .collect();
+            plans.push(self.plan_capture(memory, &claims[index], &earlier, &near));
+            neighbours.push(near);
+        }
+        // Captures merged into an earlier one of the batch are kept beside it, forgotten; the
+        // earlier one is stored already confirmed.
+        let mut memories = memories;
+        for index in 0..memories.len() {
+            if let Plan::MergeIntoBatch(target) = plans[index] {
+                let target_urn = memories[target].urn();
+                dynamics::add_supporting(&mut memories[target]);
+                let kept = &mut memories[index];
+                kept.status = Status::Forgotten;
+                kept.links.truncate(MAX_LINKS - 1);
+                kept.links.push(Link { target: target_urn, relation: MERGED_INTO.to_owned() });
+            }
+        }
         let mut outcomes: Vec<Option<CaptureOutcome>> = Vec::with_capacity(memories.len());
         let mut batch: Vec<(Memory, Option<Embedding>)> = Vec::with_capacity(memories.len());
-        for ((memory, embedding), redacted) in memories.into_iter().zip(embeddings).zip(redactions.iter()) {
-            let duplicate = if checked { self.near_duplicate(entry, &memory, embedding.as_ref())? } else { None };
-            match duplicate {
-                Some(existing) => outcomes.push(Some(self.reinforce(entry, &existing, embedding.is_some(), redacted.clone())?)),
-                None => {
+        let mut batch_links: Vec<Vec<Link>> = Vec::with_capacity(memories.len());
+        for (((mut memory, embedding), redacted), plan) in memories.into_iter().zip(embeddings).zip(redactions.iter()).zip(&plans) {
+            match plan {
+                Plan::Merge(existing) => outcomes.push(Some(self.merge(entry, existing, memory, embedding, redacted.clone())?)),
+                Plan::Store(links) => {
+                    memory.links.extend(links.iter().cloned());
                     outcomes.push(None);
                     batch.push((memory, embedding));
+                    batch_links.push(links.clone());
+                }
+                Plan::MergeIntoBatch(_) => {
+                    outcomes.push(None);
+                    batch.push((memory, embedding));
+                    batch_links.push(Vec::new());
                 }
             }
         }
         let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
-        let batch_ids: Vec<MemoryId> = batch.iter().map(|(memory, _)| memory.id.clone()).collect();
-        let mut stored = batch.iter().zip(inserted);
+        let mut stored = batch.iter().zip(inserted).zip(batch_links);
+        let mut near = neighbours.into_iter();
         outcomes
             .into_iter()
             .zip(redactions)
             .map(|(outcome, redacted)| {
+                let neighbours = near.next().expect("one list of neighbours per capture");
                 if let Some(outcome) = outcome {
                     return Ok(outcome);
                 }
-                let ((memory, embedding), inserted) = stored.next().expect("one insert result per stored memory");
+                let (((memory, embedding), inserted), links) = stored.next().expect("one insert result per stored memory");
                 let mut warnings = Vec::new();
                 if let Some(near) = memory.namespace.near_built_in() {
                     warnings.push(format!(
@@ -322,17 +351,31 @@ impl MemoryService {
                 }
                 warnings.extend(redaction_warning(&redacted));
                 Ok(match inserted {
+                    Inserted::Created if memory.status == Status::Forgotten => {
+                        let target = memory.links.iter().find(|link| link.relation == MERGED_INTO).map(|link| link.target.to_string()).unwrap_or_default();
+                        warnings.insert(0, format!("an earlier capture of this batch makes the same claim; it was stored confirmed and this wording is kept as {} (`memory_restore` it to undo the merge)", memory.urn()));
+                        CaptureOutcome {
+                            urn: target,
+                            title: memory.title.clone(),
+                            created: false,
+                            reinforced: true,
+                            kept_as: Some(memory.urn().to_string()),
+                            linked: Vec::new(),
+                            embedded: embedding.is_some(),
+                            warnings,
+                            redacted,
+                            contradictions: Vec::new(),
+                        }
+                    }
                     Inserted::Created => {
-                        let contradictions = if checked {
-                            self.contradictions_at_capture(entry, memory, embedding.as_ref(), &batch_ids, &mut warnings)
-                        } else {
-                            Vec::new()
-                        };
+                        let contradictions = self.contradictions_at_capture(entry, memory, &neighbours, &mut warnings);
                         CaptureOutcome {
                             urn: memory.urn().to_string(),
                             title: memory.title.clone(),
                             created: true,
                             reinforced: false,
+                            kept_as: None,
+                            linked: link_views(&links),
                             embedded: embedding.is_some(),
                             warnings,
                             redacted,
@@ -347,6 +390,8 @@ impl MemoryService {
                             title: existing.map_or_else(|| memory.title.clone(), |existing| existing.title),
                             created: false,
                             reinforced: false,
+                            kept_as: None,
+                            linked: Vec::new(),
                             embedded: embedding.is_some(),
                             warnings,
                             redacted,
@@ -356,50 +401,6 @@ impl MemoryService {
                 })
             })
             .collect()
-    }
-
-    /// The stored memory a new one nearly duplicates, if any: an active memory of the same
-    /// namespace and kind whose vector is at least the namespace's deduplication threshold
-    /// alike and whose text makes the same claim ([`same_claim`]: same numbers, same negations,
-    /// most words shared). An identical text is not a near-duplicate: the store's exact check
-    /// answers it, and resending a capture must not count as a confirmation.
-    fn near_duplicate(&self, entry: &DomainStore, memory: &Memory, embedding: Option<&Embedding>) -> Result<Option<Memory>> {
-        let Some(embedding) = embedding else { return Ok(None) };
-        let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Ok(None) };
-        let filter = SearchFilter {
-            namespaces: vec![memory.namespace.clone()],
-            kinds: vec![memory.kind],
-            status: Some(Status::Active),
-            ..SearchFilter::default()
-        };
-        let hits = entry.store.search_vector(&embedding.vector, &embedding.model, &filter, DUPLICATE_CANDIDATES)?;
-        let alike: Vec<MemoryId> = hits.into_iter().filter(|hit| hit.score >= threshold).map(|hit| hit.id).collect();
-        if alike.is_empty() {
-            return Ok(None);
-        }
-        let found = entry.store.get_many(&alike)?;
-        Ok(alike.iter().find_map(|id| {
-            found
-                .iter()
-                .find(|existing| &existing.id == id && existing.content.trim() != memory.content.trim() && same_claim(&existing.content, &memory.content))
-                .cloned()
-        }))
-    }
-
-    /// Adds a confirmation to `existing` (a new version recording why) and reports it as the
-    /// capture's outcome.
-    fn reinforce(&self, entry: &DomainStore, existing: &Memory, embedded: bool, redacted: Vec<RedactionView>) -> Result<CaptureOutcome> {
-        let urn = existing.urn().to_string();
-        self.change("urn", &urn, |current, now| {
-            record_evidence(current, EvidenceKind::Supporting, "confirmed by a near-duplicate capture", now).map(Some)
-        })?;
-        let confirmations = entry.store.get(&existing.id)?.map_or(1, |memory| evidence_counts(&memory.metadata).supporting);
-        let mut warnings = vec![format!(
-            "a memory saying the same already exists in this namespace; it was reinforced (confirmed {confirmations} time{}) instead of storing a second copy",
-            if confirmations == 1 { "" } else { "s" }
-        )];
-        warnings.extend(redaction_warning(&redacted));
-        Ok(CaptureOutcome { urn, title: existing.title.clone(), created: false, reinforced: true, embedded, warnings, redacted, contradictions: Vec::new() })
     }
 
     /// Copies a project or user memory into another domain (the organisation's, typically), so
@@ -451,6 +452,8 @@ impl MemoryService {
                 created: false,
                 embedded,
                 reinforced: false,
+                kept_as: None,
+                linked: Vec::new(),
                 warnings: vec![format!("{} already holds this content; nothing new was stored", target.domain)],
                 redacted,
                 contradictions: Vec::new(),
@@ -460,6 +463,8 @@ impl MemoryService {
                 title: copy.title.clone(),
                 created: true,
                 reinforced: false,
+                kept_as: None,
+                linked: Vec::new(),
                 embedded,
                 warnings: redaction_warning(&redacted).into_iter().collect(),
                 redacted,
@@ -508,8 +513,12 @@ impl MemoryService {
         self.change_status(urn, Status::Forgotten, reason)
     }
 
-    /// Brings a forgotten memory back into recall.
+    /// Brings a forgotten memory back into recall. Restoring the memory a merge kept a
+    /// capture's wording in undoes the merge (see `crate::judgment`).
     pub fn restore(&self, urn: &str, reason: &str) -> Result<ChangeOutcome> {
+        if let Some(outcome) = self.undo_merge(urn, reason)? {
+            return Ok(outcome);
+        }
         self.change_status(urn, Status::Active, reason)
     }
 

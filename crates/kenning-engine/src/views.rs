@@ -30,12 +30,12 @@ pub struct MemoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
     pub source: String,
-    /// The confidence stated at capture (or the source's default).
+    /// Confidence stated at capture (or the source's default).
     pub confidence: f64,
-    /// The confidence now, after evidence and decay, as recall weighs it (on a read of the current memory).
+    /// Confidence now, after evidence and decay, as recall weighs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence_now: Option<f64>,
-    /// Under the dormancy threshold: out of default recall (on a read of the current memory).
+    /// Under the dormancy threshold: out of default recall.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dormant: bool,
     pub salience: f64,
@@ -49,10 +49,12 @@ pub struct MemoryView {
     pub last_accessed_at: Option<String>,
     pub access_count: u64,
     pub links: Vec<LinkView>,
+    /// The newer memory that replaced this one; recall prefers it except for questions about the past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub version: u32,
-    /// Who captured it (the configured user id, or an API key's identity); absent on memories
-    /// captured before authors were recorded.
+    /// Who captured it (user id or API key identity); absent on older memories.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
 }
@@ -91,6 +93,12 @@ impl From<&Memory> for MemoryView {
                 .iter()
                 .map(|link| LinkView { target: link.target.to_string(), relation: link.relation.clone() })
                 .collect(),
+            superseded_by: memory
+                .links
+                .iter()
+                .rev()
+                .find(|link| link.relation == kenning_core::contradiction::SUPERSEDED_BY)
+                .map(|link| link.target.to_string()),
             metadata: memory.metadata.clone(),
             version: memory.version,
             author: memory.author.clone(),
@@ -127,11 +135,17 @@ impl From<&Memory> for MemoryRef {
 pub struct CaptureOutcome {
     pub urn: String,
     pub title: String,
-    /// False when an identical or near-identical active memory already existed; `urn` is then that memory's URN.
+    /// False when an identical memory or one making the same claim existed; `urn` is then that one.
     pub created: bool,
-    /// True when a near-duplicate was found and confirmed (its confidence rises) instead.
+    /// True when a memory making the same claim was found and confirmed (its confidence rises) instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reinforced: bool,
+    /// On a merge, the forgotten memory keeping this capture's wording; `memory_restore` of it undoes the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_as: Option<String>,
+    /// Links to similar memories: `possibly-duplicate-of` (may say the same) or `related-to` (another claim on it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<LinkView>,
     /// True when the memory has a vector for semantic search (an embedder is configured).
     pub embedded: bool,
     /// Non-fatal observations, e.g. a namespace that looks like a typo of a built-in one.
@@ -280,12 +294,12 @@ pub struct ResolutionView {
     pub penalised: Option<String>,
 }
 
-/// Secrets of one kind that were replaced in one field before anything was stored.
+/// Secrets of one kind replaced in one field before it was stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RedactionView {
-    /// Which field, e.g. `content` or `tags[0]`.
+    /// The field, e.g. `tags[0]`.
     pub field: String,
-    /// What was found, e.g. `github-token`, `aws-secret-access-key`, `password`.
+    /// What was found, e.g. `github-token` or `password`.
     pub kind: String,
     pub count: usize,
 }
@@ -364,7 +378,7 @@ pub struct RecallPage {
     /// Domains that answered from a fallback, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub degraded: Vec<DomainNote>,
-    /// Other names of what the query names (synonyms, or a model's rewrite), also searched with less weight.
+    /// Synonyms or a model's rewrite of the query, also searched with less weight.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expanded_with: Vec<String>,
     /// How the model rewrite of the query went, when one is configured.
@@ -386,11 +400,11 @@ pub struct DomainNote {
 pub struct ChangeOutcome {
     pub urn: String,
     pub status: String,
-    /// The memory's version after the change.
+    /// Version after the change.
     pub version: u32,
-    /// False when nothing had to change (e.g. forgetting a forgotten memory).
+    /// False when nothing had to change.
     pub changed: bool,
-    /// Secrets replaced by `[REDACTED:kind]` in the update before it was stored.
+    /// Secrets replaced by `[REDACTED:kind]` in the update.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<RedactionView>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -440,7 +454,7 @@ pub struct DomainStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
     pub index: IndexHealth,
-    /// Problems the store worked around, such as notes it could not read and skipped.
+    /// Problems the store worked around, e.g. unreadable notes it skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

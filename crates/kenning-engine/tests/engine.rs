@@ -14,6 +14,8 @@ mod contradictions;
 mod decisions;
 #[path = "engine/dynamics.rs"]
 mod dynamics;
+#[path = "engine/judgment.rs"]
+mod judgment;
 #[path = "engine/redaction.rs"]
 mod redaction;
 

@@ -1,7 +1,9 @@
 //! What a session learnt, read by rules that need no language model: sentences that state a
 //! decision, a fix or its cause, a blocker, or (from the user) a standing preference. Each
-//! becomes a memory with `source: hook` in its metadata and the tag `hook`; the store's
-//! duplicate check keeps a sentence from being stored twice when the same turns are read again.
+//! becomes a memory with `source: hook` in its metadata and the tag `hook`. A sentence making
+//! the same claim as another one read is kept once; the capture's claim rule merges one that says
+//! what a stored memory says, and the store's duplicate check keeps a sentence from being stored
+//! twice when the same turns are read again.
 //!
 //! What is read depends on the event. A stop reads the turn that just ended: its final answer
 //! from the hook input (`last_assistant_message`: the client may not have written it to the
@@ -22,6 +24,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 
 use kenning_core::CaptureInput;
+use kenning_core::claim::{Claim, ClaimRules, Judgement};
 use kenning_core::llm::{CompletionRequest, Message};
 use serde::Deserialize;
 use serde_json::Value;
@@ -227,18 +230,23 @@ pub fn sentences(text: &str) -> Vec<String> {
     found
 }
 
-/// Everything worth keeping in these texts, without repeats: what the user said first (their
-/// preferences are the rarest findings and the costliest to lose), then the assistant's, each
-/// newest first; at most [`MAX_FINDINGS`].
+/// Everything worth keeping in these texts, without repeats (a sentence making the same claim as
+/// one found before, by [`ClaimRules`], is one): what the user said first (their preferences are
+/// the rarest findings and the costliest to lose), then the assistant's, each newest first; at
+/// most [`MAX_FINDINGS`].
 pub fn findings(texts: &[(Speaker, String)]) -> Vec<Finding> {
+    let rules = ClaimRules::default();
     let mut found: Vec<Finding> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
     for wanted in [Speaker::User, Speaker::Assistant] {
         for (speaker, text) in texts.iter().rev().filter(|(speaker, _)| *speaker == wanted) {
             for sentence in sentences(text).into_iter().rev() {
                 let Some(namespace) = classify(*speaker, &sentence) else { continue };
-                if found.iter().any(|finding| finding.sentence == sentence) {
+                let claim = rules.claim(&sentence);
+                if found.iter().any(|finding| finding.sentence == sentence) || claims.iter().any(|known| rules.compare(known, &claim) == Judgement::Same) {
                     continue;
                 }
+                claims.push(claim);
                 found.push(Finding { namespace, speaker: *speaker, sentence });
                 if found.len() == MAX_FINDINGS {
                     return found;
@@ -436,6 +444,27 @@ fn capture_input(finding: Finding, event: HookEvent, input: &HookInput, extracto
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_making_the_same_claim_as_a_newer_one_is_kept_once() {
+        let turn = |text: &str| format!("{{\"type\": \"user\", \"message\": {{\"content\": \"{text}\"}}}}");
+        let transcript = [
+            turn("Always run cargo fmt before committing Rust code."),
+            turn("Always run gofmt before committing Go code."),
+            turn("Always run cargo fmt before you commit Rust code."),
+            turn("Never run cargo fmt before committing Rust code."),
+        ]
+        .join("\n");
+        let found: Vec<String> = findings(&texts(&transcript)).into_iter().map(|finding| finding.sentence).collect();
+        assert_eq!(
+            found,
+            [
+                "Never run cargo fmt before committing Rust code.",
+                "Always run cargo fmt before you commit Rust code.",
+                "Always run gofmt before committing Go code.",
+            ]
+        );
+    }
 
     #[test]
     fn a_model_extraction_is_read_strictly() {

@@ -69,9 +69,9 @@ pub fn input_schema<T: JsonSchema + 'static>() -> Arc<rmcp::model::JsonObject> {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkArg {
-    /// URN of the linked memory, e.g. `kenning://user/learnings/01j…`.
+    /// URN of the linked memory.
     pub target: String,
-    /// What the link means, e.g. `supersedes`, `derived-from`; default `relates-to`.
+    /// The link's meaning, e.g. `supersedes`; default `relates-to`.
     pub relation: Option<String>,
 }
 
@@ -88,7 +88,7 @@ pub struct CaptureArgs {
     pub content: String,
     /// Short searchable title; defaults to the content's first line.
     pub title: Option<String>,
-    /// `episodic` (what happened), `semantic` (facts, conventions) or `procedural` (how to do something); defaults by namespace.
+    /// `episodic` (what happened), `semantic` (facts) or `procedural` (how-to); defaults by namespace.
     #[serde(alias = "type")]
     pub kind: Option<String>,
     /// decisions, learnings, patterns, blockers, progress, context, tech-debt, apis, config, security, performance, testing, preferences, standards, or your own lower-case name; default `context`.
@@ -166,7 +166,7 @@ pub struct RecallArgs {
     pub include_dormant: Option<bool>,
     /// Only memories captured on this git branch.
     pub branch: Option<String>,
-    /// Only memories about this file or directory (named in metadata `file`/`files` or in the text), relative to the repository root.
+    /// Only memories about this file or folder (metadata `file`/`files` or the text), relative to the repository root.
     pub file: Option<String>,
     /// Reference time for relative times in the query ("yesterday", "since March"); default now.
     pub as_of: Option<String>,

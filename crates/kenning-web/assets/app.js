@@ -47,8 +47,22 @@
       .catch(function () {})
       .then(function () { refreshing = false; });
   }
-  var events = new EventSource("/events");
-  events.addEventListener("change", refresh);
-  document.documentElement.dataset.live = "connecting";
-  events.addEventListener("ready", function () { document.documentElement.dataset.live = "on"; });
+  var events = null;
+  function listen() {
+    events = new EventSource("/events");
+    events.addEventListener("change", refresh);
+    document.documentElement.dataset.live = "connecting";
+    events.addEventListener("ready", function () { document.documentElement.dataset.live = "on"; });
+  }
+  // A page left for another closes its stream at once, and listens again if it comes back from
+  // the back-forward cache: a browser opens at most six connections to one host, and streams
+  // kept by pages left behind would hold them until a form's request waits for one.
+  window.addEventListener("pagehide", function () {
+    if (events) events.close();
+    events = null;
+  });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted && !events) listen();
+  });
+  listen();
 })();

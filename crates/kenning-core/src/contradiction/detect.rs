@@ -14,6 +14,10 @@
 //!   from MySQL to PostgreSQL", "v2 replaces v1", "instead of", "no longer", "switched to"),
 //!   names what the older one asserts, and shares its subject.
 //!
+//! When none of these is found, [`super::change`] reads the many other ways a newer statement
+//! says that a fact changed ("we replaced X with Y", "X took over from Y", "as of March …",
+//! "S moved to Y", "… now") and a newer statement giving the same setting other numbers.
+//!
 //! Precision matters more than recall: a contradiction an agent is told of must be one. The
 //! corpus in `tests/fixtures/contradictions.json` holds true conflicts and near-misses.
 
@@ -65,6 +69,11 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
     if older.trim() == newer.trim() {
         return None;
     }
+    by_words(older, newer, vector_similarity).or_else(|| super::change::update(older, newer))
+}
+
+/// The detections of the module documentation, from the shared words of the two texts.
+fn by_words(older: &str, newer: &str, vector_similarity: Option<f64>) -> Option<Detection> {
     let olds: Vec<Sentence> = sentences(older).into_iter().take(MAX_SENTENCES).collect();
     let news: Vec<Sentence> = sentences(newer).into_iter().take(MAX_SENTENCES).collect();
     let close = vector_similarity.is_some_and(|value| value >= VECTOR_SUBJECT);

@@ -13,6 +13,7 @@
 //! penalises neither; `reopened` is a settled contradiction whose winner a later capture
 //! contradicted again. Every move is kept in the record's history.
 
+mod change;
 pub mod detect;
 pub mod judge;
 
@@ -229,6 +230,32 @@ pub fn settled_against(current: &Memory, replaced_by: Option<&MemoryUrn>, reason
     }
     let reason: String = reason.trim().chars().take(1000).collect();
     supersede(current, next, reason, now)
+}
+
+/// The next version of a memory a newer one contradicts while the contradiction is open: a
+/// [`SUPERSEDED_BY`] link to the newer one, so that recall prefers it, and no evidence yet.
+/// `None` when the memory already has the link or no room for it.
+pub fn marked_superseded(current: &Memory, replaced_by: &MemoryUrn, reason: &str, now: DateTime<Utc>) -> Option<(Memory, MemoryVersion)> {
+    let linked = current.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == replaced_by);
+    if linked || current.links.len() >= MAX_LINKS {
+        return None;
+    }
+    let mut next = current.clone();
+    next.links.push(Link { target: replaced_by.clone(), relation: SUPERSEDED_BY.to_owned() });
+    let reason: String = reason.trim().chars().take(1000).collect();
+    Some(supersede(current, next, reason, now))
+}
+
+/// The next version of a memory that won a contradiction against the one it was marked
+/// superseded by: the [`SUPERSEDED_BY`] link to that one goes. `None` when it has none.
+pub fn no_longer_superseded(current: &Memory, by: &MemoryUrn, reason: &str, now: DateTime<Utc>) -> Option<(Memory, MemoryVersion)> {
+    if !current.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == by) {
+        return None;
+    }
+    let mut next = current.clone();
+    next.links.retain(|link| !(link.relation == SUPERSEDED_BY && &link.target == by));
+    let reason: String = reason.trim().chars().take(1000).collect();
+    Some(supersede(current, next, reason, now))
 }
 
 /// Whether a memory was replaced by a newer one (it carries a [`SUPERSEDED_BY`] link).

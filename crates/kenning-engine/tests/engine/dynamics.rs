@@ -176,7 +176,7 @@ fn a_near_duplicate_capture_reinforces_the_stored_memory() {
     assert!(!again.created && again.reinforced, "{again:?}");
     assert_eq!(again.urn, first.urn);
     assert!(again.warnings.iter().any(|warning| warning.contains("reinforced (confirmed 1 time)")), "{:?}", again.warnings);
-    let third = memory.capture(note("The CI cache must be cleared after bumping the Rust toolchain version.", "semantic"), None).unwrap();
+    let third = memory.capture(note("After bumping the Rust toolchain, the CI cache must be cleared.", "semantic"), None).unwrap();
     assert!(third.reinforced && third.urn == first.urn, "{third:?}");
 
     let stats = store.stats().unwrap();
@@ -186,7 +186,8 @@ fn a_near_duplicate_capture_reinforces_the_stored_memory() {
     assert_eq!(evidence_counts(&stored.metadata).supporting, 2);
     assert_eq!(stored.version, 3, "each confirmation is a version with its reason");
     let history = store.history(&id).unwrap();
-    assert!(history.iter().all(|version| version.reason == "confirmed by a near-duplicate capture"));
+    let kept = [again.kept_as.clone().unwrap(), third.kept_as.clone().unwrap()];
+    assert!(history.iter().zip(&kept).all(|(version, kept)| version.reason.starts_with(&format!("merged {kept}, a capture making the same claim"))), "{history:?}");
     let page = recall(&memory, "CI cache Rust toolchain");
     assert!(page.results[0].confidence > 0.9, "confirmed twice, stated 0.9: {}", page.results[0].confidence);
 }

@@ -1,0 +1,542 @@
+//! Knowledge updates: a newer statement saying that the fact an older one states has changed,
+//! in the many ways people say so, and a newer statement giving the same setting another
+//! number.
+//!
+//! Four shapes, each read from the words as the claim rule reads them ([`ClaimRules::statements`]:
+//! stemmed, synonyms joined, numbers with their units):
+//!
+//! - **what was replaced**: "we replaced X with Y", "Y replaced X", "X was replaced by Y",
+//!   "moved from X to Y", "moved off X to Y", "Y instead of X", "we dropped X", "stopped using
+//!   X", "gave up X", "left X", "X is deprecated", "X was removed", "X retired", "took over from
+//!   X", "handed … over", "no longer X". The older statement must name X (every named thing of
+//!   it), must not name Y, and must share the rest of the newer statement's subject;
+//! - **what moved where**: "S moved to Y", "we switched S to Y", "S was upgraded to Y",
+//!   "raised S to Y", "rewritten in Y", … The older statement must be about S (most of its
+//!   words), must not name Y, and must hold something the newer one does not (the old value);
+//! - **a cue and the same slot**: "now", "currently", "as of …", "since …", "starting …",
+//!   "from now on", "going forward", "these days", "new", "after the …", "became". With the cue
+//!   set aside, the two statements share their frame (two words or more) and differ in a few
+//!   words on each side: the old value and the new one;
+//! - **another number**: no cue, the same words, and other numbers in the same places
+//!   ("retry 3 times" / "retry 5 times"), unless a number identifies what the statement is
+//!   about ("user 1 …" / "user 2 …").
+//!
+//! The older statement must state a fact: not a change of its own ("we moved from …") and not a
+//! past event ("I went to …", "fixed the bug"), which a later statement does not replace. A
+//! speaker's label ("Caroline: …") is not part of what is said.
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use super::{ContradictionKind, Detection};
+use crate::claim::{ClaimRules, Word, WordKind};
+
+/// Statements compared per memory, as in [`super::detect`].
+const MAX_STATEMENTS: usize = 12;
+
+fn rules() -> &'static ClaimRules {
+    static RULES: OnceLock<ClaimRules> = OnceLock::new();
+    RULES.get_or_init(ClaimRules::default)
+}
+
+/// Whether `newer` changes what `older` states, and the words of each that show it.
+pub(super) fn update(older: &str, newer: &str) -> Option<Detection> {
+    let rules = rules();
+    let olds: Vec<Statement> = rules.statements(older).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect();
+    let news: Vec<Statement> = rules.statements(newer).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect();
+    for new in news.iter().filter(|new| !new.words.is_empty()) {
+        for old in olds.iter().filter(|old| !old.words.is_empty() && !old.past && !old.change) {
+            let found = replaced(old, new).or_else(|| moved(old, new)).or_else(|| cued(old, new));
+            if let Some((before, after)) = found {
+                return Some(Detection { kind: ContradictionKind::Superseded, older: before, newer: after, newer_states_change: true });
+            }
+            if let Some((before, after)) = renumbered(old, new) {
+                return Some(Detection { kind: ContradictionKind::ChangedValue, older: before, newer: after, newer_states_change: false });
+            }
+        }
+    }
+    None
+}
+
+struct Statement {
+    words: Vec<Word>,
+    /// It tells of a past event rather than stating a fact.
+    past: bool,
+    /// It tells of a change itself.
+    change: bool,
+}
+
+impl Statement {
+    fn new(mut words: Vec<Word>) -> Statement {
+        // A speaker's label: `Caroline: …`.
+        if words.len() > 2 && words[1].kind == WordKind::Break && words[0].capital {
+            words.drain(..2);
+        }
+        let past = is_past(&words);
+        let change = words.iter().any(|word| CHANGE_MARKERS.contains(&word.lower.as_str())) || has_pair(&words, "no", "longer");
+        Statement { words, past, change }
+    }
+
+    fn content(&self) -> BTreeSet<String> {
+        content(&self.words)
+    }
+
+    fn at(&self, lower: &str) -> Option<usize> {
+        self.words.iter().position(|word| word.lower == lower)
+    }
+}
+
+/// Words that tell of a change: a statement holding one is not a plain fact to replace.
+const CHANGE_MARKERS: &[&str] = &[
+    "moved", "moving", "switched", "switching", "migrated", "migrating", "changed", "replaced", "replaces", "replacing",
+    "upgraded", "downgraded", "converted", "ported", "relocated", "rewritten", "raised", "lowered", "increased",
+    "decreased", "reduced", "bumped", "deprecated", "dropped", "stopped", "retired", "removed", "instead", "anymore",
+    "superseded", "supersedes", "became", "transitioned",
+];
+
+/// Verbs that move a subject to a new value with `to` (or `into`, `in`).
+const MOVE_VERBS: &[&str] = &[
+    "moved", "move", "switched", "switch", "migrated", "migrate", "changed", "change", "upgraded", "upgrade", "downgraded",
+    "converted", "ported", "relocated", "rewritten", "rewrote", "raised", "lowered", "increased", "decreased", "reduced",
+    "bumped", "went", "rose", "set", "updated", "transferred", "shifted",
+];
+
+/// Verbs whose object is what was given up.
+const DROP_VERBS: &[&str] = &["dropped", "ditched", "abandoned", "retired", "deprecated", "removed", "uninstalled", "discontinued", "decommissioned", "sold", "left"];
+/// Of those, the ones that also say other things ("left early", "sold out"): their object must be a named thing.
+const LOOSE_DROP_VERBS: &[&str] = &["sold", "left"];
+/// Participles and adjectives saying that the subject is gone.
+const GONE_WORDS: &[&str] = &["deprecated", "removed", "retired", "dropped", "gone", "discontinued", "sunset", "abandoned", "decommissioned"];
+/// Words after which a participle or a noun names a thing rather than saying it is gone.
+const DETERMINERS: &[&str] = &["a", "an", "the", "this", "that", "these", "those", "our", "my", "your", "his", "her", "their", "its"];
+const BE: &[&str] = &["is", "are", "was", "were", "be", "been", "being", "got", "gets", "get", "has", "have"];
+/// Words that end the phrase of a new value.
+const VALUE_ENDS: &[&str] = &[
+    "in", "on", "at", "for", "with", "last", "next", "this", "since", "from", "starting", "after", "because", "and", "as",
+    "permanently", "yesterday", "today", "now", "when", "by", "instead", "before", "until",
+];
+
+/// Forms only a past tense takes.
+const PAST_FORMS: &[&str] = &[
+    "was", "were", "did", "went", "came", "ran", "saw", "took", "gave", "wrote", "began", "ate", "drove", "knew", "grew",
+    "threw", "drew", "spoke", "broke", "chose", "fell", "rose", "woke", "yesterday", "ago", "said", "told", "got", "made",
+    "met", "thought", "felt", "bought", "brought", "caught", "taught", "won", "lost",
+];
+/// Nouns that name things by number: `user 1`, `issue 14`.
+const IDENTIFYING_NOUNS: &[&str] = &[
+    "user", "issue", "pr", "ticket", "port", "step", "item", "bug", "case", "room", "line", "node", "server", "service",
+    "team", "group", "org", "rule", "standard", "test", "job", "task", "build", "release", "sprint", "week", "day",
+];
+/// Nouns whose number says where something is: `line 160`, `day 3`, `commit 4`.
+const LOCATING_NOUNS: &[&str] = &["line", "day", "page", "row", "column", "chapter", "section", "step", "sprint", "week", "issue", "ticket", "pr", "commit"];
+const SUBJECT_PRONOUNS: &[&str] = &["i", "we", "you", "he", "she", "they", "it"];
+
+fn is_past(words: &[Word]) -> bool {
+    words.iter().enumerate().any(|(index, word)| {
+        if PAST_FORMS.contains(&word.lower.as_str()) {
+            return true;
+        }
+        if word.lower == "last" && words.get(index + 1).is_some_and(|next| next.kind == WordKind::Word && next.canon.starts_with("u:")) {
+            return true;
+        }
+        // A verb in `-ed` right after its subject (`I painted`, `Alice fixed`, a sentence's
+        // capitalised first word as in `Ingrid confirmed`) or opening the sentence (`Fixed the
+        // bug`); after `is` or `are` it is a passive, after `a` or `the` an adjective.
+        let verb_in_ed = word.kind == WordKind::Word && word.lower.len() >= 5 && word.lower.ends_with("ed");
+        verb_in_ed
+            && match index.checked_sub(1).map(|at| &words[at]) {
+                None => true,
+                Some(before) => {
+                    SUBJECT_PRONOUNS.contains(&before.lower.as_str())
+                        || (before.kind == WordKind::Word && before.capital && (before.named || index == 1))
+                        || matches!(before.lower.as_str(), "have" | "has" | "had" | "'ve")
+                }
+            }
+    })
+}
+
+fn has_pair(words: &[Word], first: &str, second: &str) -> bool {
+    words.windows(2).any(|pair| pair[0].lower == first && pair[1].lower == second)
+}
+
+/// The canonical words that carry content: not function words, negations or breaks.
+fn content(words: &[Word]) -> BTreeSet<String> {
+    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.clone()).collect()
+}
+
+/// The canonical words that carry content, in the order written.
+fn content_in_order(words: &[Word]) -> Vec<&str> {
+    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.as_str()).collect()
+}
+
+fn named(words: &[Word]) -> BTreeSet<String> {
+    words.iter().filter(|word| word.named && matches!(word.kind, WordKind::Word | WordKind::Number)).map(|word| word.canon.clone()).collect()
+}
+
+fn written(words: &[Word]) -> Vec<String> {
+    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function).map(|word| word.lower.clone()).collect()
+}
+
+/// The words of a value: from `start` up to a word that ends it, a break, or the end.
+fn value_at(words: &[Word], start: usize) -> &[Word] {
+    let end = words[start..]
+        .iter()
+        .position(|word| word.kind == WordKind::Break || (word.kind == WordKind::Word && VALUE_ENDS.contains(&word.lower.as_str()) && !word.named))
+        .map_or(words.len(), |offset| start + offset);
+    &words[start..end.max(start)]
+}
+
+/// Whether the older statement names a value: all of its named things (or, with none, most of
+/// its words).
+fn names(old: &BTreeSet<String>, value: &[Word]) -> bool {
+    let (words, things) = (content(value), named(value));
+    if words.is_empty() || words.is_disjoint(old) {
+        return false;
+    }
+    if things.is_empty() { words.intersection(old).count() >= words.len().min(2) } else { things.is_subset(old) }
+}
+
+/// Whether the older statement already holds the new value.
+fn holds(old: &BTreeSet<String>, value: &[Word]) -> bool {
+    let (words, things) = (content(value), named(value));
+    if things.is_empty() { !words.is_empty() && words.is_subset(old) } else { things.is_subset(old) }
+}
+
+/// The first shape: the newer statement names what it replaced.
+fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+    let words = &new.words;
+    let (before, after, loose): (&[Word], &[Word], bool) = 'shape: {
+        // "replaced X with Y"
+        if let Some(verb) = words.iter().position(|word| word.lower.starts_with("replac"))
+            && let Some(with) = words[verb + 1..].iter().position(|word| word.canon == "with").map(|at| verb + 1 + at)
+            && with > verb + 1
+        {
+            break 'shape (&words[verb + 1..with], value_at(words, with + 1), false);
+        }
+        // "X was replaced by Y", "X is superseded by Y"
+        if let Some(verb) = words.iter().position(|word| matches!(word.lower.as_str(), "replaced" | "superseded"))
+            && words.get(verb + 1).is_some_and(|next| next.lower == "by")
+        {
+            break 'shape (&words[..verb], value_at(words, verb + 2), false);
+        }
+        // "Y replaced X (as …)"
+        if let Some(verb) = words.iter().position(|word| matches!(word.lower.as_str(), "replaced" | "replaces" | "supersedes" | "superseded"))
+            && verb > 0
+        {
+            break 'shape (value_at(words, verb + 1), &words[..verb], false);
+        }
+        // "moved from X to Y", "moved off X to Y"
+        if let Some(verb) = words.iter().position(|word| MOVE_VERBS.contains(&word.lower.as_str()))
+            && let Some(from) = words[verb + 1..].iter().position(|word| matches!(word.lower.as_str(), "from" | "off")).map(|at| verb + 1 + at)
+            && let Some(to) = words[from + 1..].iter().position(|word| word.lower == "to").map(|at| from + 1 + at)
+            && to > from + 1
+        {
+            break 'shape (&words[from + 1..to], value_at(words, to + 1), false);
+        }
+        // "Y instead of X"
+        if let Some(instead) = new.at("instead")
+            && words.get(instead + 1).is_some_and(|next| next.lower == "of")
+        {
+            break 'shape (value_at(words, instead + 2), &words[..instead], false);
+        }
+        // "took over (…) from X", "X handed … over to Y"
+        if let Some(took) = words.iter().position(|word| matches!(word.lower.as_str(), "took" | "takes" | "take"))
+            && words.get(took + 1).is_some_and(|next| next.lower == "over")
+            && let Some(from) = words[took + 2..].iter().position(|word| word.lower == "from").map(|at| took + 2 + at)
+        {
+            break 'shape (value_at(words, from + 1), &words[..took], false);
+        }
+        if let Some(handed) = words.iter().position(|word| matches!(word.lower.as_str(), "handed" | "hands"))
+            && let Some(to) = words[handed + 1..].iter().position(|word| word.lower == "to").map(|at| handed + 1 + at)
+        {
+            break 'shape (&words[..handed], value_at(words, to + 1), false);
+        }
+        // "we dropped X", "stopped using X", "gave up X", "left X"
+        if let Some(verb) = words.iter().position(|word| DROP_VERBS.contains(&word.lower.as_str()))
+            && verb > 0
+            && !BE.contains(&words[verb - 1].lower.as_str())
+            && verb + 1 < words.len()
+        {
+            let loose = LOOSE_DROP_VERBS.contains(&words[verb].lower.as_str());
+            break 'shape (value_at(words, verb + 1), &[], loose);
+        }
+        for (first, second) in [("stopped", "using"), ("gave", "up"), ("no", "longer")] {
+            if let Some(at) = words.windows(2).position(|pair| pair[0].lower == first && pair[1].lower == second) {
+                break 'shape (value_at(words, at + 2), &[], false);
+            }
+        }
+        // "X is deprecated", "X was removed", "X retired"; not "a sunset", "the retired teacher"
+        // (a noun or an adjective), and "sunset" only as a verb after `is` or `was`.
+        if let Some(gone) = words.iter().position(|word| GONE_WORDS.contains(&word.lower.as_str()) || word.lower == "retired")
+            && gone > 0
+            && !DETERMINERS.contains(&words[gone - 1].lower.as_str())
+            && (words[gone].lower != "sunset" || BE.contains(&words[gone - 1].lower.as_str()))
+        {
+            let subject_end = if BE.contains(&words[gone - 1].lower.as_str()) { gone - 1 } else { gone };
+            let subject_start = words[..subject_end]
+                .iter()
+                .rposition(|word| word.kind == WordKind::Break || matches!(word.lower.as_str(), "after" | "when" | "since" | "because" | "and"))
+                .map_or(0, |at| at + 1);
+            // "X is deprecated, use Y"
+            let successor = words[gone + 1..].iter().position(|word| word.canon == "use").map_or(&[][..], |at| value_at(words, gone + 2 + at));
+            break 'shape (&words[subject_start..subject_end], successor, false);
+        }
+        return None;
+    };
+    let old_words = old.content();
+    let (gone, coming) = (content(before), content(after));
+    // "gave up" drops what the older statement holds word for word ("gave up the violin", not
+    // "gave up hope").
+    let gave_up = has_pair(words, "gave", "up");
+    if gave_up && !gone.is_subset(&old_words) {
+        return None;
+    }
+    if gone.is_empty() || !names(&old_words, before) || (loose && named(before).is_empty()) || holds(&old_words, after) {
+        return None;
+    }
+    // The rest of the newer statement's subject must be the older one's too.
+    let rest: BTreeSet<String> =
+        new.content().into_iter().filter(|word| !gone.contains(word) && !coming.contains(word) && !is_cue(word) && word != "use" && word != "of").collect();
+    let shared = rest.intersection(&old_words).count();
+    let subject_ok = if rest.is_empty() { !named(before).is_empty() } else { shared >= 1 };
+    subject_ok.then(|| (written(before), if after.is_empty() { vec!["no longer".to_owned()] } else { written(after) }))
+}
+
+/// Whether a canonical word is one of the verbs of change, which are no part of a subject.
+fn is_cue(canon: &str) -> bool {
+    static CUES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    CUES.get_or_init(|| {
+        CHANGE_MARKERS
+            .iter()
+            .chain(MOVE_VERBS)
+            .chain(DROP_VERBS)
+            .filter_map(|marker| rules().statements(marker).into_iter().next().and_then(|words| words.into_iter().next()).map(|word| word.canon))
+            .collect()
+    })
+    .contains(canon)
+}
+
+/// The second shape: the newer statement moves a subject to a new value.
+fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+    let words = &new.words;
+    // "failed the database over to …" moves it as any verb of the list does.
+    let is_verb = |at: usize| {
+        MOVE_VERBS.contains(&words[at].lower.as_str())
+            || (words[at].lower == "failed" && words[at + 1..].iter().take(8).position(|word| word.lower == "over").is_some_and(|over| words.get(at + 2 + over).is_some_and(|next| next.lower == "to")))
+    };
+    let verb = (0..words.len()).find(|&at| is_verb(at))?;
+    let to = words[verb + 1..]
+        .iter()
+        .take(8)
+        .position(|word| matches!(word.lower.as_str(), "to" | "into") || (word.lower == "in" && matches!(words[verb].lower.as_str(), "rewritten" | "rewrote")))
+        .map(|at| verb + 1 + at)?;
+    let value = value_at(words, to + 1);
+    // "Set X in the config to override it": `set` moves a setting only to a named value or a
+    // number, not to a purpose.
+    if words[verb].lower == "set" && named(value).is_empty() {
+        return None;
+    }
+    // The particles of "went up to", "failed … over to" belong to the verb.
+    let particle = |word: &String| matches!(word.as_str(), "up" | "down" | "over" | "back");
+    let subject: BTreeSet<String> =
+        content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word) && !particle(word)).collect();
+    let old_words = old.content();
+    let covered = subject.intersection(&old_words).count();
+    if subject.is_empty() || covered * 3 < subject.len() * 2 || content(value).is_empty() || holds(&old_words, value) {
+        return None;
+    }
+    // The older statement holds a value the newer one does not: what was moved away from.
+    let new_words = new.content();
+    let before: Vec<String> = old
+        .words
+        .iter()
+        .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !subject.contains(&word.canon) && !new_words.contains(&word.canon))
+        .map(|word| word.lower.clone())
+        .collect();
+    // The older statement is a sentence that holds a value, not a heading such as "React
+    // connection pool size", which has no function word and names nothing it moved from.
+    let held_value = old.words.iter().any(|word| word.function || (word.named && before.contains(&word.lower)));
+    held_value.then(|| (before, written(value)))
+}
+
+/// Cue phrases of the third shape, and whether the words after them (to a break or the end)
+/// belong to the cue: `as of March`, `since the split`.
+const CUES: &[(&[&str], bool)] = &[
+    (&["as", "of"], true),
+    (&["since"], true),
+    (&["starting"], true),
+    (&["from", "now", "on"], false),
+    (&["going", "forward"], false),
+    (&["these", "days"], false),
+    (&["nowadays"], false),
+    (&["now"], false),
+    (&["currently"], false),
+    (&["new"], false),
+    (&["after", "the"], true),
+    (&["anymore"], false),
+];
+
+/// The third shape: a cue of change, and the same frame with other values.
+fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+    let mut words: Vec<Word> = new.words.clone();
+    let mut found = false;
+    // "for now" says that something is temporary, not that it changed.
+    while let Some(at) = words.windows(2).position(|pair| pair[0].lower == "for" && pair[1].lower == "now") {
+        words.drain(at..at + 2);
+    }
+    let place = |words: &[Word], cue: &[&str]| words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part));
+    for (cue, runs_on) in CUES {
+        // A cue the older statement holds too tells nothing of which one is newer.
+        let shared_cue = place(&old.words, cue).is_some();
+        while let Some(at) = place(&words, cue) {
+            let end = if *runs_on {
+                words[at..].iter().position(|word| word.kind == WordKind::Break).map_or(words.len(), |offset| at + offset)
+            } else {
+                at + cue.len()
+            };
+            words.drain(at..end);
+            found |= !shared_cue;
+        }
+    }
+    // "from Monday on"
+    if let Some(from) = words.iter().position(|word| word.lower == "from")
+        && words.last().is_some_and(|word| word.lower == "on")
+        && words.len() - from <= 4
+    {
+        words.truncate(from);
+        found = true;
+    }
+    if let Some(became) = words.iter().position(|word| word.lower == "became" || word.lower == "becomes") {
+        words[became].canon = "is".to_owned();
+        words[became].function = true;
+        found = true;
+    }
+    if !found || is_past(&words) {
+        return None;
+    }
+    let (old_words, new_words) = (old.content(), content(&words));
+    let gone: Vec<&String> = old_words.difference(&new_words).collect();
+    let coming: Vec<&String> = new_words.difference(&old_words).collect();
+    let shared = old_words.intersection(&new_words).count();
+    let negated = words.iter().filter(|word| word.kind == WordKind::Negation).count() > old.words.iter().filter(|word| word.kind == WordKind::Negation).count();
+    if coming.is_empty() || (gone.is_empty() && !negated) || gone.len() > 3 || coming.len() > 4 || shared < 2 {
+        return None;
+    }
+    let valued = |tokens: &[&String], words: &[Word]| tokens.iter().any(|token| words.iter().any(|word| &&word.canon == token && word.named));
+    // The same words in the same order but one: "the default branch is master" / "… is now main".
+    let (before, after) = (content_in_order(&old.words), content_in_order(&words));
+    let one_swapped = before.len() == after.len() && before.iter().zip(&after).filter(|(a, b)| a != b).count() == 1;
+    // What changed is a value (a named thing, a number), the one word that differs, or what the
+    // newer statement denies ("… now, not by hand"); not a verb or an opinion around the same
+    // things ("I think you'd love this novel" / "I'm currently reading this novel").
+    if !(valued(&gone, &old.words) || valued(&coming, &words) || one_swapped || negated) {
+        return None;
+    }
+    let spelled = |tokens: &[&String], words: &[Word]| -> Vec<String> {
+        words.iter().filter(|word| tokens.contains(&&word.canon)).map(|word| word.lower.clone()).collect()
+    };
+    Some((spelled(&gone, &old.words), spelled(&coming, &words)))
+}
+
+/// The fourth shape: the same words with other numbers in the same places.
+fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+    if new.past || new.change {
+        return None;
+    }
+    let numbers = |statement: &Statement| statement.words.iter().filter(|word| word.kind == WordKind::Number).map(|word| word.canon.clone()).collect::<Vec<_>>();
+    let rest = |statement: &Statement| {
+        statement.words.iter().filter(|word| word.kind != WordKind::Number && word.kind != WordKind::Break && !word.function).map(|word| word.canon.clone()).collect::<Vec<_>>()
+    };
+    let (before, after) = (numbers(old), numbers(new));
+    if before.is_empty() || before.len() != after.len() || before == after || rest(old) != rest(new) {
+        return None;
+    }
+    // A number right after a word that names things by number says what the statement is
+    // about ("user 1 …", "issue 14 …"), as does one before a label's colon.
+    let identifies = |statement: &Statement| {
+        let words = &statement.words;
+        let Some(at) = words.iter().position(|word| word.kind == WordKind::Number) else { return false };
+        let labelled = words[at..].iter().take(5).any(|word| word.kind == WordKind::Break);
+        at <= 1 && (labelled || words.first().is_some_and(|word| IDENTIFYING_NOUNS.contains(&word.lower.as_str())))
+    };
+    let first_change = before.iter().zip(&after).position(|(a, b)| a != b)?;
+    if first_change == 0 && (identifies(old) || identifies(new)) {
+        return None;
+    }
+    // A number after a word that locates ("at line 160", "on day 3") says where, not how much.
+    let locates = |statement: &Statement| {
+        statement.words.windows(2).any(|pair| pair[1].kind == WordKind::Number && LOCATING_NOUNS.contains(&pair[0].lower.as_str()))
+    };
+    if locates(old) || locates(new) {
+        return None;
+    }
+    let changed = |statement: &Statement, values: &[String], other: &[String]| -> Vec<String> {
+        statement
+            .words
+            .iter()
+            .filter(|word| word.kind == WordKind::Number)
+            .zip(values.iter().zip(other))
+            .filter(|(_, (value, counterpart))| value != counterpart)
+            .map(|(word, _)| word.lower.clone())
+            .collect()
+    };
+    Some((changed(old, &before, &after), changed(new, &after, &before)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(older: &str, newer: &str) -> Option<ContradictionKind> {
+        update(older, newer).map(|found| found.kind)
+    }
+
+    #[test]
+    fn the_phrasings_of_a_change_are_read() {
+        use ContradictionKind::*;
+        let cases = [
+            ("The orders service stores its data in MySQL 5.7.", "We switched the orders service to PostgreSQL 16 last week.", Superseded),
+            ("We lint Python code with flake8.", "We replaced flake8 with ruff.", Superseded),
+            ("Deploys happen on Thursdays.", "Deploys moved to Tuesdays.", Superseded),
+            ("Alice is the platform team lead.", "Bob took over from Alice as the platform team lead.", Superseded),
+            ("The API gateway is nginx.", "As of March, the API gateway is Kong.", Superseded),
+            ("CI runs on Travis CI.", "We dropped Travis CI; CI runs on GitHub Actions now.", Superseded),
+            ("Clients call the v1 endpoints.", "The v1 endpoints are deprecated, use the v2 endpoints.", Superseded),
+            ("Retry 3 times with a 5 s backoff.", "Retry 5 times with a 3 s backoff.", ChangedValue),
+            ("The default branch is master.", "The default branch is now main.", Superseded),
+            ("The staging cluster runs Kubernetes 1.27.", "The staging cluster was upgraded to Kubernetes 1.29.", Superseded),
+            ("The auth service issues HS256 tokens.", "The auth service issues RS256 tokens instead of HS256.", Superseded),
+            ("The primary database region is us-east-1.", "We failed the primary database over to us-west-2 permanently.", Superseded),
+            ("Our dentist is Dr. Patel.", "Our new dentist is Dr. Okafor.", Superseded),
+            ("The rent is 900 euros a month.", "The rent went up to 950 euros a month.", Superseded),
+            ("Kai plays the violin.", "Kai gave up the violin and plays the piano now.", Superseded),
+            ("The school headteacher is Mrs. Green.", "Mr. Hale became the school headteacher after Mrs. Green retired.", Superseded),
+        ];
+        for (older, newer, expected) in cases {
+            assert_eq!(kind(older, newer), Some(expected), "{older} / {newer}");
+        }
+    }
+
+    #[test]
+    fn events_history_and_other_subjects_are_not_updates() {
+        let cases = [
+            ("Caroline: I went to Paris last year.", "Caroline: I moved to Lisbon."),
+            ("Caroline: I love painting.", "Caroline: I moved to a new apartment."),
+            ("The analytics warehouse still runs on MySQL.", "We moved the orders service from MySQL to PostgreSQL."),
+            ("User 0 org standard 1: the timeout is 1 ms.", "User 1 org standard 0: the timeout is 0 ms."),
+            ("Use ripgrep for searching the code.", "Use ripgrep instead of grep for searching the code."),
+            ("The bug is in the parser.", "We switched to the feature branch to fix the bug."),
+            ("Ingrid decided to keep the job scheduler on DynamoDB for now.", "Chen decided to keep the data retention job on Node.js for now."),
+            ("The config loader is implemented in pyproject.toml and deployed with sqlx.", "Set `HTTP_TIMEOUT_MS` in the deploy config to override it per environment."),
+            ("React connection pool size", "We raised the pool size to 20 and added a 2 s acquire timeout."),
+            ("The relevant code is in `api.conf` around line 767.", "The relevant code is in `api.conf` around line 282."),
+            ("Ingrid confirmed the fix on staging on day 10 of the sprint.", "Ingrid confirmed the fix on staging on day 1 of the sprint."),
+            ("PostgreSQL connection pool exhausted again.", "Leaked PostgreSQL connections left the connection pool exhausted and requests failed."),
+            ("Melanie: 5 years already! [image: a photo of a bride in a wedding dress]", "Melanie: Here's our latest work. [image: a photo of a painting of a sunset with a palm tree]"),
+            ("Tim: I think you'd love this fantasy novel by Patrick Rothfuss.", "Tim: I'm currently reading a fantasy novel by Patrick Rothfuss."),
+        ];
+        for (older, newer) in cases {
+            assert_eq!(kind(older, newer), None, "{older} / {newer}");
+        }
+    }
+}
