@@ -181,7 +181,12 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
             }
         }
     }
-    let transcript = dir.path().join("session.jsonl");
+    // Hooks read a transcript only inside an agent's transcript folder, so the session is
+    // written where Claude Code would write it, under a client folder of the benchmark's own.
+    let claude = dir.path().join("claude");
+    let transcript_folder = claude.join("projects").join(PROJECT);
+    std::fs::create_dir_all(&transcript_folder)?;
+    let transcript = transcript_folder.join("session.jsonl");
     let transcript_bytes = write_transcript(&transcript, &corpus, args.memories)?;
     let data = dir.path().join("data");
     let config = dir.path().join("config");
@@ -206,6 +211,7 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
                 .env("KENNING_CONFIG_DIR", &config)
                 .env("KENNING_DATA_DIR", &data)
                 .env("KENNING_EMBEDDER", args.embedder.embedder.name())
+                .env("CLAUDE_CONFIG_DIR", &claude)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null());
