@@ -161,7 +161,7 @@ fn has_pair(words: &[Word], first: &str, second: &str) -> bool {
 
 /// The canonical words that carry content: not function words, negations or breaks.
 fn content(words: &[Word]) -> BTreeSet<String> {
-    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.clone()).collect()
+    content_in_order(words).into_iter().map(str::to_owned).collect()
 }
 
 /// The canonical words that carry content, in the order written.
@@ -380,11 +380,11 @@ const CUES: &[(&[&str], bool)] = &[
 fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
     let mut words: Vec<Word> = new.words.clone();
     let mut found = false;
+    let place = |words: &[Word], cue: &[&str]| words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part));
     // "for now" says that something is temporary, not that it changed.
-    while let Some(at) = words.windows(2).position(|pair| pair[0].lower == "for" && pair[1].lower == "now") {
+    while let Some(at) = place(&words, &["for", "now"]) {
         words.drain(at..at + 2);
     }
-    let place = |words: &[Word], cue: &[&str]| words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part));
     for (cue, runs_on) in CUES {
         // A cue the older statement holds too tells nothing of which one is newer.
         let shared_cue = place(&old.words, cue).is_some();
