@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
@@ -218,7 +217,6 @@ fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
         Durability::ProcessCrash => "NORMAL",
     };
     conn.pragma_update(None, "synchronous", synchronous)?;
-    skip_checkpoint_on_close(&conn)?;
     Ok(conn)
 }
 
@@ -227,19 +225,7 @@ fn open_reader(path: &Path) -> Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
-    skip_checkpoint_on_close(&conn)?;
     Ok(conn)
-}
-
-/// SQLite checkpoints the write-ahead log into the database, with its disk flushes, when the
-/// last connection to a store closes. A hook is a process of a few milliseconds that closes
-/// its stores at every run, so that checkpoint would be paid at every prompt. Skipping it loses
-/// nothing: the log keeps every commit (flushed as the durability says) and the next process to
-/// open the store reads it, and the log is still checkpointed by SQLite's auto-checkpoint once
-/// it passes 1000 pages at a commit, which bounds its size.
-fn skip_checkpoint_on_close(conn: &Connection) -> Result<()> {
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-    Ok(())
 }
 
 /// Runs `attempt` until it succeeds, fails with something other than lock contention, or
