@@ -285,15 +285,28 @@ impl MemoryService {
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
         let claims: Vec<Claim> = memories.iter().map(|memory| self.claims.claim(&memory.content)).collect();
+        // A capture whose exact content is already stored is skipped by the store's insert, so
+        // it is not judged: one indexed lookup for the batch spares its neighbour search. A hook
+        // that reads a whole transcript again finds most of its findings stored this way.
+        let holders = entry.store.active_holders(&memories.iter().collect::<Vec<&Memory>>())?;
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`); the same neighbours are checked for
         // contradictions once it is stored.
         let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
         let mut neighbours: Vec<Vec<Neighbour>> = Vec::with_capacity(memories.len());
         for (index, (memory, embedding)) in memories.iter().zip(&embeddings).enumerate() {
+            if holders[index].is_some() {
+                plans.push(Plan::Store(Vec::new()));
+                neighbours.push(Vec::new());
+                continue;
+            }
             let near = self.neighbours_of(entry, memory, embedding.as_ref())?;
             let earlier: Vec<Earlier<'_>> = (0..index)
-                .map(|before| Earlier { memory: &memories[before], claim: &claims[before], stored: matches!(plans[before], Plan::Store(_)) })
+                .map(|before| Earlier {
+                    memory: &memories[before],
+                    claim: &claims[before],
+                    stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
+                })
                 .collect();
             plans.push(self.plan_capture(memory, &claims[index], &earlier, &near));
             neighbours.push(near);
