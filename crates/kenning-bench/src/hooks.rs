@@ -9,7 +9,9 @@
 //! succeeded (PostToolUse), the stop of a turn whose findings are already stored (as at every
 //! stop after the first reading), and a compaction and a session end that read a long
 //! transcript written the way the client writes it (conversation lines among larger bookkeeping
-//! entries).
+//! entries). Timing starts after one spawn of every event, so that the stores hold what the
+//! session's earlier stops and compaction wrote, as they do for every hook after a session's
+//! first turn.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,7 +46,7 @@ pub struct HooksArgs {
     /// Memories in each of the project and the user domain.
     #[arg(long, default_value_t = 10_000)]
     pub memories: usize,
-    /// Spawns timed per event, after one untimed warm-up spawn.
+    /// Spawns timed per event, after one untimed spawn of every event.
     #[arg(long, default_value_t = 40)]
     pub runs: usize,
     #[arg(long, default_value_t = 42)]
@@ -54,6 +56,10 @@ pub struct HooksArgs {
     pub kenning_bin: PathBuf,
     #[arg(long)]
     pub json_out: Option<PathBuf>,
+    /// Build the repository and stores in this empty folder and keep them, to run a hook by hand
+    /// under a profiler (the hook's environment is written to `hook.env` there).
+    #[arg(long)]
+    pub keep_in: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,13 +166,22 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let machine = Machine::detect();
     let loaded = args.embedder.load()?;
-    let dir = tempfile::tempdir().context("creating a temporary directory for the stores")?;
-    let repo = dir.path().join("repo");
+    let temporary = tempfile::tempdir().context("creating a temporary directory for the stores")?;
+    let root = match &args.keep_in {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            ensure!(std::fs::read_dir(dir)?.next().is_none(), "--keep-in {} is not empty", dir.display());
+            dir.canonicalize()?
+        }
+        None => temporary.path().to_path_buf(),
+    };
+    let dir = root.as_path();
+    let repo = dir.join("repo");
     std::fs::create_dir_all(&repo)?;
     git(&repo, &["init", "-q", "-b", "main"])?;
     git(&repo, &["remote", "add", "origin", &format!("https://example.com/acme/{PROJECT}.git")])?;
     git(&repo, &["commit", "-q", "--allow-empty", "-m", "first"])?;
-    let user_db = dir.path().join("user.db");
+    let user_db = dir.join("user.db");
     let corpus = Corpus::new(args.seed);
     {
         let project: Arc<dyn MemoryStore> =
@@ -183,22 +198,29 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
     }
     // Hooks read a transcript only inside an agent's transcript folder, so the session is
     // written where Claude Code would write it, under a client folder of the benchmark's own.
-    let claude = dir.path().join("claude");
+    let claude = dir.join("claude");
     let transcript_folder = claude.join("projects").join(PROJECT);
     std::fs::create_dir_all(&transcript_folder)?;
     let transcript = transcript_folder.join("session.jsonl");
     let transcript_bytes = write_transcript(&transcript, &corpus, args.memories)?;
-    let data = dir.path().join("data");
-    let config = dir.path().join("config");
+    let data = dir.join("data");
+    let config = dir.join("config");
     std::fs::create_dir_all(&data)?;
     std::fs::create_dir_all(&config)?;
-    let mut events = Vec::new();
-    for (event, input) in inputs(&corpus, args.memories, &repo, &transcript) {
-        let payload = input.to_string();
-        let mut samples = Vec::with_capacity(args.runs);
-        let mut answered = 0;
-        for run in 0..=args.runs {
-            let mut command = Command::new(&binary);
+    if args.keep_in.is_some() {
+        let environment = format!(
+            "KENNING_USER_DB={}\nKENNING_CONFIG_DIR={}\nKENNING_DATA_DIR={}\nKENNING_EMBEDDER={}\nCLAUDE_CONFIG_DIR={}\n",
+            user_db.display(),
+            config.display(),
+            data.display(),
+            args.embedder.embedder.name(),
+            claude.display()
+        );
+        std::fs::write(dir.join("hook.env"), environment)?;
+    }
+    // One spawn of a hook: how long it took, and whether it printed context.
+    let spawn = |event: &str, payload: &str| -> Result<(Duration, bool)> {
+        let mut command = Command::new(&binary);
             for (key, _) in std::env::vars_os() {
                 if key.to_string_lossy().starts_with("KENNING_") {
                     command.env_remove(key);
@@ -215,16 +237,34 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null());
-            let started = Instant::now();
-            let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
-            child.stdin.take().context("no stdin")?.write_all(payload.as_bytes())?;
-            let output = child.wait_with_output()?;
-            let elapsed: Duration = started.elapsed();
-            ensure!(output.status.success(), "kenning hook {event} exited with {}", output.status);
-            if run > 0 {
-                samples.push(elapsed);
-                answered += usize::from(!output.stdout.is_empty());
-            }
+        let started = Instant::now();
+        let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
+        child.stdin.take().context("no stdin")?.write_all(payload.as_bytes())?;
+        let output = child.wait_with_output()?;
+        let elapsed: Duration = started.elapsed();
+        ensure!(output.status.success(), "kenning hook {event} exited with {}", output.status);
+        Ok((elapsed, !output.stdout.is_empty()))
+    };
+    let payloads: Vec<(&str, String)> =
+        inputs(&corpus, args.memories, &repo, &transcript).into_iter().map(|(event, input)| (event, input.to_string())).collect();
+    // One untimed spawn of every event first, as a session gets to the hooks timed: its stops
+    // and compaction have stored the transcript's findings, so the stores hold the writes of
+    // those hooks (which a later prompt's hook must see) and every timed stop finds its
+    // findings stored.
+    for (event, payload) in &payloads {
+        if args.keep_in.is_some() {
+            std::fs::write(dir.join(format!("{event}.json")), payload)?;
+        }
+        spawn(event, payload)?;
+    }
+    let mut events = Vec::new();
+    for (event, payload) in &payloads {
+        let mut samples = Vec::with_capacity(args.runs);
+        let mut answered = 0;
+        for _ in 0..args.runs {
+            let (elapsed, printed) = spawn(event, payload)?;
+            samples.push(elapsed);
+            answered += usize::from(printed);
         }
         events.push(EventFigures { event, spawn_to_output: Summary::of(&samples), answered });
     }

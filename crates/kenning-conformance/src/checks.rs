@@ -94,6 +94,30 @@ pub fn duplicates_within_a_batch_are_not_written(make: MakeStore) {
     assert_eq!(store.stats().unwrap().vectors_by_model.get(MODEL).copied().unwrap_or(0), 0);
 }
 
+/// What `active_holders` reports is what `insert` would skip: an active memory of the same
+/// namespace with the same content, surrounding whitespace aside; never one of another
+/// namespace, a forgotten one, or anything for a capture that is not active itself.
+pub fn active_holders_are_the_duplicates_insert_would_skip(make: MakeStore) {
+    let store = make();
+    let original = memory("holder-a", "learnings", "Run migrations before deploying.");
+    let mut forgotten = memory("holder-b", "learnings", "Deploy on Fridays.");
+    forgotten.status = Status::Forgotten;
+    store.insert(&[(original.clone(), None), (forgotten, None)]).unwrap();
+
+    let copy = memory("holder-c", "learnings", "  Run migrations before deploying.\n");
+    let elsewhere = memory("holder-d", "decisions", "Run migrations before deploying.");
+    let new = memory("holder-e", "learnings", "Run the linter before deploying.");
+    let like_forgotten = memory("holder-f", "learnings", "Deploy on Fridays.");
+    let mut inactive_copy = memory("holder-g", "learnings", "Run migrations before deploying.");
+    inactive_copy.status = Status::Forgotten;
+    let asked = [&copy, &elsewhere, &new, &like_forgotten, &inactive_copy];
+    assert_eq!(store.active_holders(&asked).unwrap(), [Some(original.id.clone()), None, None, None, None]);
+    assert_eq!(store.active_holders(&[]).unwrap(), []);
+    let inserted: Vec<Inserted> = asked.iter().map(|memory| store.insert(&[((*memory).clone(), None)]).unwrap().remove(0)).collect();
+    assert_eq!(inserted[0], Inserted::Duplicate(original.id.clone()));
+    assert!(inserted[1..].iter().all(|outcome| *outcome == Inserted::Created), "{inserted:?}");
+}
+
 /// A batch as large as a bulk load (a backend may write one another way, e.g. PostgreSQL's
 /// `COPY`) keeps every promise a small one does: outcomes in order, the first of a content
 /// stored and the rest reported as its duplicates, an active memory's content refused again,

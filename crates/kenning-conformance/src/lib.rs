@@ -110,6 +110,7 @@ macro_rules! conformance_tests {
             insert_get_round_trip,
             duplicates_across_calls_are_not_written,
             duplicates_within_a_batch_are_not_written,
+            active_holders_are_the_duplicates_insert_would_skip,
             a_large_batch_is_stored_as_a_small_one_is,
             forgotten_memories_do_not_block_a_new_capture,
             replace_is_compare_and_swap_with_history,

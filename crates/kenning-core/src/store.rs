@@ -150,6 +150,11 @@ pub trait MemoryStore: Send + Sync {
     /// (same namespace and content hash) including duplicates within the batch.
     fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>>;
 
+    /// For each memory, the active memory of the same namespace that already holds its content
+    /// (the exact duplicate [`MemoryStore::insert`] would skip), looked up by content hash; `None`
+    /// for a memory that is not active or whose content is new.
+    fn active_holders(&self, memories: &[&Memory]) -> Result<Vec<Option<MemoryId>>>;
+
     fn get(&self, id: &MemoryId) -> Result<Option<Memory>>;
 
     /// Fetches several memories at once, in no particular order; missing ids are skipped.

@@ -258,6 +258,29 @@ impl MemoryService {
         Ok(outcomes.pop().expect("one outcome per input"))
     }
 
+    /// Which of these captures the default domain (or `domain`) already holds word for word as
+    /// an active memory of the same namespace, so that capturing them again would store
+    /// nothing. A hook that reads a whole transcript asks first, so that what an earlier stop
+    /// stored is neither redacted nor judged again (the stored text is redacted already, so a
+    /// finding holding a secret never matches it and is captured as usual). An input that would
+    /// not validate is not held.
+    pub fn held_already(&self, inputs: &[CaptureInput], domain: Option<&str>) -> Result<Vec<bool>> {
+        let entry = match domain {
+            Some(text) => self.resolve_domain("domain", text)?,
+            None => &self.domains[0],
+        };
+        let now = self.now();
+        let built: Vec<Option<Memory>> = inputs
+            .iter()
+            .map(|input| {
+                let id = MemoryId::parse(&new_memory_id(now)).expect("generated ids are valid");
+                build_memory(self.authored(input.clone()), entry.domain.clone(), id, now).ok()
+            })
+            .collect();
+        let mut holders = entry.store.active_holders(&built.iter().flatten().collect::<Vec<&Memory>>())?.into_iter();
+        Ok(built.iter().map(|memory| memory.is_some() && holders.next().flatten().is_some()).collect())
+    }
+
     /// Captures a batch atomically per store: all inputs are validated first, so one invalid
     /// input rejects the batch before anything is written. Secrets are redacted from every input
     /// before validation, so none reaches the store, its history or the search index.
@@ -284,16 +307,36 @@ impl MemoryService {
             })
             .collect::<Result<Vec<Memory>, FieldError>>()?;
         let embeddings = self.embed_memories(&memories)?;
-        let claims: Vec<Claim> = memories.iter().map(|memory| self.claims.claim(&memory.content)).collect();
+        // A capture whose exact content is already stored is skipped by the store's insert, so
+        // it is not judged: one indexed lookup for the batch spares its claim and its neighbour
+        // search. A hook that reads a whole transcript again finds most of its findings stored.
+        let holders = entry.store.active_holders(&memories.iter().collect::<Vec<&Memory>>())?;
+        // A skipped capture's claim is never compared (it counts as not stored for the later
+        // ones), so it gets the empty claim.
+        let skipped = self.claims.claim("");
+        let claims: Vec<Claim> = memories
+            .iter()
+            .zip(&holders)
+            .map(|(memory, holder)| if holder.is_some() { skipped.clone() } else { self.claims.claim(&memory.content) })
+            .collect();
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`); the same neighbours are checked for
         // contradictions once it is stored.
         let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
         let mut neighbours: Vec<Vec<Neighbour>> = Vec::with_capacity(memories.len());
         for (index, (memory, embedding)) in memories.iter().zip(&embeddings).enumerate() {
+            if holders[index].is_some() {
+                plans.push(Plan::Store(Vec::new()));
+                neighbours.push(Vec::new());
+                continue;
+            }
             let near = self.neighbours_of(entry, memory, embedding.as_ref())?;
             let earlier: Vec<Earlier<'_>> = (0..index)
-                .map(|before| Earlier { memory: &memories[before], claim: &claims[before], stored: matches!(plans[before], Plan::Store(_)) })
+                .map(|before| Earlier {
+                    memory: &memories[before],
+                    claim: &claims[before],
+                    stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
+                })
                 .collect();
             plans.push(self.plan_capture(memory, &claims[index], &earlier, &near));
             neighbours.push(near);

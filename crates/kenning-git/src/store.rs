@@ -560,6 +560,11 @@ impl MemoryStore for GitNotesStore {
         })?)
     }
 
+    fn active_holders(&self, memories: &[&Memory]) -> CoreResult<Vec<Option<MemoryId>>> {
+        self.refresh()?;
+        self.index.active_holders(memories)
+    }
+
     fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
         self.refresh()?;
         self.index.get(id)

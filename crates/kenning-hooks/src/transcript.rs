@@ -405,8 +405,11 @@ pub fn capture_session(hooks: &Hooks, event: HookEvent, input: &HookInput) -> Re
 /// holds do not count, so a finding past the first few is not lost because earlier ones were
 /// stored by an earlier stop.
 fn store_new(hooks: &Hooks, inputs: Vec<CaptureInput>) -> Result<usize, Error> {
+    // What an earlier stop stored word for word would be reported as a duplicate: it is left
+    // out at the cost of one lookup, before any finding is redacted or judged.
+    let held = hooks.memory.held_already(&inputs, None)?;
     let mut created = 0;
-    let mut rest = inputs.into_iter();
+    let mut rest = inputs.into_iter().zip(held).filter_map(|(input, held)| (!held).then_some(input));
     while created < MAX_CAPTURES {
         let batch: Vec<CaptureInput> = rest.by_ref().take(MAX_CAPTURES - created).collect();
         if batch.is_empty() {

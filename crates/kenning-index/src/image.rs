@@ -222,6 +222,20 @@ fn header_checksum(header: &[u8], stamp: &[u8]) -> u32 {
     hasher.finalize()
 }
 
+/// How much of an image's body is checked when it is opened. The header (with the stamp, the
+/// length and the section table's place) is always checked against its own checksum, and every
+/// section against the rest of the index, so an image opened either way is safe to search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyCheck {
+    /// The CRC-32 of every byte after the header: damage that leaves the structure sound (a
+    /// changed count or vector component) is caught too, at the price of reading every page.
+    Checksum,
+    /// The structure only: what a search follows (offsets, slots, rows) is checked, the rest
+    /// trusted, so that a short-lived process opening an image its store wrote does not read
+    /// all of it.
+    Structure,
+}
+
 /// Hands out an image's sections in order, as columns read in place.
 pub(crate) struct ImageReader {
     image: ImageBytes,
@@ -230,16 +244,16 @@ pub(crate) struct ImageReader {
 }
 
 impl ImageReader {
-    /// Checks the whole image (header, then the checksum of every byte after it) and its
-    /// section table.
-    pub fn open(image: ImageBytes) -> Result<(ImageReader, Vec<u8>), ImageError> {
+    /// Checks the image's header and section table, and with [`BodyCheck::Checksum`] the
+    /// checksum of every byte after the header.
+    pub fn open(image: ImageBytes, body_check: BodyCheck) -> Result<(ImageReader, Vec<u8>), ImageError> {
         let bytes = (*image).as_ref();
         if (bytes.as_ptr() as usize) % 8 != 0 {
             return Err(invalid("the image's bytes are not aligned to 8"));
         }
         let header = read_header(bytes)?;
         let body_start = HEADER_LEN + header.stamp.len();
-        if crc32fast::hash(&bytes[body_start..]) != header.body_checksum {
+        if body_check == BodyCheck::Checksum && crc32fast::hash(&bytes[body_start..]) != header.body_checksum {
             return Err(ImageError::Checksum("body"));
         }
         let table_offset = usize::try_from(header.table_offset).map_err(|_| invalid("table offset"))?;

@@ -38,7 +38,7 @@ use kenning_core::{MemoryId, ScoredId, SearchFilter};
 
 pub use column::ImageBytes;
 pub use docs::{DocInput, Slot};
-pub use image::{FORMAT_VERSION, ImageError};
+pub use image::{BodyCheck, FORMAT_VERSION, ImageError};
 
 use crate::column::Column;
 use crate::docs::{DocTable, FastMap, FxHasher};
@@ -222,11 +222,12 @@ impl SearchIndex {
     }
 
     /// Opens an image written by [`SearchIndex::write_image`], reading its arrays in place,
-    /// and returns the index with the image's stamp. Every byte is checked against the image's
-    /// checksum and every value a search relies on against the rest, so a damaged or foreign
-    /// image is refused, never trusted.
-    pub fn read_image(bytes: ImageBytes) -> Result<(SearchIndex, Vec<u8>), ImageError> {
-        let (mut image, stamp) = ImageReader::open(bytes)?;
+    /// and returns the index with the image's stamp. The header is checked against its
+    /// checksum, the body as `body_check` says, and every value a search relies on against the
+    /// rest, so a damaged or foreign image is refused or, with [`BodyCheck::Structure`], at
+    /// worst ranks differently; it never makes a search read out of bounds or panic.
+    pub fn read_image(bytes: ImageBytes, body_check: BodyCheck) -> Result<(SearchIndex, Vec<u8>), ImageError> {
+        let (mut image, stamp) = ImageReader::open(bytes, body_check)?;
         let docs = DocTable::read(&mut image)?;
         let slots = docs.slot_count();
         let text = TextIndex::read(&mut image, slots)?;

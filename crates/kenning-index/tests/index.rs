@@ -13,7 +13,7 @@ use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryKind, Namespace, ScoredId, SearchFilter, Status};
 use kenning_index::analyzer::{Analyzer, for_each_word};
-use kenning_index::{DocInput, FORMAT_VERSION, ImageError, SearchIndex};
+use kenning_index::{BodyCheck, DocInput, FORMAT_VERSION, ImageError, SearchIndex};
 use proptest::prelude::*;
 
 /// A record as a store would hold it.
@@ -95,9 +95,13 @@ fn image_of(index: &SearchIndex, stamp: &[u8]) -> Vec<u8> {
 }
 
 fn read_image(bytes: &[u8]) -> Result<(SearchIndex, Vec<u8>), ImageError> {
+    read_image_checking(bytes, BodyCheck::Checksum)
+}
+
+fn read_image_checking(bytes: &[u8], body_check: BodyCheck) -> Result<(SearchIndex, Vec<u8>), ImageError> {
     let mut words = vec![0u64; bytes.len().div_ceil(8)];
     bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
-    SearchIndex::read_image(Arc::new(Aligned { words, len: bytes.len() }))
+    SearchIndex::read_image(Arc::new(Aligned { words, len: bytes.len() }), body_check)
 }
 
 /// Replays `history[..split]`, writes the index as an image and reads it back, then applies the
@@ -379,7 +383,8 @@ proptest! {
 }
 
 /// Every byte of an image is covered by a checksum, and every cut is noticed: a damaged image
-/// is refused, never read.
+/// is refused, never read. Opened on its structure alone (as a store opens its index file), a
+/// damaged image is refused or searched without going out of bounds.
 #[test]
 fn a_damaged_image_is_refused() {
     let history: Vec<(i64, Record)> = (0..40)
@@ -402,10 +407,21 @@ fn a_damaged_image_is_refused() {
     let (index, _) = replay(&history);
     let image = image_of(&index, b"store 1");
     assert!(read_image(&image).is_ok());
+    let everything = SearchFilter::default();
     for position in 0..image.len() {
         let mut damaged = image.clone();
         damaged[position] ^= 0x20;
         assert!(read_image(&damaged).is_err(), "a flipped byte at {position} of {} went unnoticed", image.len());
+        // Opened on its structure alone, a damaged image is refused or searched within bounds:
+        // whatever a flipped byte does to the rankings, it must not make a search panic.
+        if let Ok((mut opened, _)) = read_image_checking(&damaged, BodyCheck::Structure) {
+            for word in WORDS {
+                opened.search_text(word, &everything, 10);
+            }
+            opened.search_vector(&[1.0, -1.0, 0.5, 0.0, 2.0, -2.0, 1.0, 0.0], MODEL, &everything, 10);
+            upsert(&mut opened, 1, &history[1].1);
+            opened.search_text(WORDS[0], &everything, 10);
+        }
     }
     for length in [0, 7, 8, 63, 64, 100, image.len() / 2, image.len() - 1] {
         assert!(read_image(&image[..length]).is_err(), "an image cut to {length} bytes was read");

@@ -1,6 +1,8 @@
 //! Queries that fetch memories, their history and vectors, search them, and the store's figures.
 //! Every filter is part of the SQL, so the database answers it beside the search itself.
 
+use std::collections::HashMap;
+
 use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
@@ -31,6 +33,37 @@ pub(crate) async fn get_many(tx: &Tx, ids: &[MemoryId]) -> Result<Vec<Memory>> {
     let ids: Vec<&str> = ids.iter().map(MemoryId::as_str).collect();
     let rows = tx.query(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY($1)"), &[&ids]).await?;
     rows.iter().map(|row| decode_row(row, 0)).collect()
+}
+
+/// For each memory, the active memory of its namespace holding its content, in one query.
+pub(crate) async fn active_holders(tx: &Tx, memories: &[&Memory]) -> Result<Vec<Option<MemoryId>>> {
+    let active: Vec<&Memory> = memories.iter().copied().filter(|memory| memory.status == Status::Active).collect();
+    if active.is_empty() {
+        return Ok(vec![None; memories.len()]);
+    }
+    let namespaces: Vec<&str> = active.iter().map(|memory| memory.namespace.as_str()).collect();
+    let hashes: Vec<String> = active.iter().map(|memory| memory.content_hash()).collect();
+    let rows = tx
+        .query(
+            "SELECT m.namespace, m.content_hash, m.id FROM memories m \
+             JOIN unnest($1::text[], $2::text[]) AS b(namespace, content_hash) USING (namespace, content_hash) \
+             WHERE m.status = 'active'",
+            &[&namespaces, &hashes],
+        )
+        .await?;
+    let mut holders: HashMap<(String, String), MemoryId> = HashMap::new();
+    for row in rows {
+        let id = MemoryId::parse(row.get::<_, &str>(2)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        holders.insert((row.get(0), row.get(1)), id);
+    }
+    Ok(memories
+        .iter()
+        .map(|memory| {
+            (memory.status == Status::Active)
+                .then(|| holders.get(&(memory.namespace.as_str().to_owned(), memory.content_hash())).cloned())
+                .flatten()
+        })
+        .collect())
 }
 
 pub(crate) async fn history(tx: &Tx, id: &str) -> Result<Vec<MemoryVersion>> {

@@ -135,6 +135,11 @@ impl MemoryStore for PostgresStore {
         Ok(inserted)
     }
 
+    fn active_holders(&self, memories: &[&Memory]) -> CoreResult<Vec<Option<MemoryId>>> {
+        // Asked before a write, so of the primary: a replica may not hold the latest capture yet.
+        Ok(self.db.read_primary(async |tx: &Tx| read::active_holders(tx, memories).await)?)
+    }
+
     fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
         // A read that an update starts from: the primary's latest.
         Ok(self.db.read_primary(async |tx: &Tx| read::get(tx, id.as_str()).await)?)

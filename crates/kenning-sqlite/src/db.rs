@@ -24,6 +24,7 @@ const IDLE_READERS: usize = 4;
 
 pub(crate) struct Db {
     path: PathBuf,
+    durability: Durability,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
 }
@@ -50,7 +51,7 @@ impl Db {
         keep_private(path).map_err(|source| Error::CreateFile { path: path.to_owned(), source })?;
         let mut writer = retry(|| open_writer(path, durability))?;
         retry(|| schema::migrate(&mut writer, path))?;
-        Ok(Db { path: path.to_owned(), writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
+        Ok(Db { path: path.to_owned(), durability, writer: Mutex::new(writer), readers: Mutex::new(Vec::new()) })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -70,6 +71,28 @@ impl Db {
             tx.commit()?;
             Ok(value)
         })
+    }
+
+    /// Runs `work` like [`Db::write`], but commits without waiting for the disk
+    /// (`synchronous = NORMAL`, whatever the store's durability): for statistics such as access
+    /// counts, which an OS crash or power failure may lose without harm, and which a read (a
+    /// hook's recall, say) should not pay a disk flush for. WAL mode keeps the store intact.
+    pub(crate) fn write_statistics<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = lock(&self.writer);
+        let relax = self.durability == Durability::PowerLoss;
+        if relax {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        let result = retry(|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        });
+        if relax {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+        }
+        result
     }
 
     /// Runs `work` in a write transaction and rolls it back: what a write would do, without

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kenning_index::{ImageBytes, SearchIndex};
+use kenning_index::{BodyCheck, ImageBytes, SearchIndex};
 use memmap2::Mmap;
 use rusqlite::Connection;
 
@@ -71,8 +71,11 @@ pub(crate) enum Refused {
 }
 
 /// Opens the index file of the database at `db` if it belongs to the store `identity` and
-/// reflects no change past `head`, and checks all of it. Returns the index and the change
-/// number it reflects.
+/// reflects no change past `head`, and checks its header and its structure. Returns the index
+/// and the change number it reflects. The body's checksum is not computed: it would read every
+/// page of a file that every hook process opens, and the file is only ever written whole, under
+/// a temporary name renamed over it once written, by a writer that computed the checksum as it
+/// wrote; the structural checks keep a file damaged since from making a search go out of bounds.
 pub(crate) fn open(db: &Path, identity: &str, head: i64) -> std::result::Result<(SearchIndex, i64), Refused> {
     let path = index_path(db);
     let file = match File::open(&path) {
@@ -94,7 +97,7 @@ pub(crate) fn open(db: &Path, identity: &str, head: i64) -> std::result::Result<
         return Err(Refused::Unusable(format!("reflects change {} but the store is at {head}", stamp.change)));
     }
     let bytes: ImageBytes = Arc::new(map);
-    let (index, _) = SearchIndex::read_image(bytes).map_err(|error| Refused::Unusable(error.to_string()))?;
+    let (index, _) = SearchIndex::read_image(bytes, BodyCheck::Structure).map_err(|error| Refused::Unusable(error.to_string()))?;
     Ok((index, stamp.change))
 }
 

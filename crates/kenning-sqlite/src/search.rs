@@ -115,6 +115,18 @@ impl SearchCache {
         Ok(())
     }
 
+    /// [`SearchCache::persist`] for a process about to let the store go, if it has the index in
+    /// memory: a short-lived process (a hook, a CLI command) that caught up on changes or made
+    /// some leaves the file reflecting them, so that the next process, often the very next
+    /// prompt's hook, does not reload those rows itself. A process that never searched reads
+    /// nothing for this.
+    pub fn persist_loaded(&self, db: &Db) -> Result<()> {
+        if read(&self.state).index.is_none() {
+            return Ok(());
+        }
+        self.persist(db)
+    }
+
     /// The state, once it reflects every change committed so far and holds `model`'s vectors.
     fn current(&self, db: &Db, model: Option<&str>) -> Result<RwLockReadGuard<'_, State>> {
         let (head, identity) = db.read(|conn| head_and_identity(conn))?;

@@ -153,9 +153,24 @@ impl SqliteStore {
 
 type CoreResult<T> = kenning_core::Result<T>;
 
+impl Drop for SqliteStore {
+    /// Leaves the index file as current as the index this process holds (see
+    /// [`SearchCache::persist_loaded`]). The file is a cache, so a failure only costs the next
+    /// process a longer catch-up.
+    fn drop(&mut self) {
+        if let Err(error) = self.search.persist_loaded(&self.db) {
+            tracing::debug!(%error, "could not write the search index file on close");
+        }
+    }
+}
+
 impl MemoryStore for SqliteStore {
     fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> CoreResult<Vec<Inserted>> {
         Ok(self.db.write(|tx| write::insert(tx, batch))?)
+    }
+
+    fn active_holders(&self, memories: &[&Memory]) -> CoreResult<Vec<Option<MemoryId>>> {
+        Ok(self.db.read(|tx| memories.iter().map(|memory| mirror::active_duplicate(tx, memory, None)).collect())?)
     }
 
     fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
@@ -175,7 +190,7 @@ impl MemoryStore for SqliteStore {
     }
 
     fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
-        Ok(self.db.write(|tx| write::record_access(tx, ids, at))?)
+        Ok(self.db.write_statistics(|tx| write::record_access(tx, ids, at))?)
     }
 
     fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {

@@ -211,3 +211,33 @@ proptest! {
         prop_assert!(outcome.created && !outcome.reinforced, "{:?}: {:?}", changed, outcome);
     }
 }
+
+/// What a hook asks before it captures a transcript's findings again: only a finding stored
+/// word for word (an active memory of its namespace) is held. One in other words, one in
+/// another namespace, a forgotten one's wording and one holding a secret (whose stored copy is
+/// redacted) are not, and capturing the held one again stores nothing new, as it did before.
+#[test]
+fn held_already_is_exactly_what_a_capture_would_report_as_a_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _) = service(&dir);
+    let stored = capture(&memory, "Run the integration suite before merging.");
+    let forgotten = capture(&memory, "Deploy on Fridays after lunch.");
+    memory.forget(&forgotten.urn, "no longer true").unwrap();
+    let secret = format!("The staging token is ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
+    let with_secret = capture(&memory, &secret);
+    assert!(!with_secret.redacted.is_empty(), "the token was redacted");
+
+    let input = |content: &str, namespace: &str| CaptureInput { content: content.into(), namespace: Some(namespace.into()), ..CaptureInput::default() };
+    let asked = [
+        input("  Run the integration suite before merging.\n", "learnings"),
+        input("Run the integration tests before merging.", "learnings"),
+        input("Run the integration suite before merging.", "decisions"),
+        input("Deploy on Fridays after lunch.", "learnings"),
+        input(&secret, "learnings"),
+        input("", "learnings"),
+    ];
+    assert_eq!(memory.held_already(&asked, None).unwrap(), [true, false, false, false, false, false]);
+    let again = memory.capture(asked[0].clone(), None).unwrap();
+    assert!(!again.created);
+    assert_eq!(again.urn, stored.urn);
+}
