@@ -37,12 +37,24 @@ pub(crate) async fn get_many(tx: &Tx, ids: &[MemoryId]) -> Result<Vec<Memory>> {
 
 /// For each memory, the active memory of its namespace holding its content, in one query.
 pub(crate) async fn active_holders(tx: &Tx, memories: &[&Memory]) -> Result<Vec<Option<MemoryId>>> {
-    let active: Vec<&Memory> = memories.iter().copied().filter(|memory| memory.status == Status::Active).collect();
-    if active.is_empty() {
-        return Ok(vec![None; memories.len()]);
+    let keys: Vec<Option<(String, String)>> = memories
+        .iter()
+        .map(|memory| (memory.status == Status::Active).then(|| (memory.namespace.as_str().to_owned(), memory.content_hash())))
+        .collect();
+    let holders = holders_of(tx, keys.iter().flatten()).await?;
+    Ok(keys.iter().map(|key| key.as_ref().and_then(|key| holders.get(key).cloned())).collect())
+}
+
+/// The active memories holding these (namespace, content hash) keys, in one query.
+pub(crate) async fn holders_of<'k>(
+    tx: &Tx,
+    keys: impl Iterator<Item = &'k (String, String)> + Clone,
+) -> Result<HashMap<(String, String), MemoryId>> {
+    let namespaces: Vec<&str> = keys.clone().map(|(namespace, _)| namespace.as_str()).collect();
+    if namespaces.is_empty() {
+        return Ok(HashMap::new());
     }
-    let namespaces: Vec<&str> = active.iter().map(|memory| memory.namespace.as_str()).collect();
-    let hashes: Vec<String> = active.iter().map(|memory| memory.content_hash()).collect();
+    let hashes: Vec<&str> = keys.map(|(_, hash)| hash.as_str()).collect();
     let rows = tx
         .query(
             "SELECT m.namespace, m.content_hash, m.id FROM memories m \
@@ -51,19 +63,12 @@ pub(crate) async fn active_holders(tx: &Tx, memories: &[&Memory]) -> Result<Vec<
             &[&namespaces, &hashes],
         )
         .await?;
-    let mut holders: HashMap<(String, String), MemoryId> = HashMap::new();
+    let mut holders = HashMap::with_capacity(rows.len());
     for row in rows {
         let id = MemoryId::parse(row.get::<_, &str>(2)).map_err(|error| Error::Corrupt(error.to_string()))?;
         holders.insert((row.get(0), row.get(1)), id);
     }
-    Ok(memories
-        .iter()
-        .map(|memory| {
-            (memory.status == Status::Active)
-                .then(|| holders.get(&(memory.namespace.as_str().to_owned(), memory.content_hash())).cloned())
-                .flatten()
-        })
-        .collect())
+    Ok(holders)
 }
 
 pub(crate) async fn history(tx: &Tx, id: &str) -> Result<Vec<MemoryVersion>> {

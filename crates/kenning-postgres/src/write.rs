@@ -59,22 +59,11 @@ pub(crate) const BULK_ROWS: usize = 64;
 pub(crate) async fn insert_bulk(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) -> Result<Vec<Inserted>> {
     let hashes: Vec<String> = batch.iter().map(|(memory, _)| memory.content_hash()).collect();
     let key = |index: usize| (batch[index].0.namespace.as_str().to_owned(), hashes[index].clone());
-    let active: Vec<usize> = (0..batch.len()).filter(|index| batch[*index].0.status == Status::Active).collect();
+    let active: Vec<(String, String)> =
+        (0..batch.len()).filter(|index| batch[*index].0.status == Status::Active).map(key).collect();
 
     // Active memories already holding one of the batch's contents, in one query.
-    let rows = tx
-        .query(
-            "SELECT m.namespace, m.content_hash, m.id FROM memories m \
-             JOIN unnest($1::text[], $2::text[]) AS b(namespace, content_hash) USING (namespace, content_hash) \
-             WHERE m.status = 'active'",
-            &[&active.iter().map(|index| key(*index).0).collect::<Vec<String>>(), &active.iter().map(|index| key(*index).1).collect::<Vec<String>>()],
-        )
-        .await?;
-    let mut holders: HashMap<(String, String), MemoryId> = HashMap::new();
-    for row in rows {
-        let id = MemoryId::parse(row.get::<_, &str>(2)).map_err(|error| Error::Corrupt(error.to_string()))?;
-        holders.insert((row.get(0), row.get(1)), id);
-    }
+    let mut holders: HashMap<(String, String), MemoryId> = crate::read::holders_of(tx, active.iter()).await?;
     // Checked before the ids, as one by one: a retried load whose acknowledgement was lost
     // reports its duplicates instead of failing. Within the batch, the first of a content wins.
     let mut outcomes: Vec<Option<Inserted>> = vec![None; batch.len()];
