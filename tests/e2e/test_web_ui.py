@@ -273,6 +273,13 @@ def seed(ws: Workspace) -> None:
     kenning("decisions", "capture", "Use Redis for the rate limiting counters", "--module", "infra", "--confidence", "0.7", "-a", "in memory")
 
 
+def notice_after_submit(browser: WebDriver, starting: str) -> None:
+    """Waits for the page a form's submission leads to and its notice. Reading the notice as soon
+    as the submit button was clicked could find the element of the page being left, which the
+    navigation then removed ("stale element reference")."""
+    browser.wait(f"const notice = document.querySelector('p.notice'); return notice !== null && notice.textContent.trim().startsWith({json.dumps(starting)})")
+
+
 def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, tmp_path: Path) -> None:
     seed(ws)
     with web_view(ws) as base, chromedriver(tmp_path) as browser:
@@ -301,8 +308,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.click_css("a.button[href^='/memory/forget']")
         browser.type(browser.find("input[name=reason]"), "replaced by the new sizing")
         browser.click_css("form.confirm button[type=submit]")
-        notice = browser.text(browser.find("p.notice"))
-        assert notice.startswith("Forgotten"), notice
+        notice_after_submit(browser, "Forgotten")
         assert "forgotten" in browser.text(browser.find("main h1 .badge")), title
         shown = json.loads(ws.run("--json", "get", urn).stdout)
         assert shown["status"] == "forgotten"
@@ -310,7 +316,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.click_css("a.button[href^='/memory/restore']")
         browser.type(browser.find("input[name=reason]"), "still how it is")
         browser.click_css("form.confirm button[type=submit]")
-        assert browser.text(browser.find("p.notice")).startswith("Restored")
+        notice_after_submit(browser, "Restored")
         assert json.loads(ws.run("--json", "get", urn).stdout)["status"] == "active"
 
         # Keyboard: "/" puts the cursor in the search field.
