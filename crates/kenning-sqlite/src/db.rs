@@ -63,32 +63,21 @@ impl Db {
     /// first and then writes can fail with SQLITE_BUSY without waiting on the busy timeout.
     /// `work` is run again from the start if SQLite reports contention, so it must not have
     /// effects outside the transaction.
-    pub(crate) fn write<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
-        let mut conn = lock(&self.writer);
-        retry(|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = work(&tx)?;
-            tx.commit()?;
-            Ok(value)
-        })
+    pub(crate) fn write<T>(&self, work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+        commit(&mut lock(&self.writer), work)
     }
 
     /// Runs `work` like [`Db::write`], but commits without waiting for the disk
     /// (`synchronous = NORMAL`, whatever the store's durability): for statistics such as access
     /// counts, which an OS crash or power failure may lose without harm, and which a read (a
     /// hook's recall, say) should not pay a disk flush for. WAL mode keeps the store intact.
-    pub(crate) fn write_statistics<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_statistics<T>(&self, work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
         let mut conn = lock(&self.writer);
         let relax = self.durability == Durability::PowerLoss;
         if relax {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
-        let result = retry(|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let value = work(&tx)?;
-            tx.commit()?;
-            Ok(value)
-        });
+        let result = commit(&mut conn, work);
         if relax {
             conn.pragma_update(None, "synchronous", "FULL")?;
         }
@@ -226,6 +215,17 @@ fn open_reader(path: &Path) -> Result<Connection> {
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
+}
+
+/// Runs `work` in an immediate write transaction on `conn` and commits it, again from the start
+/// while SQLite reports contention (see [`Db::write`]).
+fn commit<T>(conn: &mut Connection, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    retry(|| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    })
 }
 
 /// Runs `attempt` until it succeeds, fails with something other than lock contention, or
