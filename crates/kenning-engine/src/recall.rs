@@ -1,6 +1,7 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
 //! scores; the best hits then lend part of their score to the memories captured next to them in
-//! the same session. Each candidate's relevance is then weighed by its confidence now
+//! the same session, and the best candidates gain part of the best score among the other
+//! candidates of their session. Each candidate's relevance is then weighed by its confidence now
 //! ([`kenning_core::dynamics`]): dormant memories and those under `min_confidence` drop out. The
 //! ranking is paged by cursor and cut to a token budget.
 
@@ -42,6 +43,16 @@ const NEIGHBOUR_SOURCES: usize = 10;
 /// Memories captured next to each other belong to one context only if they occurred this close
 /// in time: the same sitting, not the last note of one day and the first of the next.
 const NEIGHBOUR_WINDOW: TimeDelta = TimeDelta::hours(1);
+/// The share of the best score among the other leading candidates of its session that a
+/// leading candidate gains. A session in which several memories match a query is about its
+/// subject, and the memories of it that match less well often hold the rest of the answer (why
+/// the first attempt failed, what was decided after); a third lifts them past lone matches of
+/// other sessions without letting a weak match outrank the strong one it rides on. The best
+/// other score, not their sum: a session of many faint matches is not thereby about the query.
+const SESSION_SHARE: f64 = 0.3;
+/// How many of the best candidates lend and gain by session: those whose records
+/// [`MemoryService::spread_to_neighbours`] reads anyway, so the lift reads almost nothing more.
+const SESSION_POOL: usize = 2 * NEIGHBOUR_SOURCES;
 /// How much a memory from the span of time a query names gains, times its relevance among the
 /// memories of that span: half the range of a fused score.
 const TIME_PREFERENCE: f64 = 0.5;
@@ -152,6 +163,7 @@ impl MemoryService {
         check_interrupt()?;
         let fused = self.spread_to_neighbours(&plan, fused)?;
         check_interrupt()?;
+        let fused = lift_sessions(&plan, fused)?;
         let fused = self.lend_to_replacements(&plan, fused)?;
         check_interrupt()?;
         let (weighed, more) = self.weigh_by_confidence(&plan, &fused)?;
@@ -563,6 +575,43 @@ impl MemoryService {
         weighed.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok((weighed, next < fused.len()))
     }
+}
+
+/// Adds to each of the first [`SESSION_POOL`] candidates [`SESSION_SHARE`] times the best
+/// score among the other candidates of that pool in its session, and ranks again. A candidate of
+/// no known session, or alone in its session, gains nothing; the rest of the ranking is untouched,
+/// so every page sees the same order.
+fn lift_sessions(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
+    let pool = fused.len().min(SESSION_POOL);
+    fetch(plan, fused[..pool].iter().map(|(key, _)| key))?;
+    let sessions: Vec<Option<(usize, String)>> = {
+        let fetched = plan.fetched.borrow();
+        fused[..pool].iter().map(|(key, _)| fetched.get(key).and_then(session_of).map(|session| (key.0, session.to_owned()))).collect()
+    };
+    // The two best scores of each session in the pool: a candidate's best other is the best,
+    // or the second best when it is the best itself.
+    let mut best_two: HashMap<&(usize, String), (usize, f64, f64)> = HashMap::new();
+    for (position, session) in sessions.iter().enumerate() {
+        let Some(session) = session else { continue };
+        let score = fused[position].1;
+        // The ranking is sorted, so a session's first candidate is its best.
+        let entry = best_two.entry(session).or_insert((position, score, 0.0));
+        if entry.0 != position {
+            entry.2 = entry.2.max(score);
+        }
+    }
+    let mut ranking = fused;
+    let mut lifted = false;
+    for (position, session) in sessions.iter().enumerate() {
+        let Some((best_position, best, second)) = session.as_ref().and_then(|session| best_two.get(session)) else { continue };
+        let other = if *best_position == position { *second } else { *best };
+        ranking[position].1 += SESSION_SHARE * other;
+        lifted |= other > 0.0;
+    }
+    if lifted {
+        ranking.sort_by(|a, b| b.1.total_cmp(&a.1));
+    }
+    Ok(ranking)
 }
 
 /// How many candidates [`MemoryService::weigh_by_confidence`] reads at least at a time.

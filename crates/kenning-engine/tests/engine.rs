@@ -265,6 +265,34 @@ fn memories_of_no_session_lend_nothing() {
     assert!(alone < lent - 0.25, "without a session it is not: {alone} vs {lent}");
 }
 
+/// A question in two parts ("what did we decide and why did the first attempt fail") whose
+/// parts were noted in one session, an hour and a half apart: the part that matches less well
+/// rides on the session's strong match past lone matches of other sessions, so both parts reach
+/// the first page.
+#[test]
+fn both_parts_of_a_compound_question_noted_in_one_session_reach_the_first_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_in_sessions(
+        &memory,
+        &[
+            ("Decided: the auth flow of the CLI uses OAuth device codes", "decisions", "2026-03-02T10:00:00Z", Some("auth")),
+            ("Renamed the billing queue", "progress", "2026-03-02T10:20:00Z", Some("auth")),
+            ("Why the first attempt failed: the token refresh raced the logout in another browser tab", "learnings", "2026-03-02T11:30:00Z", Some("auth")),
+            ("First attempt at the cache warmup failed", "learnings", "2026-03-03T09:00:00Z", Some("cache")),
+            ("The first migration attempt failed", "learnings", "2026-03-04T09:00:00Z", Some("migrations")),
+            ("First attempt to pin the toolchain failed", "learnings", "2026-03-05T09:00:00Z", Some("toolchain")),
+            ("The linter runs before every commit", "progress", "2026-03-06T09:00:00Z", Some("ci")),
+            ("Docs moved into the workspace root", "progress", "2026-03-06T10:00:00Z", Some("docs")),
+            ("Upgraded the CI runners to larger disks", "progress", "2026-03-06T11:00:00Z", Some("ci")),
+        ],
+    );
+    let page = memory.recall(RecallRequest { limit: Some(3), ..recall("what did we decide about the auth flow and why did the first attempt fail") }).unwrap();
+    let found = urns(&page);
+    assert_eq!(found[0], captured[0], "the decision matches best");
+    assert!(found.contains(&captured[2]), "the failure noted in the decision's session is on the first page: {found:?}");
+}
+
 #[test]
 fn a_memory_between_two_hits_does_not_outrank_the_best_of_them() {
     let dir = tempfile::tempdir().unwrap();
