@@ -5,7 +5,7 @@
 //! so that they run alongside writes, which WAL mode allows.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
@@ -116,18 +116,21 @@ impl Db {
     }
 
     /// Runs `work` in a read transaction, so that everything it reads comes from one snapshot.
-    pub(crate) fn read<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    ///
+    /// An idle read connection is used if there is one; else the write connection if no write
+    /// holds it, which spares a short-lived process (a hook) opening a second connection and
+    /// parsing the schema again; else a new read connection, kept for reuse.
+    pub(crate) fn read<T>(&self, work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
         let pooled = lock(&self.readers).pop();
         let mut conn = match pooled {
             Some(conn) => conn,
-            None => retry(|| open_reader(&self.path))?,
+            None => match self.writer.try_lock() {
+                Ok(mut writer) => return read_on(&mut writer, work),
+                Err(TryLockError::Poisoned(poisoned)) => return read_on(&mut poisoned.into_inner(), work),
+                Err(TryLockError::WouldBlock) => retry(|| open_reader(&self.path))?,
+            },
         };
-        let result = retry(|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-            let value = work(&tx)?;
-            tx.commit()?;
-            Ok(value)
-        });
+        let result = read_on(&mut conn, work);
         let mut idle = lock(&self.readers);
         if idle.len() < IDLE_READERS {
             idle.push(conn);
@@ -215,6 +218,17 @@ fn open_reader(path: &Path) -> Result<Connection> {
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
+}
+
+/// Runs `work` in a deferred transaction on `conn`, again from the start while SQLite reports
+/// contention.
+fn read_on<T>(conn: &mut Connection, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    retry(|| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    })
 }
 
 /// Runs `work` in an immediate write transaction on `conn` and commits it, again from the start
