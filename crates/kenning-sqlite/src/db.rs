@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
@@ -136,6 +137,32 @@ impl Db {
             idle.push(conn);
         }
         result
+    }
+}
+
+/// The largest write-ahead log a store's last connection leaves unmerged when it closes.
+///
+/// SQLite merges the log into the database, with its disk flushes, when the last connection to
+/// a store closes, and a hook is a process of a few milliseconds that closes its stores at every
+/// run (a prompt's recall writes its access counts). Skipping the merge loses nothing (the log
+/// holds every commit, flushed as the durability says), but the next process to open the store
+/// rebuilds SQLite's index of the log by reading all of it: after a reindex that is megabytes.
+/// So the merge is skipped only while the log is small enough to read in well under a
+/// millisecond; a run that finds it larger merges it.
+const LOG_LEFT_ON_CLOSE: u64 = 256 * 1024;
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let mut log = self.path.as_os_str().to_owned();
+        log.push("-wal");
+        if std::fs::metadata(&log).is_ok_and(|metadata| metadata.len() <= LOG_LEFT_ON_CLOSE) {
+            let writer = lock(&self.writer);
+            let readers = lock(&self.readers);
+            for conn in std::iter::once(&*writer).chain(readers.iter()) {
+                // A connection that refuses only closes the way it would have anyway.
+                let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+            }
+        }
     }
 }
 
