@@ -14,6 +14,17 @@ pub struct FieldError {
 }
 
 impl FieldError {
+    /// The refusal of a memory whose content would duplicate an active memory of the same
+    /// domain and namespace: every backend refuses it with these words.
+    pub fn duplicate_content(id: String, existing: &str) -> Self {
+        FieldError::new(
+            "content",
+            format!("would duplicate the active memory {existing} in the same namespace"),
+            id,
+            format!("update or forget {existing} instead, or change the content"),
+        )
+    }
+
     pub fn new(
         field: impl Into<String>,
         problem: impl Into<String>,

@@ -38,6 +38,35 @@ impl SearchFilter {
         SearchFilter { status: Some(Status::Active), ..SearchFilter::default() }
     }
 
+    /// The filter as the conditions a memory must meet, every one of them, in a fixed order.
+    ///
+    /// Every backend answers a filter through this list and matches [`FilterCondition`] without
+    /// a wildcard arm: the destructuring below makes a new field a compile error here, and its new
+    /// variant then a compile error in every backend, so no backend can silently ignore it.
+    pub fn conditions(&self) -> Vec<FilterCondition<'_>> {
+        let SearchFilter { kinds, namespaces, tags, since, until, min_confidence, status, branch: _, file: _, session: _ } = self;
+        let mut conditions = Vec::new();
+        if !kinds.is_empty() {
+            conditions.push(FilterCondition::Kinds(kinds));
+        }
+        if !namespaces.is_empty() {
+            conditions.push(FilterCondition::Namespaces(namespaces));
+        }
+        if !tags.is_empty() {
+            conditions.push(FilterCondition::Tags(tags));
+        }
+        conditions.extend(since.map(FilterCondition::Since));
+        conditions.extend(until.map(FilterCondition::Until));
+        conditions.extend(min_confidence.map(FilterCondition::MinConfidence));
+        // `branch`, `file` and `session` are answered together, as the facets they name.
+        let facets = self.facets();
+        if !facets.is_empty() {
+            conditions.push(FilterCondition::Facets(facets));
+        }
+        conditions.extend(status.map(FilterCondition::Status));
+        conditions
+    }
+
     /// The facets a memory must carry, every one of them, to pass the provenance filters
     /// (`branch`, `file`, `session`); backends match them against [`crate::provenance::facets`].
     pub fn facets(&self) -> Vec<String> {
@@ -46,6 +75,28 @@ impl SearchFilter {
         let session = self.session.as_deref().map(crate::provenance::session_facet);
         branch.into_iter().chain(file).chain(session).collect()
     }
+}
+
+/// One condition of a [`SearchFilter`], as [`SearchFilter::conditions`] lists them. Lists are
+/// never empty: an empty list in the filter restricts nothing and gives no condition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterCondition<'a> {
+    /// The memory is of one of these kinds.
+    Kinds(&'a [MemoryKind]),
+    /// The memory is in one of these namespaces.
+    Namespaces(&'a [Namespace]),
+    /// The memory carries every one of these tags.
+    Tags(&'a [String]),
+    /// [`crate::Memory::occurred_at`] is at or after this moment.
+    Since(DateTime<Utc>),
+    /// [`crate::Memory::occurred_at`] is at or before this moment.
+    Until(DateTime<Utc>),
+    /// The stated confidence is at least this.
+    MinConfidence(f64),
+    /// The memory carries every one of these facets ([`crate::provenance::facets`]).
+    Facets(Vec<String>),
+    /// The memory has this status.
+    Status(Status),
 }
 
 /// A memory id with a backend score: higher is better; scores are comparable within one list only.

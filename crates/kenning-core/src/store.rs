@@ -269,3 +269,11 @@ pub trait MemoryStore: Send + Sync {
         None
     }
 }
+
+/// A time as fixed-width RFC 3339 text with nanoseconds (`2026-05-08T13:56:00.000000000Z`), as
+/// the backends store it in text columns. Text comparison of these strings is time order for
+/// years 0 to 9999, which is every year RFC 3339 can express, and parsing it back gives the same
+/// instant.
+pub fn time_key(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}

@@ -6,7 +6,7 @@
 //!   updates with compare-and-swap retries, and answers [`RecallRequest`]s by fusing full-text
 //!   and vector results from every selected domain.
 //!   Recall queues the reads it served for a background thread to record, so that it never
-//!   waits on a disk write (`access`).
+//!   waits on a disk write (`access_counts`).
 //! - [`DecisionService`] keeps decisions, signals and outcomes in each domain's
 //!   [`kenning_core::decision::DecisionStore`], beside (and as) memories, and answers
 //!   calibration, skills, warnings and context from them ([`decisions`]).
@@ -31,7 +31,7 @@
 //! The engine picks no backend and reads no configuration: the binary builds the stores and
 //! hands them in. It knows nothing of MCP.
 
-mod access;
+mod access_counts;
 pub mod code;
 pub mod consolidation;
 mod contradictions;

@@ -4,6 +4,14 @@
 //! candidates of their session. Each candidate's relevance is then weighed by its confidence now
 //! ([`kenning_core::dynamics`]): dormant memories and those under `min_confidence` drop out. The
 //! ranking is paged by cursor and cut to a token budget.
+//!
+//! The score scale, which paging relies on: the fused ranking is sorted best first, and weighing
+//! multiplies a candidate's relevance by a weight in `[0, MOST_WEIGHT]` (today at most 1: the
+//! confidence's ranking factor times, for a superseded memory, its share). So no candidate can
+//! score more than `MOST_WEIGHT` times its relevance, and the weighing stops reading once the page
+//! is settled ([`page_is_settled`]). A signal that boosts must raise `MOST_WEIGHT`, or paging
+//! would drop hits it lifts; debug builds assert both halves. Scores of the page are the weighed
+//! ones: the hooks' relevance floor compares against them.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -537,10 +545,11 @@ impl MemoryService {
         let now = self.now();
         let mut weighed: Vec<Weighed> = Vec::with_capacity(needed + batch);
         let mut next = 0;
+        debug_assert!(fused.windows(2).all(|pair| pair[0].1 >= pair[1].1), "the fused ranking is not sorted best first");
         while next < fused.len() {
             if weighed.len() >= needed {
                 weighed.sort_by(|a, b| b.score.total_cmp(&a.score));
-                if fused[next].1 <= weighed[needed - 1].score {
+                if page_is_settled(fused[next].1, weighed[needed - 1].score, MOST_WEIGHT) {
                     break;
                 }
             }
@@ -566,7 +575,9 @@ impl MemoryService {
                     true if replacements.contains(&memory.urn().to_string()) => SUPERSEDED_SHARE,
                     _ => 1.0,
                 };
-                let score = relevance * ranking_factor(assessment.confidence) * superseded;
+                let weight = ranking_factor(assessment.confidence) * superseded;
+                debug_assert!((0.0..=MOST_WEIGHT).contains(&weight), "a weight of {weight} is outside [0, {MOST_WEIGHT}]");
+                let score = relevance * weight;
                 weighed.push(Weighed { key: key.clone(), relevance: *relevance, score, assessment });
             }
             next += candidates.len();
@@ -612,6 +623,15 @@ fn lift_sessions(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         ranking.sort_by(|a, b| b.1.total_cmp(&a.1));
     }
     Ok(ranking)
+}
+
+/// The largest weight [`MemoryService::weigh_by_confidence`] gives a candidate's relevance.
+const MOST_WEIGHT: f64 = 1.0;
+
+/// Whether a page whose last weighed score is `last_in_page` is settled: no candidate whose
+/// relevance is at most `next_relevance` can reach above it when no weight exceeds `most_weight`.
+fn page_is_settled(next_relevance: f64, last_in_page: f64, most_weight: f64) -> bool {
+    next_relevance * most_weight <= last_in_page
 }
 
 /// How many candidates [`MemoryService::weigh_by_confidence`] reads at least at a time.
@@ -716,5 +736,67 @@ fn shrink_to_fit(hit: &mut RecallHit, max_tokens: usize) {
     let keep_chars = max_tokens.saturating_sub(overhead + 2) * 4;
     if text.chars().count() > keep_chars {
         *text = text.chars().take(keep_chars).collect::<String>() + "…";
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_is_settled;
+
+    /// The best `needed` of `relevances` (sorted best first) weighed by `weights`, read in
+    /// batches that stop as `weigh_by_confidence` does once the page is settled.
+    fn paged(relevances: &[f64], weights: &[f64], needed: usize, batch: usize, most_weight: f64) -> Vec<usize> {
+        let mut weighed: Vec<(usize, f64)> = Vec::new();
+        let mut next = 0;
+        while next < relevances.len() {
+            if weighed.len() >= needed {
+                weighed.sort_by(|a, b| b.1.total_cmp(&a.1));
+                if page_is_settled(relevances[next], weighed[needed - 1].1, most_weight) {
+                    break;
+                }
+            }
+            let end = (next + batch).min(relevances.len());
+            weighed.extend((next..end).map(|index| (index, relevances[index] * weights[index])));
+            next = end;
+        }
+        weighed.sort_by(|a, b| b.1.total_cmp(&a.1));
+        weighed.into_iter().take(needed).map(|(index, _)| index).collect()
+    }
+
+    fn every_candidate(relevances: &[f64], weights: &[f64], needed: usize) -> Vec<usize> {
+        paged(relevances, weights, needed, relevances.len(), f64::INFINITY)
+    }
+
+    /// A signal that boosts (weights up to 3) keeps paging exact once the bound is raised to
+    /// match; with the bound left at 1, the same data loses hits, which is what the bound is for.
+    #[test]
+    fn a_boosting_weight_keeps_paging_exact_when_the_bound_says_so() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut random = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut wrong_with_bound_one = 0;
+        for _ in 0..500 {
+            let mut relevances: Vec<f64> = (0..40).map(|_| random()).collect();
+            relevances.sort_by(|a, b| b.total_cmp(a));
+            let weights: Vec<f64> = (0..40).map(|_| 3.0 * random()).collect();
+            let needed = 1 + (random() * 12.0) as usize;
+            let exact = every_candidate(&relevances, &weights, needed);
+            assert_eq!(paged(&relevances, &weights, needed, 10, 3.0), exact);
+            wrong_with_bound_one += usize::from(paged(&relevances, &weights, needed, 10, 1.0) != exact);
+        }
+        assert!(wrong_with_bound_one > 0, "the data never tested the bound");
+    }
+
+    #[test]
+    fn weights_at_most_one_page_exactly_with_the_bound_of_one() {
+        let relevances = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01, 0.0];
+        let weights = [0.2, 1.0, 0.5, 1.0, 0.9, 1.0, 0.1, 1.0, 1.0, 0.7, 1.0, 0.3];
+        for needed in 1..relevances.len() {
+            assert_eq!(paged(&relevances, &weights, needed, 2, 1.0), every_candidate(&relevances, &weights, needed), "{needed}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use kenning_core::{
     SearchFilter, Status, UpdateInput, Urn,
 };
 
-use crate::access::AccessRecorder;
+use crate::access_counts::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::judgment::{Earlier, Neighbour, Plan, link_views};

@@ -1,8 +1,8 @@
 //! The memory service over real SQLite stores: capture, recall across domains, filters,
 //! paging, token budgets, concurrent updates, export and import, and hybrid search. The
 //! decision service's tests are in `engine/decisions.rs`, the code service's in `engine/code.rs`,
-//! consolidation's in `engine/consolidation.rs`, that no write path stores a secret in
-//! `engine/redaction.rs`.
+//! consolidation's in `engine/consolidation.rs`, guided protocol sessions' in
+//! `engine/protocols.rs`, that no write path stores a secret in `engine/redaction.rs`.
 
 #[path = "engine/code.rs"]
 mod code;
@@ -16,6 +16,8 @@ mod decisions;
 mod dynamics;
 #[path = "engine/judgment.rs"]
 mod judgment;
+#[path = "engine/protocols.rs"]
+mod protocols;
 #[path = "engine/redaction.rs"]
 mod redaction;
 

@@ -39,12 +39,7 @@ impl From<Error> for kenning_core::Error {
         match error {
             Error::NotFound(id) => kenning_core::Error::NotFound(id),
             Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
-            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::new(
-                "content",
-                format!("would duplicate the active memory {existing} in the same namespace"),
-                id,
-                format!("update or forget {existing} instead, or change the content"),
-            )),
+            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::duplicate_content(id, &existing)),
             Error::Index(inner) => inner.into(),
             Error::Core(inner) => inner,
             other => kenning_core::Error::Storage(other.to_string()),

@@ -23,7 +23,7 @@
 
 pub mod analyzer;
 mod column;
-mod docs;
+mod documents;
 mod image;
 mod text;
 mod topk;
@@ -37,11 +37,11 @@ use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryId, ScoredId, SearchFilter};
 
 pub use column::ImageBytes;
-pub use docs::{DocInput, Slot};
+pub use documents::{DocInput, Slot};
 pub use image::{BodyCheck, FORMAT_VERSION, ImageError};
 
 use crate::column::Column;
-use crate::docs::{DocTable, FastMap, FxHasher};
+use crate::documents::{DocTable, FastMap, FxHasher};
 use crate::image::{ImageReader, ImageWriter, invalid};
 use crate::text::TextIndex;
 use crate::vector::VectorIndex;
@@ -50,7 +50,7 @@ use crate::vector::VectorIndex;
 /// which survives changes to the record.
 #[derive(Default)]
 pub struct SearchIndex {
-    docs: DocTable,
+    documents: DocTable,
     text: TextIndex,
     keys: Keys,
     /// Models whose vectors are loaded, and their vectors by length.
@@ -70,18 +70,18 @@ impl SearchIndex {
         let hash = text_hash(doc.text);
         let slot = match self.keys.get(key) {
             Some((slot, known)) if known == hash => {
-                self.docs.update(slot, doc);
+                self.documents.update(slot, doc);
                 slot
             }
             previous => {
                 if let Some((old, _)) = previous {
-                    self.docs.kill(old);
+                    self.documents.kill(old);
                     self.text.remove(old);
                     for (_, _, index) in &mut self.vectors {
                         index.remove(old);
                     }
                 }
-                let slot = self.docs.push(doc);
+                let slot = self.documents.push(doc);
                 self.text.add(slot, doc.text);
                 self.keys.insert(key, slot, hash);
                 slot
@@ -148,20 +148,20 @@ impl SearchIndex {
     /// Slots and vector rows left behind by records whose text or vectors changed; the store
     /// rebuilds the index when they pile up, because they cost memory and time in every search.
     pub fn dead_slots(&self) -> usize {
-        self.docs.dead_count() + self.vectors.iter().map(|(_, _, index)| index.dead_rows()).sum::<usize>()
+        self.documents.dead_count() + self.vectors.iter().map(|(_, _, index)| index.dead_rows()).sum::<usize>()
     }
 
     /// Full-text search: the `limit` best records for `query` by BM25 that pass `filter`.
     pub fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> Vec<ScoredId> {
-        let Some(filter) = self.docs.compile(filter) else { return Vec::new() };
-        let hits = self.text.search(query, &self.docs, &filter, limit);
+        let Some(filter) = self.documents.compile(filter) else { return Vec::new() };
+        let hits = self.text.search(query, &self.documents, &filter, limit);
         self.scored_ids(hits)
     }
 
     /// Vector search: the `limit` records passing `filter` whose vectors from `model` are most
     /// similar to `query`, by cosine. Vectors of another length than the query's are never compared.
     pub fn search_vector(&self, query: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Vec<ScoredId> {
-        let Some(filter) = self.docs.compile(filter) else { return Vec::new() };
+        let Some(filter) = self.documents.compile(filter) else { return Vec::new() };
         let Some((_, _, index)) = self.vectors.iter().find(|(name, dims, _)| name == model && *dims == query.len()) else {
             return Vec::new();
         };
@@ -175,7 +175,7 @@ impl SearchIndex {
     /// of it. The one before comes first. A key that is not indexed, or whose record does not
     /// pass `filter`, has none.
     pub fn neighbours(&self, key: i64, filter: &SearchFilter, window: TimeDelta) -> Vec<MemoryId> {
-        let Some(filter) = self.docs.compile(filter) else { return Vec::new() };
+        let Some(filter) = self.documents.compile(filter) else { return Vec::new() };
         let Some(origin) = self.keys.get(key).and_then(|(slot, _)| filter.admit(slot)) else {
             return Vec::new();
         };
@@ -199,7 +199,7 @@ impl SearchIndex {
     fn scored_ids(&self, hits: Vec<(f64, Slot)>) -> Vec<ScoredId> {
         hits.into_iter()
             .filter_map(|(score, slot)| {
-                let meta = self.docs.get(slot)?;
+                let meta = self.documents.get(slot)?;
                 let id = MemoryId::parse(meta.id).ok()?;
                 Some(ScoredId { id, score })
             })
@@ -210,7 +210,7 @@ impl SearchIndex {
     /// the image reflects, returned as it was by [`SearchIndex::read_image`].
     pub fn write_image<W: Write + Seek>(&self, stamp: &[u8], out: &mut W) -> Result<(), ImageError> {
         let mut image = ImageWriter::new(out, stamp)?;
-        self.docs.write(&mut image)?;
+        self.documents.write(&mut image)?;
         self.text.write(&mut image)?;
         self.keys.write(&mut image)?;
         image.strings(self.models.iter().map(String::as_str))?;
@@ -239,7 +239,7 @@ impl SearchIndex {
             vectors.push((model, index.dims(), index));
         }
         image.finish()?;
-        Ok((SearchIndex { docs, text, keys, models, vectors }, stamp))
+        Ok((SearchIndex { documents: docs, text, keys, models, vectors }, stamp))
     }
 
     /// The stamp of an image, after checking its header but not its body: a cheap look at

@@ -11,7 +11,7 @@ use std::io::{self, Seek, Write};
 
 use crate::analyzer::{Analyzer, for_each_word};
 use crate::column::Column;
-use crate::docs::{CompiledFilter, DocTable, FastMap, Slot};
+use crate::documents::{CompiledFilter, DocTable, FastMap, Slot};
 use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 use crate::topk::TopK;
 

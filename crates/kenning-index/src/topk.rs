@@ -3,7 +3,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use crate::docs::Slot;
+use crate::documents::Slot;
 
 /// The best `k` (score, slot) pairs seen so far; equal scores go to the smaller memory id, so
 /// that results do not depend on the order documents were indexed in.

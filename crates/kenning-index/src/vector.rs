@@ -11,7 +11,7 @@
 use std::io::{self, Seek, Write};
 
 use crate::column::Column;
-use crate::docs::{CompiledFilter, Slot};
+use crate::documents::{CompiledFilter, Slot};
 use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 use crate::topk::TopK;
 

@@ -3,14 +3,35 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Where a bucket reads the time and how it waits; tests hand in a clock they move themselves.
+pub(crate) trait Clock: std::fmt::Debug + Send + Sync {
+    fn now(&self) -> Instant;
+    fn sleep(&self, wait: Duration);
+}
+
+/// The machine's monotonic clock.
+#[derive(Debug, Default)]
+pub(crate) struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&self, wait: Duration) {
+        std::thread::sleep(wait);
+    }
+}
+
 /// A bucket holding up to a minute's requests, refilled continuously. A caller takes a token
 /// even when the bucket is empty (a reservation, so that waiting callers are served in turn) and
 /// waits until the refill covers it.
 #[derive(Debug)]
-pub(crate) struct TokenBucket {
+pub(crate) struct TokenBucket<C: Clock = SystemClock> {
     capacity: f64,
     per_second: f64,
     state: Mutex<Bucket>,
+    clock: C,
 }
 
 #[derive(Debug)]
@@ -21,8 +42,15 @@ struct Bucket {
 
 impl TokenBucket {
     pub(crate) fn new(per_minute: u32) -> TokenBucket {
+        TokenBucket::with_clock(per_minute, SystemClock)
+    }
+}
+
+impl<C: Clock> TokenBucket<C> {
+    pub(crate) fn with_clock(per_minute: u32, clock: C) -> TokenBucket<C> {
         let capacity = f64::from(per_minute.max(1));
-        TokenBucket { capacity, per_second: capacity / 60.0, state: Mutex::new(Bucket { tokens: capacity, updated: Instant::now() }) }
+        let state = Mutex::new(Bucket { tokens: capacity, updated: clock.now() });
+        TokenBucket { capacity, per_second: capacity / 60.0, state, clock }
     }
 
     /// Takes `amount` tokens (at most a minute's), sleeping until they are there. When the wait
@@ -34,7 +62,7 @@ impl TokenBucket {
             // A poisoned lock only means another caller panicked while holding two numbers;
             // they are still a usable estimate.
             let mut bucket = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let now = Instant::now();
+            let now = self.clock.now();
             let refilled = bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * self.per_second;
             bucket.tokens = refilled.min(self.capacity);
             bucket.updated = now;
@@ -46,7 +74,7 @@ impl TokenBucket {
             wait
         };
         if !wait.is_zero() {
-            std::thread::sleep(wait);
+            self.clock.sleep(wait);
         }
         Ok(())
     }
@@ -56,29 +84,58 @@ impl TokenBucket {
 mod tests {
     use super::*;
 
+    /// A clock that moves only when a bucket sleeps on it.
+    #[derive(Debug)]
+    struct ManualClock {
+        now: Mutex<Instant>,
+    }
+
+    impl ManualClock {
+        fn new() -> ManualClock {
+            ManualClock { now: Mutex::new(Instant::now()) }
+        }
+    }
+
+    impl Clock for &ManualClock {
+        fn now(&self) -> Instant {
+            *self.now.lock().unwrap()
+        }
+
+        fn sleep(&self, wait: Duration) {
+            *self.now.lock().unwrap() += wait;
+        }
+    }
+
+    fn close_to(actual: Duration, expected: Duration) -> bool {
+        actual.abs_diff(expected) < Duration::from_micros(1)
+    }
+
     #[test]
     fn a_full_bucket_serves_a_minute_of_requests_then_makes_callers_wait() {
-        let bucket = TokenBucket::new(3);
+        let clock = ManualClock::new();
+        let bucket = TokenBucket::with_clock(3, &clock);
         for _ in 0..3 {
             assert_eq!(bucket.acquire(1.0, Duration::ZERO), Ok(()));
         }
         let wait = bucket.acquire(1.0, Duration::from_secs(1)).unwrap_err();
-        assert!(wait > Duration::from_secs(19) && wait <= Duration::from_secs(20), "one token of three a minute takes 20 s: {wait:?}");
+        assert!(close_to(wait, Duration::from_secs(20)), "one token of three a minute takes 20 s: {wait:?}");
     }
 
     #[test]
     fn a_wait_within_patience_is_slept_and_reserved() {
         // 600 a minute is one every 100 ms.
-        let bucket = TokenBucket::new(600);
+        let clock = ManualClock::new();
+        let bucket = TokenBucket::with_clock(600, &clock);
         for _ in 0..600 {
             bucket.acquire(1.0, Duration::ZERO).unwrap();
         }
-        let started = Instant::now();
+        let started = (&clock).now();
         bucket.acquire(1.0, Duration::from_secs(1)).unwrap();
-        let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(90), "{waited:?}");
-        // The next caller queues behind the reservation.
+        let waited = (&clock).now() - started;
+        assert!(close_to(waited, Duration::from_millis(100)), "{waited:?}");
+        // The next caller queues behind the reservation: the refill of the 100 ms slept only
+        // paid for the token reserved before it.
         let wait = bucket.acquire(1.0, Duration::ZERO).unwrap_err();
-        assert!(wait >= Duration::from_millis(50), "{wait:?}");
+        assert!(close_to(wait, Duration::from_millis(100)), "{wait:?}");
     }
 }

@@ -9,25 +9,27 @@ use serde_json::json;
 
 use kenning_engine::CodeService;
 
+use crate::toolset::Toolset;
+
 const JSON: &str = "application/json";
 /// Commits `repo://recent-changes` lists.
 const RECENT_COMMITS: usize = 20;
 
-const RESOURCES: &[(&str, &str, &str, &str)] = &[
-    ("repo", "repo://structure", "Repository structure", "Top-level directories, files per language and the project's manifests."),
-    ("repo", "repo://readme", "README", "The repository's README."),
-    ("repo", "repo://conventions", "Coding conventions", "Naming, documentation and layout conventions observed per language."),
-    ("repo", "repo://recent-changes", "Recent changes", "The latest commits with their authors and changed files."),
-    ("test", "test://status", "Test status", "Detected runners and the test runs since the server started."),
-    ("test", "test://recent-failures", "Recent test failures", "Failed, broken and timed-out test runs since the server started."),
-    ("test", "test://coverage", "Test coverage", "Coverage, where a runner reports it."),
-    ("docs", "docs://project", "Project documentation", "The project's documentation files with their titles."),
-    ("docs", "docs://api", "Project API", "Each documented source file with the first line of its documentation."),
-    ("docs", "docs://changelog", "Changelog", "The project's changelog, or its recent commits when it keeps none."),
+const RESOURCES: &[(Toolset, &str, &str, &str)] = &[
+    (Toolset::Repo, "repo://structure", "Repository structure", "Top-level directories, files per language and the project's manifests."),
+    (Toolset::Repo, "repo://readme", "README", "The repository's README."),
+    (Toolset::Repo, "repo://conventions", "Coding conventions", "Naming, documentation and layout conventions observed per language."),
+    (Toolset::Repo, "repo://recent-changes", "Recent changes", "The latest commits with their authors and changed files."),
+    (Toolset::Test, "test://status", "Test status", "Detected runners and the test runs since the server started."),
+    (Toolset::Test, "test://recent-failures", "Recent test failures", "Failed, broken and timed-out test runs since the server started."),
+    (Toolset::Test, "test://coverage", "Test coverage", "Coverage, where a runner reports it."),
+    (Toolset::Docs, "docs://project", "Project documentation", "The project's documentation files with their titles."),
+    (Toolset::Docs, "docs://api", "Project API", "Each documented source file with the first line of its documentation."),
+    (Toolset::Docs, "docs://changelog", "Changelog", "The project's changelog, or its recent commits when it keeps none."),
 ];
 
 /// The resources of the enabled code toolsets.
-pub fn catalogue(toolsets: &[&str]) -> Vec<Resource> {
+pub fn catalogue(toolsets: &[Toolset]) -> Vec<Resource> {
     RESOURCES
         .iter()
         .filter(|(toolset, ..)| toolsets.contains(toolset))
@@ -43,7 +45,7 @@ pub fn owns(uri: &str) -> bool {
 }
 
 /// Reads a code resource as JSON text.
-pub fn read(code: Option<&CodeService>, toolsets: &[&str], uri: &str) -> Result<String, McpError> {
+pub fn read(code: Option<&CodeService>, toolsets: &[Toolset], uri: &str) -> Result<String, McpError> {
     let known = RESOURCES.iter().find(|(_, known, ..)| *known == uri);
     let Some((toolset, ..)) = known.filter(|(toolset, ..)| toolsets.contains(toolset)) else {
         return Err(McpError::resource_not_found(
@@ -54,7 +56,7 @@ pub fn read(code: Option<&CodeService>, toolsets: &[&str], uri: &str) -> Result<
     let Some(code) = code else {
         return Err(McpError::resource_not_found(
             format!("{uri} needs a repository, and kenning is not running inside one"),
-            Some(json!({"uri": uri, "toolset": toolset, "suggestion": "start kenning from inside a git repository"})),
+            Some(json!({"uri": uri, "toolset": toolset.name(), "suggestion": "start kenning from inside a git repository"})),
         ));
     };
     let failed = |error: kenning_engine::Error| McpError::internal_error(error.to_string(), None);

@@ -1,7 +1,7 @@
 //! kenning's MCP front end: the only crate that knows the Model Context Protocol.
 //!
 //! - [`KenningServer`] implements rmcp's `ServerHandler`: tools grouped in toolsets (see
-//!   [`TOOLSETS`]; `memory` by default, `decisions` on request) and selected by
+//!   [`Toolset`]; `memory` by default, `decisions` on request) and selected by
 //!   [`ServerOptions`], plus memories, namespaces and domains as resources ([`resources`]).
 //! - Tool functions live in [`tools`], one module per toolset; each unpacks its arguments
 //!   ([`params`]), calls one engine method on the blocking pool and returns the engine's view
@@ -33,11 +33,13 @@ pub mod resources;
 pub mod schema;
 mod server;
 mod subscriptions;
+mod toolset;
 pub mod tools;
 pub mod transport;
 mod unparsed;
 pub mod workflow_resources;
 
-pub use server::{DEFAULT_TOOLSETS, KenningServer, ServerOptions, TOOLSETS};
+pub use server::{KenningServer, ServerOptions};
+pub use toolset::{ALL_TOOLSETS, DEFAULT_TOOLSETS, TOOLSETS, Toolset};
 pub use access::{Caller, HttpAccess};
 pub use transport::{ServeError, serve_http, serve_http_with, serve_lines, serve_stdio};

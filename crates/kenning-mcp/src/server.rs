@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
-use kenning_core::{Cursor, Domain, FieldError, closest};
+use kenning_core::{Cursor, Domain, FieldError};
 use kenning_engine::{CodeService, DecisionService, MemoryService, ProtocolService, WorkflowService};
 use kenning_service::Outcome;
 
@@ -23,22 +23,22 @@ use crate::decision_resources::{self, Change, DecisionUri};
 use crate::error::{deadline_of, interruptible, invalid_params, refused_argument};
 use crate::resources;
 use crate::subscriptions::Subscriptions;
-
-/// Every toolset this server knows, in the order they are listed.
-pub const TOOLSETS: &[&str] = &["memory", "decisions", "sync", "org", "workflows", "protocols", "repo", "test", "docs", "dynamics"];
-
-/// The toolsets enabled when none are named. Every tool's definition sits in the agent's context
-/// for the whole session, so the default stays at the memory tools; `decisions` (about as large
-/// again) is enabled by naming it.
-pub const DEFAULT_TOOLSETS: &[&str] = &["memory"];
+use crate::toolset::Toolset;
 
 /// Which tools a server exposes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Toolsets to enable; `None` enables [`DEFAULT_TOOLSETS`].
+    /// Toolsets to enable by name (`all` for every one); `None` enables [`Toolset::DEFAULT`].
     pub toolsets: Option<Vec<String>>,
     /// Drop every tool that writes.
     pub read_only: bool,
+}
+
+impl ServerOptions {
+    /// The toolsets these options enable; the one reading of their names.
+    pub fn selected_toolsets(&self) -> Result<Vec<Toolset>, FieldError> {
+        Toolset::parse_list(self.toolsets.as_deref())
+    }
 }
 
 const INSTRUCTIONS: &str = "kenning is your long-term memory for this project and this user. \
@@ -81,7 +81,7 @@ pub struct KenningServer {
     /// The code toolsets' service, when kenning runs inside a repository.
     code: Option<Arc<CodeService>>,
     /// The code toolsets enabled (`repo`, `test`, `docs`), whose resources are served.
-    code_toolsets: Vec<&'static str>,
+    code_toolsets: Vec<Toolset>,
 }
 
 fn new_session_id() -> Arc<str> {
@@ -91,7 +91,7 @@ fn new_session_id() -> Arc<str> {
 impl KenningServer {
     /// `decisions` must be built on `memory`.
     pub fn new(memory: Arc<MemoryService>, decisions: Arc<DecisionService>, options: &ServerOptions) -> Result<Self, FieldError> {
-        let selected = Self::selected(options)?;
+        let selected = options.selected_toolsets()?;
         let tool_router = Arc::new(Self::router(&selected, options.read_only));
         let read_only_router = if options.read_only { tool_router.clone() } else { Arc::new(Self::router(&selected, true)) };
         let subscriptions = Arc::new(Subscriptions::default());
@@ -103,8 +103,8 @@ impl KenningServer {
             decisions,
             tool_router,
             read_only_router,
-            decision_resources: selected.contains(&"decisions"),
-            workflow_resources: selected.contains(&"workflows"),
+            decision_resources: selected.contains(&Toolset::Decisions),
+            workflow_resources: selected.contains(&Toolset::Workflows),
             read_only: options.read_only,
             log: Arc::default(),
             subscriptions,
@@ -112,7 +112,7 @@ impl KenningServer {
             session_id: new_session_id(),
             observer: None,
             code: None,
-            code_toolsets: selected.iter().copied().filter(|name| matches!(*name, "repo" | "test" | "docs")).collect(),
+            code_toolsets: selected.iter().copied().filter(|toolset| toolset.is_code()).collect(),
         })
     }
 
@@ -241,45 +241,20 @@ impl KenningServer {
         KenningServer { observer: Some(Arc::new(observer)), ..self }
     }
 
-    fn selected(options: &ServerOptions) -> Result<Vec<&'static str>, FieldError> {
-        match &options.toolsets {
-            None => Ok(DEFAULT_TOOLSETS.to_vec()),
-            Some(names) => names
-                .iter()
-                .map(|name| {
-                    let name = name.trim();
-                    TOOLSETS.iter().copied().find(|known| *known == name).ok_or_else(|| {
-                        let known = TOOLSETS.join(", ");
-                        FieldError::new(
-                            "toolsets",
-                            "names an unknown toolset",
-                            name,
-                            match closest(name, TOOLSETS.iter().copied()) {
-                                Some(near) => format!("did you mean `{near}`? known toolsets: {known}"),
-                                None => format!("known toolsets: {known}"),
-                            },
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>(),
-        }
-    }
-
-    fn router(selected: &[&str], read_only: bool) -> ToolRouter<KenningServer> {
+    fn router(selected: &[Toolset], read_only: bool) -> ToolRouter<KenningServer> {
         let mut router = ToolRouter::new();
         for toolset in selected {
-            router += match *toolset {
-                "memory" => Self::memory_tools(),
-                "decisions" => Self::decision_tools(),
-                "sync" => Self::sync_tools(),
-                "org" => Self::org_tools(),
-                "workflows" => Self::workflow_tools(),
-                "protocols" => Self::protocol_tools(),
-                "repo" => Self::repo_tools(),
-                "test" => Self::test_tools(),
-                "docs" => Self::docs_tools(),
-                "dynamics" => Self::dynamics_tools(),
-                other => unreachable!("toolset {other} is listed in TOOLSETS but has no router"),
+            router += match toolset {
+                Toolset::Memory => Self::memory_tools(),
+                Toolset::Decisions => Self::decision_tools(),
+                Toolset::Sync => Self::sync_tools(),
+                Toolset::Org => Self::org_tools(),
+                Toolset::Workflows => Self::workflow_tools(),
+                Toolset::Protocols => Self::protocol_tools(),
+                Toolset::Repo => Self::repo_tools(),
+                Toolset::Test => Self::test_tools(),
+                Toolset::Docs => Self::docs_tools(),
+                Toolset::Dynamics => Self::dynamics_tools(),
             };
         }
         if read_only {

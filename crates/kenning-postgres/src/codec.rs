@@ -1,6 +1,6 @@
 //! How records, times and query parameters are represented.
 
-use chrono::{DateTime, Datelike, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use kenning_core::Memory;
 use tokio_postgres::Row;
 
@@ -13,10 +13,7 @@ pub(crate) fn nanos(time: DateTime<Utc>) -> i64 {
     time.timestamp_nanos_opt().unwrap_or(if time.year() < 1970 { i64::MIN } else { i64::MAX })
 }
 
-/// A time as fixed-width RFC 3339 text with nanoseconds, which sorts as text in time order.
-pub(crate) fn time_key(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Nanos, true)
-}
+pub(crate) use kenning_core::time_key;
 
 pub(crate) fn parse_time_key(text: &str) -> Result<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)

@@ -2,6 +2,7 @@
 //! caller, together with the memory rows it touches.
 
 use crate::sql::Tx;
+use kenning_core::decision::normalise_decision_path;
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
     relation, taught_edges,
@@ -71,18 +72,11 @@ async fn write_files(tx: &Tx, decision: &Decision) -> Result<()> {
     for path in decision.context.files() {
         tx.execute(
             "INSERT INTO decision_files (decision_id, path) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&id, &normalise_path(path)],
+            &[&id, &normalise_decision_path(path)],
         )
         .await?;
     }
     Ok(())
-}
-
-/// Paths are compared without a leading `./` or trailing `/`, so `./src/db/` finds `src/db/x.rs`.
-fn normalise_path(path: &str) -> &str {
-    let path = path.trim();
-    let path = path.strip_prefix("./").unwrap_or(path);
-    path.strip_suffix('/').unwrap_or(path)
 }
 
 pub(crate) async fn get_decision(tx: &Tx, id: &str) -> Result<Option<DecisionRecord>> {
@@ -113,7 +107,7 @@ fn condition(filter: &DecisionFilter, params: &mut Params) -> String {
         clauses.push(format!("d.status = {}", params.push(status.as_str().to_owned())));
     }
     if let Some(path) = &filter.file {
-        let path = normalise_path(path);
+        let path = normalise_decision_path(path);
         let escaped: String =
             path.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
         let exact = params.push(path.to_owned());

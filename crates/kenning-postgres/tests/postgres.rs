@@ -126,7 +126,7 @@ fn run_children(test: &str, mode: &str, schema: &str, count: usize) -> Vec<Vec<S
     let children: Vec<_> = (0..count)
         .map(|index| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", test, "--nocapture", "--test-threads=1"])
+                .args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"])
                 .env(CHILD_MODE, mode)
                 .env(CHILD_SCHEMA, schema)
                 .env(CHILD_INDEX, index.to_string())

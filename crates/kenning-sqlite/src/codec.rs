@@ -1,16 +1,11 @@
 //! How records and times are represented in columns.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use kenning_core::Memory;
 
 use crate::error::{Error, Result};
 
-/// A time as fixed-width RFC 3339 text with nanoseconds (`2026-05-08T13:56:00.000000000Z`).
-/// Text comparison of these strings is time order for years 0 to 9999, which is every year
-/// RFC 3339 can express, and parsing it back gives the same instant.
-pub(crate) fn time_key(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Nanos, true)
-}
+pub(crate) use kenning_core::time_key;
 
 pub(crate) fn parse_time_key(text: &str) -> Result<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)

@@ -1,6 +1,7 @@
 //! Decisions, signals and outcomes: every write runs inside one transaction opened by the
 //! caller, together with the memory rows it touches.
 
+use kenning_core::decision::normalise_decision_path;
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
     relation, taught_edges,
@@ -67,16 +68,9 @@ pub(crate) fn write_files(conn: &Connection, decision: &Decision) -> Result<()> 
     conn.prepare_cached("DELETE FROM decision_files WHERE decision_id = ?")?.execute([id])?;
     let mut insert = conn.prepare_cached("INSERT OR IGNORE INTO decision_files (decision_id, path) VALUES (?, ?)")?;
     for path in decision.context.files() {
-        insert.execute(params![id, normalise_path(path)])?;
+        insert.execute(params![id, normalise_decision_path(path)])?;
     }
     Ok(())
-}
-
-/// Paths are compared without a leading `./` or trailing `/`, so `./src/db/` finds `src/db/x.rs`.
-fn normalise_path(path: &str) -> &str {
-    let path = path.trim();
-    let path = path.strip_prefix("./").unwrap_or(path);
-    path.strip_suffix('/').unwrap_or(path)
 }
 
 pub(crate) fn get_decision(conn: &Connection, id: &str) -> Result<Option<DecisionRecord>> {
@@ -113,7 +107,7 @@ fn condition(filter: &DecisionFilter) -> (String, Vec<Value>) {
         params.push(Value::Text(status.as_str().to_owned()));
     }
     if let Some(path) = &filter.file {
-        let path = normalise_path(path);
+        let path = normalise_decision_path(path);
         let escaped: String = path.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
         clauses.push(
             "EXISTS (SELECT 1 FROM decision_files f WHERE f.decision_id = d.id AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))"

@@ -204,7 +204,7 @@ pub struct ServeArgs {
     /// on loopback, default 127.0.0.1:8080. Any address but loopback needs API keys.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
     pub http: Option<String>,
-    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols, repo, test, docs, dynamics (default: memory).
+    /// Comma-separated toolsets to enable: memory, decisions, sync, org, workflows, protocols, repo, test, docs, dynamics, or all (default: memory).
     #[arg(long, value_delimiter = ',')]
     pub toolsets: Option<Vec<String>>,
     /// Expose only tools that do not write.

@@ -148,7 +148,8 @@ fn embedder(config: &Config) -> Result<Option<Arc<dyn Embedder>>> {
 /// The code toolsets' service, when one of them (`repo`, `test`, `docs`) is enabled inside a
 /// repository; its index lives beside the project store (`.git/kenning/code.db`).
 pub fn code_service(services: &Services, project: Option<&Project>, options: &kenning_mcp::ServerOptions) -> Result<Option<Arc<kenning_engine::CodeService>>> {
-    let wanted = options.toolsets.iter().flatten().any(|name| matches!(name.trim(), "repo" | "test" | "docs"));
+    // An unknown name is refused when the server is made; here it only enables nothing.
+    let wanted = options.selected_toolsets().is_ok_and(|toolsets| toolsets.iter().any(|toolset| toolset.is_code()));
     let (Some(project), true) = (project, wanted) else { return Ok(None) };
     // The interpreter of an activated virtual environment runs the project's Python tools.
     let python = std::env::var_os("VIRTUAL_ENV").map(|venv| std::path::PathBuf::from(venv).join("bin/python")).filter(|python| python.exists());

@@ -5,7 +5,10 @@
 //!   dimension reduction.
 //! - `dist` ([`dist`]): the release archive, the Python wheel and the npm packages of the
 //!   `kenning` binary for the host platform, with their SHA-256 sums.
+//! - `architecture` ([`architecture`]): writes ARCHITECTURE.md's crate graph from `cargo
+//!   metadata`; with `--check`, fails when the graph or a path the document names is out of date.
 
+mod architecture;
 mod dist;
 mod distil;
 mod pca;
@@ -26,11 +29,14 @@ enum Command {
     Distil(distil::DistilArgs),
     /// Package the kenning binary for the host platform: archive, wheel, npm packages, checksums.
     Dist(dist::DistArgs),
+    /// Write ARCHITECTURE.md's crate graph from `cargo metadata`, or check the document (`--check`).
+    Architecture(architecture::ArchitectureArgs),
 }
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Distil(args) => distil::run(&args),
         Command::Dist(args) => dist::run(&args),
+        Command::Architecture(args) => architecture::run(&args),
     }
 }

@@ -219,3 +219,11 @@ pub trait DecisionStore: MemoryStore {
     /// Edges that point at `node`.
     fn edges_to(&self, node: &Node) -> Result<Vec<Edge>>;
 }
+
+/// A decision's file path as every backend stores and compares it: without a leading `./` or a
+/// trailing `/`, so `./src/db/` finds `src/db/x.rs`.
+pub fn normalise_decision_path(path: &str) -> &str {
+    let path = path.trim();
+    let path = path.strip_prefix("./").unwrap_or(path);
+    path.strip_suffix('/').unwrap_or(path)
+}

@@ -294,7 +294,7 @@ fn fuzz_every_tool_resource_and_prompt_gets_an_answer_and_never_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let (session, vocabulary) = start(&runtime, &dir);
     let session = std::cell::RefCell::new(session);
-    // How the answers fell out, to show the cases reach past argument checking.
+    // How the answers fell out; checked below to show the cases reach past argument checking.
     let tally: std::cell::RefCell<BTreeMap<String, usize>> = std::cell::RefCell::default();
     let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
     let started = std::time::Instant::now();
@@ -329,4 +329,9 @@ fn fuzz_every_tool_resource_and_prompt_gets_an_answer_and_never_a_panic() {
     if let Err(error) = outcome {
         panic!("{error}");
     }
+    // A tool call answered by a result, failed or not, got past argument checking into the
+    // engine; the plausible calls (6 in 16 of the cases) are there to make that common.
+    let reached: usize = tally.borrow().iter().filter(|(kind, _)| kind.starts_with("tools/call: ") && !kind.contains("JSON-RPC")).map(|(_, count)| count).sum();
+    let total = cases() as usize;
+    assert!(total < 100 || reached * 10 >= total, "only {reached} of {total} cases got past argument checking");
 }

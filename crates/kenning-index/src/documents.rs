@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Seek, Write};
 
 use chrono::{DateTime, Utc};
-use kenning_core::{MemoryKind, SearchFilter, Status};
+use kenning_core::{FilterCondition, MemoryKind, SearchFilter, Status};
 
 use crate::column::Column;
 use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
@@ -192,27 +192,39 @@ impl DocTable {
     /// `filter` in terms of this table's interned names; `None` when no document can pass,
     /// because it names a namespace or tag no document has.
     pub fn compile(&self, filter: &SearchFilter) -> Option<CompiledFilter<'_>> {
-        let namespaces = filter.namespaces.iter().filter_map(|namespace| self.names.get(namespace.as_str())).collect::<Vec<_>>();
-        if !filter.namespaces.is_empty() && namespaces.is_empty() {
-            return None;
-        }
-        let tags = filter.tags.iter().map(|tag| self.names.get(tag)).collect::<Option<Vec<_>>>()?;
-        let facets = filter.facets().iter().map(|facet| self.names.get(facet)).collect::<Option<Vec<_>>>()?;
-        let by_status_only = SearchFilter { status: filter.status, ..SearchFilter::default() };
         let moment = |at: DateTime<Utc>| (at.timestamp(), at.timestamp_subsec_nanos());
-        Some(CompiledFilter {
+        let mut compiled = CompiledFilter {
             docs: self,
             states: self.states.as_slice(),
-            status_only: *filter == by_status_only,
-            kinds: filter.kinds.iter().map(|kind| kind_code(*kind)).collect(),
-            namespaces,
-            tags,
-            facets,
-            since: filter.since.map(moment),
-            until: filter.until.map(moment),
-            min_confidence: filter.min_confidence,
-            status: filter.status.map(status_code),
-        })
+            status_only: true,
+            kinds: Vec::new(),
+            namespaces: Vec::new(),
+            tags: Vec::new(),
+            facets: Vec::new(),
+            since: None,
+            until: None,
+            min_confidence: None,
+            status: None,
+        };
+        for condition in filter.conditions() {
+            compiled.status_only &= matches!(condition, FilterCondition::Status(_));
+            match condition {
+                FilterCondition::Kinds(kinds) => compiled.kinds = kinds.iter().map(|kind| kind_code(*kind)).collect(),
+                FilterCondition::Namespaces(namespaces) => {
+                    compiled.namespaces = namespaces.iter().filter_map(|namespace| self.names.get(namespace.as_str())).collect();
+                    if compiled.namespaces.is_empty() {
+                        return None;
+                    }
+                }
+                FilterCondition::Tags(tags) => compiled.tags = tags.iter().map(|tag| self.names.get(tag)).collect::<Option<Vec<_>>>()?,
+                FilterCondition::Since(since) => compiled.since = Some(moment(since)),
+                FilterCondition::Until(until) => compiled.until = Some(moment(until)),
+                FilterCondition::MinConfidence(min_confidence) => compiled.min_confidence = Some(min_confidence),
+                FilterCondition::Facets(facets) => compiled.facets = facets.iter().map(|facet| self.names.get(facet)).collect::<Option<Vec<_>>>()?,
+                FilterCondition::Status(status) => compiled.status = Some(status_code(status)),
+            }
+        }
+        Some(compiled)
     }
 
     pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> io::Result<()> {
