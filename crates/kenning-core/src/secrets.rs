@@ -30,8 +30,12 @@
 //!    on ("password: rotate it monthly"). An environment-style `UPPER_CASE=value` is never
 //!    code, so `DB_PASSWORD=CorrectHorseBatteryStaple` is redacted.
 //!
-//! One pass of a [`RegexSet`] over the text tells which rules can match; only those run, and
-//! text with no secret (most text) costs that one pass. Every pattern is a `regex` crate
+//! Compiling the hundred-odd rules costs several milliseconds, which a hook process would pay
+//! at every run. So each rule is reduced to keywords, one of which any match must contain (the
+//! literals every match starts with, taken from the pattern by `regex-syntax`, or listed by
+//! hand where a pattern starts with a class), and one pass of an Aho-Corasick searcher over the
+//! text tells which rules can match: only those are compiled, once per process, and run. Text
+//! with none of the keywords (most text) costs that one pass. Every pattern is a `regex` crate
 //! pattern, so every scan is linear in the text. Where two rules find overlapping secrets, the
 //! earlier (more specific) wins, so each secret is reported once under its most precise kind.
 //! Hex digests (commit SHAs, checksums), UUIDs, base64 images and lockfile integrity hashes match
@@ -42,7 +46,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{LazyLock, OnceLock};
 
-use regex::{Captures, Regex, RegexSet};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::{Captures, Regex};
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use serde::{Deserialize, Serialize};
 
 use crate::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
@@ -236,24 +242,39 @@ struct Rule {
     part: Part,
     /// A further check on the secret's text.
     check: fn(&str) -> bool,
+    /// Words one of which every match contains (compared ignoring ASCII case), for a pattern
+    /// whose matches start with no literal; empty means the literals are taken from the pattern.
+    keywords: &'static [&'static str],
 }
 
 const fn rule(kind: SecretKind, pattern: &'static str) -> Rule {
-    Rule { kind, pattern, part: Part::Whole, check: not_filler }
+    Rule { kind, pattern, part: Part::Whole, check: not_filler, keywords: &[] }
 }
 
 const fn group(kind: SecretKind, pattern: &'static str) -> Rule {
-    Rule { kind, pattern, part: Part::Group, check: not_filler }
+    Rule { kind, pattern, part: Part::Group, check: not_filler, keywords: &[] }
 }
 
 const fn checked(kind: SecretKind, pattern: &'static str, part: Part, check: fn(&str) -> bool) -> Rule {
-    Rule { kind, pattern, part, check }
+    Rule { kind, pattern, part, check, keywords: &[] }
 }
 
-/// The kind is the key's; `Password` only stands in.
+/// The kind is the key's; `Password` only stands in. The key ends with one of
+/// [`KEY_WORDS`], which is what the prefilter looks for.
 const fn assignment(shape: Shape, pattern: &'static str) -> Rule {
-    Rule { kind: SecretKind::Password, pattern, part: Part::Assignment(shape), check: not_filler }
+    Rule { kind: SecretKind::Password, pattern, part: Part::Assignment(shape), check: not_filler, keywords: KEY_WORDS }
 }
+
+impl Rule {
+    /// The rule with `keywords` for the prefilter, where the pattern starts with a class.
+    const fn needs(self, keywords: &'static [&'static str]) -> Rule {
+        Rule { keywords, ..self }
+    }
+}
+
+/// A word of every key [`key_ending`] accepts: `pass` for password, passwd and passphrase,
+/// `pw` for pwd, `secret` for secret_key_base, `cred` for credentials and creds.
+const KEY_WORDS: &[&str] = &["pass", "pw", "secret", "token", "cred", "auth", "key"];
 
 /// The words an assignment's key must end with to be considered at all (the key's own checks
 /// in [`classify_key`] then decide).
@@ -303,7 +324,7 @@ static RULES: &[Rule] = {
         rule(RubygemsToken, r"\brubygems_[a-f0-9]{48}\b"),
         rule(ClojarsToken, r"(?i)\bCLOJARS_[a-z0-9]{60}\b"),
         rule(DockerToken, r"\bdckr_pat_[A-Za-z0-9_-]{27,}"),
-        rule(TerraformToken, r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),
+        rule(TerraformToken, r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}").needs(&[".atlasv1."]),
         rule(VaultToken, r"\bhv[sb]\.[A-Za-z0-9_-]{20,}"),
         rule(DopplerToken, r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b"),
         rule(PulumiToken, r"\bpul-[a-f0-9]{40}\b"),
@@ -329,7 +350,8 @@ static RULES: &[Rule] = {
         group(AzureStorageKey, r"(?i)(?:\bAccountKey=|--account-key[ =]+[\x22']?)([A-Za-z0-9+/]{40,}={0,2})"),
         group(AzureStorageKey, r"(?i)\bSharedAccessKey=([A-Za-z0-9+/]{20,}={0,2})"),
         group(AzureSasSignature, r"(?i)[?&;]sig=([A-Za-z0-9%+/=]{20,})"),
-        group(AzureClientSecret, r"(?m)(?:^|[\s'\x22`=:(,>])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:$|[\s'\x22`<),;])"),
+        group(AzureClientSecret, r"(?m)(?:^|[\s'\x22`=:(,>])([A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?:$|[\s'\x22`<),;])")
+            .needs(&["q~"]),
         rule(GoogleApiKey, r"\bAIza[0-9A-Za-z_-]{35}"),
         rule(GoogleOauthSecret, r"\bGOCSPX-[A-Za-z0-9_-]{28}"),
         rule(AlibabaAccessKey, r"\bLTAI[A-Za-z0-9]{20}\b"),
@@ -340,12 +362,12 @@ static RULES: &[Rule] = {
         rule(SlackWebhook, r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{20,}"),
         rule(DiscordToken, r"\b[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b"),
         rule(DiscordWebhook, r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{60,}"),
-        group(TelegramBotToken, r"(?:\b|bot)(\d{8,10}:AA[A-Za-z0-9_-]{33})\b"),
+        group(TelegramBotToken, r"(?:\b|bot)(\d{8,10}:AA[A-Za-z0-9_-]{33})\b").needs(&[":aa"]),
         rule(TeamsWebhook, r"(?i)https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[a-z0-9@-]+/IncomingWebhook/[a-z0-9]{32}/[a-z0-9-]{36}"),
         rule(TwilioKey, r"\bSK[0-9a-fA-F]{32}\b"),
         rule(SendgridKey, r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),
         rule(MailgunKey, r"\bkey-[0-9a-f]{32}\b|\b[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}\b"),
-        rule(MailchimpKey, r"\b[0-9a-f]{32}-us\d{1,2}\b"),
+        rule(MailchimpKey, r"\b[0-9a-f]{32}-us\d{1,2}\b").needs(&["-us"]),
         rule(BrevoKey, r"\bx(?:keysib|smtpsib)-[a-f0-9]{64}-[A-Za-z0-9]{16}\b"),
         rule(StripeKey, r"\b(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,99}\b|\bwhsec_[A-Za-z0-9+/=]{32,}"),
         rule(SquareToken, r"\bEAAA[A-Za-z0-9_-]{22,60}\b|\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}\b"),
@@ -373,7 +395,7 @@ static RULES: &[Rule] = {
             OnepasswordToken,
             r"\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}\b",
         ),
-        rule(MaxmindKey, r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
+        rule(MaxmindKey, r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b").needs(&["_mmk"]),
         rule(HarnessKey, r"\b(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}\b"),
         rule(AirtableToken, r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}\b"),
         rule(TypeformToken, r"\btfp_[A-Za-z0-9_.=-]{59}"),
@@ -383,15 +405,18 @@ static RULES: &[Rule] = {
         rule(SentryToken, r"\bsntryu_[a-f0-9]{64}\b|\bsntrys_eyJ[A-Za-z0-9+/=_]{50,}"),
         // Credentials by their place.
         group(SentryDsn, r"\bhttps?://([0-9a-f]{32})@[A-Za-z0-9.-]+(?::\d+)?/\d+"),
-        checked(UrlPassword, r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@\[\]]*:([^\s@/?#]+)@", Part::Group, not_placeholder),
+        checked(UrlPassword, r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@\[\]]*:([^\s@/?#]+)@", Part::Group, not_placeholder)
+            .needs(&["://"]),
         checked(BasicAuth, r#"\bcurl\b[^\n]*?\s(?:-u|--user)[ =]?["']?[^\s:"']+:([^\s"']+)"#, Part::Group, not_placeholder),
         checked(
             ConnectionStringPassword,
             r"(?i);[ \t]*(?:password|pwd)[ \t]*=[ \t]*([^;\r\n\x22']+)",
             Part::Group,
             not_placeholder,
-        ),
-        checked(ConnectionStringPassword, r"(?i)\b(?:password|pwd)=([^;\s]+);", Part::Group, not_placeholder),
+        )
+        .needs(&["password", "pwd"]),
+        checked(ConnectionStringPassword, r"(?i)\b(?:password|pwd)=([^;\s]+);", Part::Group, not_placeholder)
+            .needs(&["password=", "pwd="]),
         group(BasicAuth, r#"(?i)\bauthorization["']?[ \t]*[:=][ \t]*["']?basic[ \t]+([A-Za-z0-9+/]{8,}=*)"#),
         checked(BearerToken, r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)", Part::Group, looks_random),
         checked(
@@ -459,10 +484,94 @@ fn ascii_boundaries(pattern: &str) -> String {
     pattern.replace(r"\b", r"(?-u:\b)")
 }
 
-/// The set that tells in one pass which rules can match a text.
-static RULE_SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(RULES.iter().map(|rule| ascii_boundaries(rule.pattern))).expect("secret patterns are valid")
-});
+/// Which rules can match a text, found without compiling any of them.
+struct Prefilter {
+    /// Every rule's keywords, lowercase, matched ignoring ASCII case.
+    keywords: AhoCorasick,
+    /// The rules each keyword stands for.
+    rules_of: Vec<Vec<usize>>,
+    /// Rules that have no keyword and run on every text.
+    always: Vec<usize>,
+}
+
+/// A keyword shorter than this would be found in nearly every text, so a rule whose literals
+/// are shorter runs on every text instead.
+const SHORTEST_KEYWORD: usize = 2;
+
+/// Characters that match an ASCII letter under a rule's Unicode case folding (`(?i)s` matches
+/// `ſ`, `(?i)k` the Kelvin sign) but not under the prefilter's ASCII folding. A text holding one
+/// is checked by every rule rather than carrying keyword variants for them.
+const FOLDING_TO_ASCII: [char; 2] = ['\u{17F}', '\u{212A}'];
+
+impl Prefilter {
+    fn new() -> Prefilter {
+        let mut words: Vec<String> = Vec::new();
+        let mut rules_of: Vec<Vec<usize>> = Vec::new();
+        let mut always = Vec::new();
+        for (index, rule) in RULES.iter().enumerate() {
+            let keywords = if rule.keywords.is_empty() {
+                prefix_literals(rule.pattern)
+            } else {
+                Some(rule.keywords.iter().map(|word| word.to_ascii_lowercase()).collect())
+            };
+            let Some(keywords) = keywords else {
+                always.push(index);
+                continue;
+            };
+            for keyword in keywords {
+                match words.iter().position(|word| *word == keyword) {
+                    Some(known) => rules_of[known].push(index),
+                    None => {
+                        words.push(keyword);
+                        rules_of.push(vec![index]);
+                    }
+                }
+            }
+        }
+        let keywords = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&words)
+            .expect("secret keywords are few and short");
+        Prefilter { keywords, rules_of, always }
+    }
+
+    /// The rules that can match `text`, in the order of [`RULES`].
+    fn candidates(&self, text: &str) -> Vec<usize> {
+        if text.contains(FOLDING_TO_ASCII) {
+            return (0..RULES.len()).collect();
+        }
+        let mut candidates = self.always.clone();
+        for found in self.keywords.find_overlapping_iter(text) {
+            candidates.extend(&self.rules_of[found.pattern().as_usize()]);
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+    }
+}
+
+/// The literals every match of `pattern` starts with, lowercase, or `None` when they are
+/// unbounded or too short to tell texts apart. Inexact literals (prefixes of longer ones the
+/// extractor gave up on) serve as well: a match still starts with one of them. Variants holding
+/// a [`FOLDING_TO_ASCII`] character are left out: such a text runs every rule.
+fn prefix_literals(pattern: &str) -> Option<Vec<String>> {
+    let hir = regex_syntax::parse(&ascii_boundaries(pattern)).expect("secret patterns are valid");
+    let literals = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+    let mut keywords: Vec<String> = Vec::new();
+    for literal in literals.literals()? {
+        let word = String::from_utf8_lossy(literal.as_bytes()).to_ascii_lowercase();
+        if word.len() < SHORTEST_KEYWORD {
+            return None;
+        }
+        if !word.contains(FOLDING_TO_ASCII) && !keywords.contains(&word) {
+            keywords.push(word);
+        }
+    }
+    Some(keywords)
+}
+
+static PREFILTER: LazyLock<Prefilter> = LazyLock::new(Prefilter::new);
 
 /// Each rule's own regex, compiled the first time a text needs it.
 static RULE_REGEXES: LazyLock<Vec<OnceLock<Regex>>> = LazyLock::new(|| RULES.iter().map(|_| OnceLock::new()).collect());
@@ -473,14 +582,10 @@ fn rule_regex(index: usize) -> &'static Regex {
 
 /// Replaces every secret in `text` by `[REDACTED:kind]`.
 pub fn redact(text: &str) -> Redacted<'_> {
-    let matched = RULE_SET.matches(text);
-    if !matched.matched_any() {
-        return Redacted { text: Cow::Borrowed(text), kinds: Vec::new() };
-    }
     // Secrets found, as (start, end, kind, rule); a rule's find is kept unless an earlier
     // rule's overlaps it.
     let mut found: Vec<(usize, usize, SecretKind)> = Vec::new();
-    for index in matched.iter() {
+    for index in PREFILTER.candidates(text) {
         let rule = &RULES[index];
         for captures in rule_regex(index).captures_iter(text) {
             let Some((start, end, kind)) = secret_span(rule, text, &captures) else { continue };
@@ -1072,5 +1177,51 @@ impl Redact for CreateWorkflow {
 impl Redact for StepUpdate {
     fn redact_fields(&mut self, redactor: &mut Redactor) {
         redactor.optional("notes", &mut self.notes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every text of the secrets corpus (secrets and their benign look-alikes), as written and
+    /// in upper and lower case, since many rules ignore case.
+    fn corpus_texts() -> Vec<String> {
+        use base64::Engine as _;
+        let corpus: serde_json::Value = serde_json::from_str(include_str!("../tests/fixtures/secrets.json")).unwrap();
+        let decoded = |text: &str| String::from_utf8(base64::engine::general_purpose::STANDARD.decode(text).unwrap()).unwrap();
+        let positives = corpus["positives"].as_array().unwrap().iter().map(|case| decoded(case["text"].as_str().unwrap()));
+        let benign = corpus["benign"].as_array().unwrap().iter().map(|case| case["text"].as_str().unwrap().to_owned());
+        positives.chain(benign).flat_map(|text| [text.to_uppercase(), text.to_lowercase(), text]).collect()
+    }
+
+    #[test]
+    fn the_prefilter_lets_through_every_rule_that_matches() {
+        let texts = corpus_texts();
+        let mut matched_rules = std::collections::BTreeSet::new();
+        for text in &texts {
+            let candidates = PREFILTER.candidates(text);
+            for (index, rule) in RULES.iter().enumerate() {
+                if rule_regex(index).is_match(text) {
+                    matched_rules.insert(index);
+                    assert!(candidates.contains(&index), "rule {:?} matches {text:?} but the prefilter skipped it", rule.pattern);
+                }
+            }
+        }
+        assert!(matched_rules.len() >= 100, "the corpus exercises {} of {} rules", matched_rules.len(), RULES.len());
+    }
+
+    #[test]
+    fn text_without_keywords_runs_only_the_rules_without_any() {
+        let always: Vec<SecretKind> = PREFILTER.always.iter().map(|&index| RULES[index].kind).collect();
+        assert_eq!(always, [SecretKind::DiscordToken, SecretKind::MailgunKey], "a rule left without keywords runs on every text");
+        let plain = "error[E0308]: mismatched types in crates/app/src/main.rs:12:5, expected u32 found i64";
+        assert_eq!(PREFILTER.candidates(plain), PREFILTER.always);
+    }
+
+    #[test]
+    fn a_letter_folding_to_ascii_runs_every_rule() {
+        let disguised = "DB_PAſSWORD=CorrectHorseBatteryStaple";
+        assert_eq!(PREFILTER.candidates(disguised).len(), RULES.len());
     }
 }

@@ -15,6 +15,7 @@
 //! Invariant: nothing here touches the network. Models are compiled in or read from paths the
 //! caller names, so an embedder works offline and the same way on every machine.
 
+mod bert;
 mod error;
 mod static_model;
 mod transformer;

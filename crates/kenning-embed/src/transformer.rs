@@ -7,12 +7,12 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use crate::Error;
+use crate::bert::{BertModel, Config};
 
 /// How many texts go through the network together. Texts are sorted by length before batching,
 /// so a batch pads little. 32 keeps the attention scores of a batch of 256-token texts near
@@ -57,6 +57,7 @@ impl TransformerEmbedder {
         let weights_path = require(dir, "model.safetensors")?;
 
         let config: Config = serde_json::from_str(&read(&config_path)?).map_err(|e| invalid(&config_path, e))?;
+        config.check().map_err(|reason| invalid(&config_path, reason))?;
         check_pooling(dir)?;
         let (max_seq_length, lowercase) = sentence_settings(dir, &config)?;
 
@@ -163,7 +164,7 @@ impl TransformerEmbedder {
         let type_ids = ids.zeros_like()?;
         let mask = Tensor::from_vec(mask, shape, &self.device)?;
 
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+        let hidden = self.model.forward(&ids, &type_ids, &mask)?;
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
         let counts = mask.sum(1)?.clamp(1e-9, f32::MAX)?;

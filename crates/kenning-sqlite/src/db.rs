@@ -5,9 +5,10 @@
 //! so that they run alongside writes, which WAL mode allows.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
@@ -116,23 +117,52 @@ impl Db {
     }
 
     /// Runs `work` in a read transaction, so that everything it reads comes from one snapshot.
-    pub(crate) fn read<T>(&self, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    ///
+    /// An idle read connection is used if there is one; else the write connection if no write
+    /// holds it, which spares a short-lived process (a hook) opening a second connection and
+    /// parsing the schema again; else a new read connection, kept for reuse.
+    pub(crate) fn read<T>(&self, work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
         let pooled = lock(&self.readers).pop();
         let mut conn = match pooled {
             Some(conn) => conn,
-            None => retry(|| open_reader(&self.path))?,
+            None => match self.writer.try_lock() {
+                Ok(mut writer) => return read_on(&mut writer, work),
+                Err(TryLockError::Poisoned(poisoned)) => return read_on(&mut poisoned.into_inner(), work),
+                Err(TryLockError::WouldBlock) => retry(|| open_reader(&self.path))?,
+            },
         };
-        let result = retry(|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-            let value = work(&tx)?;
-            tx.commit()?;
-            Ok(value)
-        });
+        let result = read_on(&mut conn, work);
         let mut idle = lock(&self.readers);
         if idle.len() < IDLE_READERS {
             idle.push(conn);
         }
         result
+    }
+}
+
+/// The largest write-ahead log a store's last connection leaves unmerged when it closes.
+///
+/// SQLite merges the log into the database, with its disk flushes, when the last connection to
+/// a store closes, and a hook is a process of a few milliseconds that closes its stores at every
+/// run (a prompt's recall writes its access counts). Skipping the merge loses nothing (the log
+/// holds every commit, flushed as the durability says), but the next process to open the store
+/// rebuilds SQLite's index of the log by reading all of it: after a reindex that is megabytes.
+/// So the merge is skipped only while the log is small enough to read in well under a
+/// millisecond; a run that finds it larger merges it.
+const LOG_LEFT_ON_CLOSE: u64 = 256 * 1024;
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let mut log = self.path.as_os_str().to_owned();
+        log.push("-wal");
+        if std::fs::metadata(&log).is_ok_and(|metadata| metadata.len() <= LOG_LEFT_ON_CLOSE) {
+            let writer = lock(&self.writer);
+            let readers = lock(&self.readers);
+            for conn in std::iter::once(&*writer).chain(readers.iter()) {
+                // A connection that refuses only closes the way it would have anyway.
+                let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+            }
+        }
     }
 }
 
@@ -215,6 +245,17 @@ fn open_reader(path: &Path) -> Result<Connection> {
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
+}
+
+/// Runs `work` in a deferred transaction on `conn`, again from the start while SQLite reports
+/// contention.
+fn read_on<T>(conn: &mut Connection, mut work: impl FnMut(&Transaction) -> Result<T>) -> Result<T> {
+    retry(|| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    })
 }
 
 /// Runs `work` in an immediate write transaction on `conn` and commits it, again from the start

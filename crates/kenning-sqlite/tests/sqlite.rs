@@ -712,6 +712,33 @@ mod persisted_index {
         assert_eq!(rows_in_file(), 75, "the rows caught up on and the rows written since are in the file");
     }
 
+    /// A short-lived process (a hook) leaves a small write-ahead log for the next one instead of
+    /// paying a merge and its flushes at every close, and the next process reads what it holds;
+    /// a log grown large is merged at close, so that no process has megabytes of it to index.
+    #[test]
+    fn a_store_closed_with_a_small_log_leaves_it_and_a_large_one_is_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        let mut log = path.as_os_str().to_owned();
+        log.push("-wal");
+        let log_size = || std::fs::metadata(&log).map(|metadata| metadata.len()).unwrap_or(0);
+
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..3);
+        drop(store);
+        assert!(log_size() > 0, "the few commits stay in the log");
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.search_text("note", &SearchFilter::active(), 100).unwrap().len(), 3, "read back from the log");
+
+        for batch in 0..40 {
+            fill(&store, 3 + batch * 10..13 + batch * 10);
+        }
+        drop(store);
+        assert_eq!(log_size(), 0, "a log past the bound is merged into the database at close");
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.search_text("note", &SearchFilter::active(), 1000).unwrap().len(), 403);
+    }
+
     /// A file that claims changes the store does not have (the database was restored from an
     /// older copy, say) is not trusted.
     #[test]

@@ -9,7 +9,7 @@ use hmac::{KeyInit, Mac};
 
 use crate::error::Error;
 
-type HmacSha256 = hmac::Hmac<sha2_hmac::Sha256>;
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// How long a form stays valid after the page that holds it was served.
 const LIFETIME_SECONDS: i64 = 12 * 3600;

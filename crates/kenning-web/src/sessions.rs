@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sha2_hmac::{Digest, Sha256};
+use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 
