@@ -24,6 +24,10 @@
 //!   ([`judgment`]).
 //! - `redaction`: how many secrets of the committed corpus redaction finds, per class of format,
 //!   how many benign look-alikes it changes, and its cost per capture ([`redaction`]).
+//! - `consolidation`: how long a consolidation run takes to list, embed and cluster episodes
+//!   ([`consolidation`]).
+//! - `compare`: two records of one benchmark side by side, every figure with its ratio new over
+//!   old ([`compare`]).
 //!
 //! Modules: [`retrieval`] runs the quality benchmark over data read by [`locomo`] and scored by
 //! [`metrics`]; [`latency`] runs the speed benchmark over the synthetic [`corpus`], driving
@@ -33,6 +37,8 @@
 //! the machine and prints results.
 
 mod code;
+mod compare;
+mod consolidation;
 mod corpus;
 mod embed;
 mod embedder;
@@ -93,6 +99,11 @@ enum Command {
     /// Secret redaction: recall per class of format and benign strings changed, on the committed
     /// corpus, and its cost per capture.
     Redaction(redaction::RedactionArgs),
+    /// How long consolidation takes to group episodes, stage by stage, with its progress reports.
+    Consolidation(consolidation::ConsolidationArgs),
+    /// Two JSON records of one benchmark side by side: every figure's old and new value and
+    /// their ratio.
+    Compare(compare::CompareArgs),
 }
 
 fn main() -> Result<()> {
@@ -136,6 +147,14 @@ fn main() -> Result<()> {
         Command::Org(args) => {
             let report = org::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &org::table(&report), args.json_out.as_deref())
+        }
+        Command::Consolidation(args) => {
+            let report = consolidation::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &consolidation::table(&report), args.json_out.as_deref())
+        }
+        Command::Compare(args) => {
+            let comparison = compare::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&comparison)?, &compare::table(&comparison), args.json_out.as_deref())
         }
         Command::Judgment(args) => {
             let report = judgment::run(&args)?;

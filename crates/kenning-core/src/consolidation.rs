@@ -11,8 +11,12 @@
 //!   similar to its own, by the same threshold and cap, so that an episode that came before
 //!   its topic's cluster formed is not left alone. Clusters smaller than the minimum size are
 //!   dropped: their episodes stay as they are. The rule is deterministic (the same vectors in
-//!   the same order give the same clusters) and costs two comparisons of each episode or
-//!   cluster with every cluster open before it.
+//!   the same order give the same clusters). An episode (and in the sweep a cluster) is
+//!   compared only with the clusters holding one of its nearest episodes, which the caller
+//!   finds (the engine asks the store's vector index), rather than with every cluster: a
+//!   centroid similar enough to join has its members near the episode, so this finds what
+//!   comparing every pair would unless every member of that cluster is farther than all of the
+//!   episode's neighbours (`kenning-bench consolidation` measures the difference).
 //! - [`extractive_principle`] writes a principle from a cluster without a language model: its
 //!   title is the most central episode's, its content the members' sentences that carry most of
 //!   the words the cluster shares, with those shared terms; it says that it is extractive.
@@ -110,6 +114,8 @@ struct Open {
     sum: Vec<f64>,
     norm: f64,
     members: Vec<usize>,
+    /// Holds an episode that cannot be found among neighbours, so every episode is compared with it.
+    unfindable: bool,
 }
 
 fn norm(vector: &[f32]) -> f64 {
@@ -125,20 +131,36 @@ fn cosine_to(vector: &[f32], length: f64, sum: &[f64], sum_norm: f64) -> f64 {
     dot / (length * sum_norm)
 }
 
-/// Groups `vectors` by the rule in the module's documentation. `progress` is told how many
-/// episodes have been placed, of how many, every [`PROGRESS_STEP`] and at the end; when it
-/// answers `false` the clustering stops and `None` is returned. Vectors of another length than
-/// the first never join its clusters.
-pub fn cluster(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn FnMut(usize, usize) -> bool) -> Option<Vec<Cluster>> {
+/// Groups `vectors` by the rule in the module's documentation. `near` names, for an episode,
+/// the episodes nearest it (positions in `vectors`, in any order, itself included or not):
+/// the episode is compared only with the clusters holding one of them, so that the work grows
+/// with the number of episodes times the cost of finding neighbours, not with its square. It
+/// answers `None` for an episode that cannot be found among neighbours (one without a stored
+/// vector, say): such an episode is compared with every cluster, and every cluster it joins
+/// with every later episode. `progress` is told how many episodes have been placed, of how
+/// many, every [`PROGRESS_STEP`] and at the end; when it answers `false` the clustering stops
+/// and `None` is returned. Vectors of another length than the first never join its clusters.
+pub fn cluster(
+    vectors: &[Vec<f32>],
+    params: &ClusterParams,
+    near: &mut dyn FnMut(usize) -> Option<Vec<usize>>,
+    progress: &mut dyn FnMut(usize, usize) -> bool,
+) -> Option<Vec<Cluster>> {
     let total = vectors.len();
     let lengths: Vec<f64> = vectors.iter().map(|vector| norm(vector)).collect();
     let mut open: Vec<Open> = Vec::new();
+    let mut neighbours: Vec<Option<Vec<usize>>> = Vec::with_capacity(total);
+    // The open cluster of each episode placed so far.
+    let mut home: Vec<usize> = Vec::with_capacity(total);
     for (position, vector) in vectors.iter().enumerate() {
         if position > 0 && position % PROGRESS_STEP == 0 && !progress(position, total) {
             return None;
         }
+        let found = near(position);
+        let candidates = candidate_clusters(found.as_deref(), &home, &open);
         let mut best: Option<(usize, f64)> = None;
-        for (index, candidate) in open.iter().enumerate() {
+        for index in candidates {
+            let candidate = &open[index];
             if candidate.members.len() >= MAX_CLUSTER_SIZE || candidate.sum.len() != vector.len() {
                 continue;
             }
@@ -155,20 +177,24 @@ pub fn cluster(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn 
                 }
                 joined.norm = joined.sum.iter().map(|x| x * x).sum::<f64>().sqrt();
                 joined.members.push(position);
+                joined.unfindable |= found.is_none();
+                home.push(index);
             }
             None => {
                 // Each member counts with unit length, so that a long vector does not pull the centroid.
                 let sum: Vec<f64> =
                     vector.iter().map(|x| if lengths[position] == 0.0 { 0.0 } else { f64::from(*x) / lengths[position] }).collect();
                 let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
-                open.push(Open { sum, norm, members: vec![position] });
+                home.push(open.len());
+                open.push(Open { sum, norm, members: vec![position], unfindable: found.is_none() });
             }
         }
+        neighbours.push(found);
     }
     if !progress(total, total) {
         return None;
     }
-    let open = merge_close_clusters(open, params.similarity_threshold);
+    let open = merge_close_clusters(open, &neighbours, params.similarity_threshold);
     Some(
         open.into_iter()
             .filter(|candidate| candidate.members.len() >= params.min_cluster_size)
@@ -185,16 +211,48 @@ pub fn cluster(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn 
     )
 }
 
+/// The clusters (indices into `clusters`, ascending, so that ties go to the one opened first)
+/// an episode is compared with: those `home` places its neighbours in, and those holding an
+/// episode that cannot be found among neighbours; every cluster for such an episode itself.
+/// Neighbours not placed yet (later episodes) have no cluster.
+fn candidate_clusters(found: Option<&[usize]>, home: &[usize], clusters: &[Open]) -> Vec<usize> {
+    let Some(found) = found else { return (0..clusters.len()).collect() };
+    let mut candidates: Vec<usize> = found.iter().filter_map(|neighbour| home.get(*neighbour).copied()).collect();
+    candidates.extend(clusters.iter().enumerate().filter(|(_, cluster)| cluster.unfindable).map(|(index, _)| index));
+    candidates.sort_unstable();
+    candidates.dedup();
+    candidates
+}
+
 /// The second sweep of [`cluster`]: each cluster, in the order they were opened, joins the
 /// earlier one whose centroid is most similar to its own, if that similarity reaches the
 /// threshold and the two fit in [`MAX_CLUSTER_SIZE`]. The first pass compares an episode with
 /// a cluster of one by their two vectors alone; this lets an episode that came too early for
 /// the cluster that grew later (or two halves of one topic) come together by their centroids.
-fn merge_close_clusters(open: Vec<Open>, threshold: f64) -> Vec<Open> {
+/// A cluster is compared with the earlier ones holding a neighbour of one of its members, as
+/// in the first pass.
+fn merge_close_clusters(open: Vec<Open>, neighbours: &[Option<Vec<usize>>], threshold: f64) -> Vec<Open> {
     let mut kept: Vec<Open> = Vec::with_capacity(open.len());
+    // The kept cluster of each episode whose cluster was swept so far.
+    let mut home: Vec<Option<usize>> = vec![None; neighbours.len()];
     for candidate in open {
+        let earlier: Vec<usize> = if candidate.unfindable {
+            (0..kept.len()).collect()
+        } else {
+            let mut earlier: Vec<usize> = candidate
+                .members
+                .iter()
+                .flat_map(|member| neighbours[*member].iter().flatten())
+                .filter_map(|neighbour| home.get(*neighbour).copied().flatten())
+                .collect();
+            earlier.extend(kept.iter().enumerate().filter(|(_, cluster)| cluster.unfindable).map(|(index, _)| index));
+            earlier.sort_unstable();
+            earlier.dedup();
+            earlier
+        };
         let mut best: Option<(usize, f64)> = None;
-        for (index, earlier) in kept.iter().enumerate() {
+        for index in earlier {
+            let earlier = &kept[index];
             if earlier.members.len() + candidate.members.len() > MAX_CLUSTER_SIZE
                 || earlier.sum.len() != candidate.sum.len()
                 || earlier.norm == 0.0
@@ -215,9 +273,18 @@ fn merge_close_clusters(open: Vec<Open>, threshold: f64) -> Vec<Open> {
                     *sum += x;
                 }
                 target.norm = target.sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+                target.unfindable |= candidate.unfindable;
+                for member in &candidate.members {
+                    home[*member] = Some(index);
+                }
                 target.members.extend(candidate.members);
             }
-            None => kept.push(candidate),
+            None => {
+                for member in &candidate.members {
+                    home[*member] = Some(kept.len());
+                }
+                kept.push(candidate);
+            }
         }
     }
     kept
@@ -436,8 +503,31 @@ mod tests {
         values.iter().map(|x| x / length).collect()
     }
 
+    /// Each episode's `k` nearest by cosine, itself included, as the engine's vector index
+    /// finds them.
+    fn nearest(vectors: &[Vec<f32>], k: usize) -> impl FnMut(usize) -> Option<Vec<usize>> + '_ {
+        move |position| {
+            let mut others: Vec<(usize, f64)> = vectors
+                .iter()
+                .enumerate()
+                .map(|(other, vector)| (other, vector.iter().zip(&vectors[position]).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()))
+                .collect();
+            others.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            Some(others.into_iter().take(k).map(|(other, _)| other).collect())
+        }
+    }
+
+    /// The clusters' members, sorted, found through four neighbours an episode; the same as
+    /// comparing every episode with every cluster.
     fn run(vectors: &[Vec<f32>], params: &ClusterParams) -> Vec<Vec<usize>> {
-        let mut members: Vec<Vec<usize>> = cluster(vectors, params, &mut |_, _| true)
+        let through_neighbours = sorted(cluster(vectors, params, &mut nearest(vectors, 4), &mut |_, _| true).unwrap());
+        let every_pair = sorted(cluster(vectors, params, &mut |_| None, &mut |_, _| true).unwrap());
+        assert_eq!(through_neighbours, every_pair);
+        through_neighbours
+    }
+
+    fn sorted(clusters: Vec<Cluster>) -> Vec<Vec<usize>> {
+        let mut members: Vec<Vec<usize>> = clusters
             .unwrap()
             .into_iter()
             .map(|cluster| {
@@ -472,8 +562,8 @@ mod tests {
     fn members_come_most_central_first_and_the_rule_is_deterministic() {
         let vectors = vec![unit(&[1.0, 0.3]), unit(&[1.0, 0.0]), unit(&[1.0, -0.3]), unit(&[1.0, 0.05])];
         let params = ClusterParams { similarity_threshold: 0.9, min_cluster_size: 2 };
-        let first = cluster(&vectors, &params, &mut |_, _| true).unwrap();
-        assert_eq!(first, cluster(&vectors, &params, &mut |_, _| true).unwrap());
+        let first = cluster(&vectors, &params, &mut nearest(&vectors, 4), &mut |_, _| true).unwrap();
+        assert_eq!(first, cluster(&vectors, &params, &mut nearest(&vectors, 4), &mut |_, _| true).unwrap());
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].members[0], 1, "the vector nearest the centroid comes first: {:?}", first[0]);
         assert!(first[0].centrality.windows(2).all(|pair| pair[0] >= pair[1]));
@@ -506,13 +596,27 @@ mod tests {
     fn progress_is_reported_and_can_stop_the_work() {
         let vectors: Vec<Vec<f32>> = (0..250).map(|i| unit(&[1.0, (i % 7) as f32])).collect();
         let mut seen = Vec::new();
-        cluster(&vectors, &ClusterParams::default(), &mut |done, total| {
+        cluster(&vectors, &ClusterParams::default(), &mut |_| None, &mut |done, total| {
             seen.push((done, total));
             true
         })
         .unwrap();
         assert_eq!(seen, [(100, 250), (200, 250), (250, 250)]);
-        assert_eq!(cluster(&vectors, &ClusterParams::default(), &mut |done, _| done < 200), None);
+        assert_eq!(cluster(&vectors, &ClusterParams::default(), &mut |_| None, &mut |done, _| done < 200), None);
+    }
+
+    #[test]
+    fn an_episode_is_compared_only_with_the_clusters_of_its_neighbours_or_every_one_when_it_has_none() {
+        let vectors = vec![unit(&[1.0, 0.0]), unit(&[1.0, 0.01]), unit(&[1.0, 0.02]), unit(&[1.0, 0.03])];
+        let params = ClusterParams { similarity_threshold: 0.9, min_cluster_size: 2 };
+        let alone = cluster(&vectors, &params, &mut |position| Some(vec![position]), &mut |_, _| true).unwrap();
+        assert!(alone.is_empty(), "neighbours that are only themselves join nothing: {alone:?}");
+        // The last episode has no neighbours to name: it is compared with every cluster, and
+        // the first episode's cluster is found although nothing names it.
+        let vectors = vec![unit(&[1.0, 0.0]), unit(&[0.0, 1.0]), unit(&[0.7, 0.7]), unit(&[1.0, 0.05])];
+        let mut near = |position: usize| (position < 3).then(|| vec![position]);
+        let found = sorted(cluster(&vectors, &params, &mut near, &mut |_, _| true).unwrap());
+        assert_eq!(found, [vec![0, 3]]);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! ([`CONSOLIDATED_INTO_KEY`], [`CONSOLIDATION_RUN_KEY`]), which keeps later runs from grouping
 //! them again; a rollback removes the marks its run made, and no other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -53,11 +53,13 @@ pub const CONSOLIDATION_METHOD_KEY: &str = "consolidation_method";
 pub const DERIVED_FROM: &str = "derived-from";
 /// Run ids are this prefix and a ULID.
 pub const RUN_ID_PREFIX: &str = "cr_";
-/// The most episodes one run looks at (the newest ones not yet consolidated): clustering
-/// compares each with every open cluster, so the work grows with the square of this.
+/// The most episodes one run looks at (the newest ones not yet consolidated): each is embedded
+/// and looked up in the vector index.
 pub const MAX_EPISODES: usize = 10_000;
 /// The namespace of a principle whose episodes come from several namespaces.
 pub const MIXED_NAMESPACE: &str = "learnings";
+/// How many of an episode's nearest episodes clustering looks through for a cluster to join.
+const CLUSTER_NEIGHBOURS: usize = 32;
 /// The rule that writes a principle without a model, as responses name it.
 pub const EXTRACTIVE_FALLBACK: &str = "extractive summary: each principle quotes its cluster's most representative sentences";
 /// The most runs a listing looks through per domain.
@@ -301,11 +303,7 @@ impl MemoryService {
         let started = self.now();
         let episodes = self.unconsolidated_episodes(entry, namespace.as_ref(), limit)?;
         let vectors = self.episode_vectors(&episodes, progress)?;
-        let clusters = cluster(&vectors, &params, &mut |done, total| {
-            progress(&Progress { stage: Stage::Clustering, done, total });
-            !kenning_core::interrupt::interrupted()
-        })
-        .ok_or(Error::Interrupted)?;
+        let clusters = self.cluster_episodes(entry, &episodes, namespace.as_ref(), &vectors, &params, progress)?;
         let clusters = agreeing(&episodes, clusters, params.min_cluster_size);
         let mut run = ConsolidationRun {
             run_id: None,
@@ -407,6 +405,55 @@ impl MemoryService {
             progress(&Progress { stage: Stage::Embedding, done: vectors.len(), total: episodes.len() });
         }
         Ok(vectors)
+    }
+
+    /// Groups the episodes (see [`cluster`]), each compared with the clusters of its nearest
+    /// episodes as the store's vector index finds them among the domain's active episodes.
+    fn cluster_episodes(
+        &self,
+        entry: &DomainStore,
+        episodes: &[Memory],
+        namespace: Option<&Namespace>,
+        vectors: &[Vec<f32>],
+        params: &ClusterParams,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<Cluster>> {
+        let model = self.embedder.as_ref().map(|embedder| embedder.model_id().to_owned()).unwrap_or_default();
+        let positions: HashMap<&MemoryId, usize> = episodes.iter().enumerate().map(|(position, episode)| (&episode.id, position)).collect();
+        let filter = SearchFilter {
+            kinds: vec![MemoryKind::Episodic],
+            namespaces: namespace.cloned().into_iter().collect(),
+            status: Some(Status::Active),
+            ..SearchFilter::default()
+        };
+        let mut failure = None;
+        // An episode the index does not find by its own vector (stored without one, or under
+        // another model) is compared with every cluster instead.
+        let mut near = |position: usize| -> Option<Vec<usize>> {
+            let vector = &vectors[position];
+            if vector.is_empty() || failure.is_some() {
+                return None;
+            }
+            match entry.store.search_vector(vector, &model, &filter, CLUSTER_NEIGHBOURS) {
+                Ok(hits) => {
+                    let found: Vec<usize> = hits.iter().filter_map(|hit| positions.get(&hit.id).copied()).collect();
+                    found.contains(&position).then_some(found)
+                }
+                Err(error) => {
+                    failure = Some(error);
+                    None
+                }
+            }
+        };
+        let clusters = cluster(vectors, params, &mut near, &mut |done, total| {
+            progress(&Progress { stage: Stage::Clustering, done, total });
+            !kenning_core::interrupt::interrupted()
+        })
+        .ok_or(Error::Interrupted)?;
+        match failure {
+            Some(error) => Err(error.into()),
+            None => Ok(clusters),
+        }
     }
 
     /// Writes each cluster's principle under the id planned for it and marks its episodes,

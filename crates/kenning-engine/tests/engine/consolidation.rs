@@ -170,6 +170,22 @@ fn three_topics_become_three_linked_principles_and_a_rollback_restores_everythin
     assert_eq!((redo.episodes_evaluated, redo.clusters_found, redo.principles_extracted), (15, 3, 3), "rolled back episodes are grouped again");
 }
 
+/// Clustering looks through each episode's neighbours in the vector index; episodes captured
+/// without an embedder have no vectors there, and are compared with every cluster instead.
+#[test]
+fn episodes_captured_without_vectors_are_grouped_all_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join("user.db")).unwrap());
+    let text_only = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], None);
+    let (mut topics, _) = capture_topics(&text_only);
+    let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], super::builtin_embedder());
+    let (plan, _) = consolidate(&memory, ConsolidateRequest { dry_run: true, ..ConsolidateRequest::default() });
+    let mut found: Vec<Vec<String>> = plan.clusters.iter().map(|cluster| sorted(cluster.episodes.clone())).collect();
+    found.sort();
+    topics.sort();
+    assert_eq!(found, topics);
+}
+
 #[test]
 fn a_run_that_stopped_midway_is_rolled_back_from_what_it_recorded() {
     let dir = tempfile::tempdir().unwrap();
