@@ -528,7 +528,6 @@ mod tests {
 
     fn sorted(clusters: Vec<Cluster>) -> Vec<Vec<usize>> {
         let mut members: Vec<Vec<usize>> = clusters
-            .unwrap()
             .into_iter()
             .map(|cluster| {
                 let mut members = cluster.members;
