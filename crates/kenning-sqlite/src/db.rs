@@ -2,7 +2,8 @@
 //!
 //! One writer connection sits behind a mutex, so writes from this process are serialised here
 //! and SQLite only ever arbitrates between processes. Reads take a connection from a small pool
-//! so that they run alongside writes, which WAL mode allows.
+//! so that they run alongside writes, which WAL mode allows; while no write holds the writer and
+//! the pool is empty (a short-lived process's only reads), they borrow the writer instead.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
