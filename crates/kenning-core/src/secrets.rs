@@ -553,22 +553,29 @@ impl Prefilter {
 
 /// The literals every match of `pattern` starts with, lowercase, or `None` when they are
 /// unbounded or too short to tell texts apart. Inexact literals (prefixes of longer ones the
-/// extractor gave up on) serve as well: a match still starts with one of them. Variants holding
-/// a [`FOLDING_TO_ASCII`] character are left out: such a text runs every rule.
+/// extractor gave up on) serve as well: a match still starts with one of them. The patterns are
+/// ASCII, so a literal that is not can only be a case-folding variant with a [`FOLDING_TO_ASCII`]
+/// character (perhaps cut inside it), and a text holding one runs every rule: such literals are
+/// left out.
 fn prefix_literals(pattern: &str) -> Option<Vec<String>> {
     let hir = regex_syntax::parse(&ascii_boundaries(pattern)).expect("secret patterns are valid");
     let literals = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
     let mut keywords: Vec<String> = Vec::new();
     for literal in literals.literals()? {
-        let word = String::from_utf8_lossy(literal.as_bytes()).to_ascii_lowercase();
-        if word.len() < SHORTEST_KEYWORD {
+        let bytes = literal.as_bytes();
+        if bytes.len() < SHORTEST_KEYWORD {
             return None;
         }
-        if !word.contains(FOLDING_TO_ASCII) && !keywords.contains(&word) {
+        if !bytes.is_ascii() {
+            continue;
+        }
+        let word = String::from_utf8(bytes.to_ascii_lowercase()).expect("ASCII is UTF-8");
+        if !keywords.contains(&word) {
             keywords.push(word);
         }
     }
-    Some(keywords)
+    // A rule left with no literal at all must still run somewhere: on every text.
+    if keywords.is_empty() { None } else { Some(keywords) }
 }
 
 static PREFILTER: LazyLock<Prefilter> = LazyLock::new(Prefilter::new);
