@@ -56,6 +56,10 @@ class Claude:
                 "DISABLE_AUTOUPDATER": "1",
                 "DISABLE_TELEMETRY": "1",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                # Headless runs of this client send the first request without waiting for MCP
+                # servers to connect, so whether kenning's tools are in it would be a race
+                # against the machine's load: the tests that look for them make it wait.
+                "MCP_CONNECTION_NONBLOCKING": "false",
                 "KENNING_LOG": "warn",
             }
         )
