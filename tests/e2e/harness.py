@@ -33,6 +33,30 @@ REMOTE_URL = f"https://github.com/acme/{PROJECT_ID}.git"
 SERVING = re.compile(r"kenning: serving MCP at (http://\S+/mcp)")
 STARTUP_TIMEOUT = 30.0
 SHUTDOWN_TIMEOUT = 10.0
+# Set by scripts/test (to anything but 0): a test whose service is missing fails instead of being
+# skipped. The Rust tests follow the same rule (kenning_conformance::services).
+SERVICES_REQUIRED = "KENNING_TEST_SERVICES_REQUIRED"
+
+
+def missing(variable: str, problem: str) -> None:
+    """Says that what `variable` names is missing (`problem` says how): fails the test when
+    KENNING_TEST_SERVICES_REQUIRED is set, as scripts/test sets it, else skips it with a reason
+    naming the variable."""
+    if os.environ.get(SERVICES_REQUIRED, "") not in ("", "0"):
+        pytest.fail(
+            f"{problem}. {SERVICES_REQUIRED} is set, so a test whose service is missing fails rather "
+            f"than being skipped: run `scripts/test`, which sets up every service, or set {variable}"
+        )
+    pytest.skip(f"{problem}; set {variable} to run it, or run the whole suite with `scripts/test`")
+
+
+def service(variable: str, what: str) -> str:
+    """The value of `variable`, which names `what` a test needs (a server, a client); when it is
+    not set, the decision of `missing`."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        missing(variable, f"{variable} is not set: this test needs {what}")
+    return value
 
 
 @dataclass

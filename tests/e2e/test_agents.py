@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from agent_api import AgentAPI, Text, Tool
-from harness import Workspace
+from harness import Workspace, service
 
 CLAUDE = os.environ.get("KENNING_TEST_CLAUDE", "")
 GEMINI = os.environ.get("KENNING_TEST_GEMINI", "")
@@ -35,9 +35,6 @@ TIMEOUT = 120
 
 LESSON = "The billing webhook test fails when the clock is not UTC; run it with TZ=UTC."
 PREFERENCE = "Always run the integration suite before merging."
-
-needs_claude = pytest.mark.skipif(not CLAUDE, reason="KENNING_TEST_CLAUDE is not set: run through scripts/test, which installs Claude Code")
-
 
 @dataclass
 class Claude:
@@ -94,6 +91,7 @@ class Claude:
 
 @pytest.fixture
 def claude(ws: Workspace, tmp_path: Path) -> Iterator[Claude]:
+    service("KENNING_TEST_CLAUDE", "Claude Code (scripts/test installs it from npm)")
     home = tmp_path / "home"
     home.mkdir()
     init = ws.run("init")
@@ -114,7 +112,6 @@ def capture(claude: Claude, content: str, namespace: str, domain: str = "project
     capture_in(claude.ws, content, namespace, domain)
 
 
-@needs_claude
 def test_a_failing_command_brings_back_its_lesson_and_a_passing_one_nothing(claude: Claude) -> None:
     capture(claude, LESSON, "learnings")
     claude.api.turn("run the billing tests", Tool("Bash", {"command": "echo 'test billing::webhook ... FAILED' >&2; exit 1", "description": "Run the billing tests"}), Text("It failed."))
@@ -135,7 +132,6 @@ def test_a_failing_command_brings_back_its_lesson_and_a_passing_one_nothing(clau
     assert claude.hook_log() == ""
 
 
-@needs_claude
 def test_the_client_connects_the_server_init_registered_and_doctor_agrees(claude: Claude) -> None:
     listed = subprocess.run([CLAUDE, "mcp", "list"], cwd=claude.ws.repo, env=claude.env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert listed.returncode == 0 and "kenning:" in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
@@ -144,7 +140,6 @@ def test_the_client_connects_the_server_init_registered_and_doctor_agrees(claude
     assert "ok   hooks" in doctor.stdout, doctor.stdout
 
 
-@needs_claude
 def test_a_prompt_gets_relevant_memories_and_an_unrelated_one_gets_none(claude: Claude) -> None:
     capture(claude, LESSON, "learnings")
     claude.api.turn("billing webhook test", Text("Use TZ=UTC."))
@@ -158,7 +153,6 @@ def test_a_prompt_gets_relevant_memories_and_an_unrelated_one_gets_none(claude: 
     assert not any("Memories kenning found relevant" in body for body in claude.requests_since(mark))
 
 
-@needs_claude
 def test_every_stop_captures_the_final_answer_of_its_turn(claude: Claude) -> None:
     turns = 20
     for n in range(turns):
@@ -191,7 +185,6 @@ def test_every_stop_captures_the_final_answer_of_its_turn(claude: Claude) -> Non
     assert sources == {"model-generated"}, sources
 
 
-@needs_claude
 def test_a_resumed_and_a_compacted_session_get_their_context_back(claude: Claude) -> None:
     capture(claude, "Blocked: staging deploys need the new TLS certificate from ops.", "blockers")
     claude.api.turn("start the release", Text("We decided to ship the release from the main branch only."))
@@ -213,7 +206,6 @@ def test_a_resumed_and_a_compacted_session_get_their_context_back(claude: Claude
     assert claude.hook_log() == ""
 
 
-@needs_claude
 def test_a_hook_argument_error_does_not_block_the_prompt(claude: Claude) -> None:
     settings_path = claude.ws.repo / ".claude" / "settings.json"
     settings = json.loads(settings_path.read_text())
@@ -229,7 +221,6 @@ def test_a_hook_argument_error_does_not_block_the_prompt(claude: Claude) -> None
     assert "--flag-from-a-newer-kenning" in claude.hook_log()
 
 
-@needs_claude
 def test_the_plugin_installs_the_server_and_the_hooks_in_one_step(claude: Claude, tmp_path: Path) -> None:
     home = tmp_path / "plugin-home"
     home.mkdir()
@@ -253,8 +244,8 @@ def test_the_plugin_installs_the_server_and_the_hooks_in_one_step(claude: Claude
     assert "staging deploys need the new TLS certificate" in request, "the plugin's session-start hook"
 
 
-@pytest.mark.skipif(not GEMINI, reason="KENNING_TEST_GEMINI is not set: run through scripts/test, which installs Gemini CLI")
 def test_gemini_cli_connects_to_the_server_init_registered(ws: Workspace, tmp_path: Path) -> None:
+    service("KENNING_TEST_GEMINI", "Gemini CLI (scripts/test installs it from npm)")
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
     init = ws.run("init", "--client", "gemini")
@@ -270,8 +261,8 @@ def test_gemini_cli_connects_to_the_server_init_registered(ws: Workspace, tmp_pa
     assert "kenning" in output and "Connected" in output, output
 
 
-@pytest.mark.skipif(not CODEX, reason="KENNING_TEST_CODEX is not set: run through scripts/test, which installs Codex CLI")
 def test_codex_runs_with_the_server_and_the_hooks_init_registered(ws: Workspace, tmp_path: Path) -> None:
+    service("KENNING_TEST_CODEX", "Codex CLI (scripts/test installs it from npm)")
     init = ws.run("init", "--client", "codex")
     assert init.returncode == 0, init.stderr
     capture_in(ws, "Blocked: staging deploys need the new TLS certificate from ops.", "blockers")

@@ -2,21 +2,21 @@
 transports, and `kenning promote URN --to org`, against the real PostgreSQL test server.
 
 The server comes from KENNING_TEST_PG_URL, which `scripts/test` sets after starting one; every
-test writes into a PostgreSQL schema of its own. Without the variable the tests fail and say how
-to get a server: an org test never passes without having run.
+test writes into a PostgreSQL schema of its own. Without the variable a test is skipped, saying
+how to get a server, except under `scripts/test`, where it fails: there an org test never passes
+without having run (`harness.service`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import uuid
 from typing import Any
 
 import pytest
 
-from harness import PROJECT_DOMAIN, Connection, Workspace, connect
+from harness import PROJECT_DOMAIN, Connection, Workspace, connect, service
 
 pytestmark = pytest.mark.anyio
 
@@ -28,14 +28,10 @@ UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
 def pg_url() -> str:
-    url = os.environ.get("KENNING_TEST_PG_URL", "").strip()
-    if not url:
-        pytest.fail(
-            "KENNING_TEST_PG_URL is not set: the org tests need a PostgreSQL server with pgvector. Run the "
-            "project's test command, `scripts/test`, which starts one; or start one with "
-            "`scripts/pg-server start /tmp/kenning-pg` and export KENNING_TEST_PG_URL with the URL it prints."
-        )
-    return url
+    return service(
+        "KENNING_TEST_PG_URL",
+        "a PostgreSQL server with pgvector (`scripts/pg-server start /tmp/kenning-pg` starts one)",
+    )
 
 
 def org_env(url: str | None = None) -> dict[str, str]:

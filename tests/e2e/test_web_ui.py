@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness import Workspace, announced_server
+from harness import Workspace, announced_server, missing
 
 CHROMIUM = os.environ.get("KENNING_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("KENNING_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -140,11 +140,13 @@ class WebDriver:
 
 @contextlib.contextmanager
 def chromedriver(root: Path) -> Iterator[WebDriver]:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        assert os.access(path, os.X_OK), (
-            f"{path} is missing: install Debian's chromium and chromium-driver "
-            "(`apt-get install chromium chromium-driver`; .ci/run and scripts/test do it)"
-        )
+    for variable, path in (("KENNING_TEST_CHROMIUM", CHROMIUM), ("KENNING_TEST_CHROMEDRIVER", CHROMEDRIVER)):
+        if not os.access(path, os.X_OK):
+            missing(
+                variable,
+                f"{path} is missing: this test needs Debian's chromium and chromium-driver "
+                "(`apt-get install chromium chromium-driver`; .ci/run and scripts/test do it)",
+            )
     port = free_port()
     log = (root / "chromedriver.log").open("wb")
     process = subprocess.Popen([CHROMEDRIVER, f"--port={port}"], stdout=log, stderr=subprocess.STDOUT)

@@ -30,6 +30,10 @@
 //! factory of [`DecisionStore`]s; [`decision_checks`] holds those checks. A backend that keeps
 //! working state (its [`MemoryStore::state`] answers) runs [`state_conformance_tests!`] with a
 //! factory of [`MemoryStore`]s; [`state_checks`] holds those checks.
+//!
+//! [`services`] is the one rule for the workspace's tests that need something from outside it
+//! (a PostgreSQL server, a Python with the MCP SDK, the MiniLM model): skipped with a notice in a
+//! plain `cargo test`, a failure under `scripts/test`.
 
 use kenning_core::MemoryStore;
 use kenning_core::decision::DecisionStore;
@@ -37,6 +41,7 @@ use kenning_core::decision::DecisionStore;
 pub mod checks;
 pub mod decision_checks;
 pub mod fixtures;
+pub mod services;
 pub mod state_checks;
 
 /// Opens a fresh, empty store each time it is called.

@@ -21,7 +21,6 @@ mod protocols;
 #[path = "engine/redaction.rs"]
 mod redaction;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use kenning_core::{CaptureInput, Domain, Embedder, MemoryStore, UpdateInput};
@@ -451,14 +450,9 @@ fn export_then_import_is_lossless() {
     assert_eq!(urns(&copy.recall(recall("second")).unwrap()), [urn]);
 }
 
-fn model_dir() -> PathBuf {
-    std::env::var_os("KENNING_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/models/all-MiniLM-L6-v2"))
-}
-
 #[test]
 fn hybrid_recall_finds_meaning_without_shared_words_and_reindex_fills_vectors() {
+    let Some(dir_path) = kenning_conformance::services::model_dir() else { return };
     let dir = tempfile::tempdir().unwrap();
     let plain = two_domains(&dir, None);
     plain.capture(note("The login page times out after thirty seconds", "blockers"), None).unwrap();
@@ -466,7 +460,6 @@ fn hybrid_recall_finds_meaning_without_shared_words_and_reindex_fills_vectors() 
     plain.capture(note("We pin Rust to the stable toolchain", "standards"), None).unwrap();
     assert!(plain.recall(recall("authentication screen slow")).unwrap().results.is_empty(), "BM25 alone shares no word with the query");
 
-    let dir_path = model_dir();
     let embedder: Arc<dyn Embedder> = Arc::new(
         kenning_embed::TransformerEmbedder::load(&dir_path)
             .unwrap_or_else(|error| panic!("the MiniLM model must be at {} (or set KENNING_TEST_MODEL_DIR): {error}", dir_path.display())),

@@ -7,14 +7,16 @@
 //!
 //! The servers' URLs come from `KENNING_TEST_PG_*` variables, which `scripts/test` sets after
 //! starting throwaway servers (`scripts/pg-server`). Every store gets a schema of its own, so
-//! tests run side by side on one server. Without a variable each test that needs it fails with
-//! a message saying how to get the server: an org test never passes without having run.
+//! tests run side by side on one server. Each test first checks that the variables it needs are
+//! set ([`servers`]): without one, a plain `cargo test` skips it with a notice saying how to get
+//! the server, while `scripts/test` fails it, so there an org test never passes without having run.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use kenning_conformance::services;
 use kenning_core::MemoryStore;
 use kenning_postgres::{PostgresStore, Settings, VectorIndex};
 
@@ -41,23 +43,49 @@ mod replica;
 #[path = "postgres/text.rs"]
 mod text;
 
-const URL_VARIABLE: &str = "KENNING_TEST_PG_URL";
+const PG_URL: &str = "KENNING_TEST_PG_URL";
+const SOCKET_URL: &str = "KENNING_TEST_PG_SOCKET_URL";
+const REPLICA_URL: &str = "KENNING_TEST_PG_REPLICA_URL";
+const BOUNCER_URL: &str = "KENNING_TEST_PG_BOUNCER_URL";
+const TLS_URL: &str = "KENNING_TEST_PG_TLS_URL";
+const TLS_CA: &str = "KENNING_TEST_PG_TLS_CA";
+const TLS_CLIENT_CERT: &str = "KENNING_TEST_PG_TLS_CLIENT_CERT";
+const TLS_CLIENT_KEY: &str = "KENNING_TEST_PG_TLS_CLIENT_KEY";
 
-/// The test server's URL, or a failure that says how to get one.
-fn server_url() -> String {
-    test_variable(URL_VARIABLE, "a PostgreSQL server with pgvector", "scripts/pg-server start /tmp/kenning-pg")
+/// Each server variable `scripts/test` sets: what it names, and how to start that by hand.
+const SERVERS: [(&str, &str); 8] = [
+    (PG_URL, "a PostgreSQL server with pgvector (`scripts/pg-server start /tmp/kenning-pg` starts one)"),
+    (SOCKET_URL, "the pgvector server's Unix socket (`scripts/pg-server start /tmp/kenning-pg` starts one)"),
+    (REPLICA_URL, "a streaming replica of the pgvector server (`scripts/pg-server start-replica /tmp/kenning-pg /tmp/kenning-pg-replica`)"),
+    (BOUNCER_URL, "pgbouncer in transaction pooling mode in front of the pgvector server (`scripts/pg-server start-pgbouncer /tmp/kenning-pg /tmp/kenning-pgbouncer`)"),
+    (TLS_URL, "a PostgreSQL server with ssl=on (`scripts/pg-server start-tls /tmp/kenning-pg-tls`)"),
+    (TLS_CA, "the TLS server's CA certificate (`scripts/pg-server start-tls /tmp/kenning-pg-tls` writes it)"),
+    (TLS_CLIENT_CERT, "a client certificate for the TLS server (`scripts/pg-server start-tls /tmp/kenning-pg-tls` writes it)"),
+    (TLS_CLIENT_KEY, "the client certificate's key (`scripts/pg-server start-tls /tmp/kenning-pg-tls` writes it)"),
+];
+
+/// Whether every server variable in `names` is set. A test calls it first and returns at once
+/// when it is false: without `scripts/test` that test is skipped with a notice, under it a
+/// missing server fails the test (`kenning_conformance::services`).
+#[track_caller]
+fn servers(names: &[&str]) -> bool {
+    // Every name is looked at, so that the notice names each one that is missing.
+    let mut all_set = true;
+    for name in names {
+        let (_, what) = SERVERS.iter().find(|(variable, _)| variable == name).expect("a server variable");
+        all_set &= services::variable(name, what).is_some();
+    }
+    all_set
 }
 
-/// A `KENNING_TEST_*` variable `scripts/test` sets, or a failure that says what it is for and
-/// how to get it.
-fn test_variable(name: &str, what: &str, start: &str) -> String {
-    match std::env::var(name) {
-        Ok(value) if !value.trim().is_empty() => value,
-        _ => panic!(
-            "{name} is not set: the organisation-domain tests need {what}. Run the project's test command, \
-             `scripts/test`, which starts it; or start it with `{start}` and export {name} with what it prints."
-        ),
-    }
+/// The value of a server variable the test checked with [`servers`] first.
+fn test_variable(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set, and the test did not check `servers(&[{name}])` first"))
+}
+
+/// The test server's URL.
+fn server_url() -> String {
+    test_variable(PG_URL)
 }
 
 /// A schema name no other store of any test run uses.
@@ -84,30 +112,50 @@ fn fresh_store(label: &str) -> PostgresStore {
 mod conformance {
     use super::*;
 
-    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(fresh_store("conformance")) });
+    kenning_conformance::conformance_tests!({
+        if !servers(&[PG_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> { Box::new(fresh_store("conformance")) }
+    });
 }
 
 /// The same suite with `vector_index = "exact"`, the configuration that compares every vector.
 mod conformance_exact {
     use super::*;
 
-    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> {
-        let settings = Settings { vector_index: VectorIndex::Exact, ..settings(&fresh_schema("exact")) };
-        Box::new(PostgresStore::open(&settings).unwrap())
+    kenning_conformance::conformance_tests!({
+        if !servers(&[PG_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> {
+            let settings = Settings { vector_index: VectorIndex::Exact, ..settings(&fresh_schema("exact")) };
+            Box::new(PostgresStore::open(&settings).unwrap())
+        }
     });
 }
 
 mod state_conformance {
     use super::*;
 
-    kenning_conformance::state_conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(fresh_store("state")) });
+    kenning_conformance::state_conformance_tests!({
+        if !servers(&[PG_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> { Box::new(fresh_store("state")) }
+    });
 }
 
 mod decision_conformance {
     use super::*;
     use kenning_core::decision::DecisionStore;
 
-    kenning_conformance::decision_conformance_tests!(|| -> Box<dyn DecisionStore> { Box::new(fresh_store("decisions")) });
+    kenning_conformance::decision_conformance_tests!({
+        if !servers(&[PG_URL]) {
+            return;
+        }
+        || -> Box<dyn DecisionStore> { Box::new(fresh_store("decisions")) }
+    });
 }
 
 /// Child processes are this test binary again, running one `child_*` test with the mode in

@@ -4,6 +4,7 @@
 //! Every command runs with its own user data folder, an empty config folder and, for project
 //! scenarios, a real git repository whose `origin` remote names the project `widget-service`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -382,26 +383,9 @@ fn recall_by_branch_and_by_file_from_any_folder_of_the_repository() {
 #[test]
 fn python_mcp_sdk_end_to_end() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root");
-    // scripts/test points KENNING_TEST_PYTHON at its virtual environment's interpreter.
-    let python = std::env::var("KENNING_TEST_PYTHON")
-        .or_else(|_| std::env::var("PYTHON"))
-        .unwrap_or_else(|_| "python3".to_owned());
-    let requirements = workspace.join("tests/e2e/requirements.txt");
-    let probe = Command::new(&python).args(["-c", "import mcp, pytest"]).output();
-    match probe {
-        Ok(output) if output.status.success() => {}
-        Ok(output) => panic!(
-            "the Python MCP SDK or pytest is not installed for `{python}`:\n{}\n\
-             run the tests with `scripts/test` (it sets up a virtual environment with them), or \
-             `{python} -m pip install -r {}`",
-            String::from_utf8_lossy(&output.stderr).trim(),
-            requirements.display()
-        ),
-        Err(error) => panic!(
-            "cannot run `{python}` ({error}); install Python 3.10+ and run `pip install -r {}`",
-            requirements.display()
-        ),
-    }
+    // scripts/test points KENNING_TEST_PYTHON at its virtual environment's interpreter, which has
+    // the pinned SDK and pytest of tests/e2e/requirements.txt.
+    let Some(python) = kenning_conformance::services::python(&["mcp", "pytest"]) else { return };
 
     // A folder of its own for pytest's temporary files: runs started at the same time (two
     // checkouts tested at once) would otherwise race for the same numbered folders.
@@ -418,6 +402,10 @@ fn python_mcp_sdk_end_to_end() {
     let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the Python end-to-end tests failed ({}):\n{report}", output.status);
     println!("{report}");
+    // Tests skipped for a missing service (pytest's `-rs` summary) say so past the harness's capture.
+    for skipped in report.lines().filter(|line| line.starts_with("SKIPPED")) {
+        let _ = writeln!(std::io::stderr(), "{skipped}");
+    }
 }
 
 /// Runs `kenning hook EVENT` in the repository with `input` on stdin.
@@ -427,7 +415,6 @@ fn hook(sandbox: &Sandbox, event: &str, input: &[u8]) -> Output {
 
 /// Runs `kenning ARGS` in the repository with `input` on stdin.
 fn hook_with(sandbox: &Sandbox, args: &[&str], input: &[u8]) -> Output {
-    use std::io::Write;
     let mut child = sandbox
         .command(&sandbox.repo(), args)
         .env("KENNING_EMBEDDER", "none")

@@ -114,12 +114,17 @@ fn dependencies_that_lead_out_of_their_folders_are_not_read() {
     assert_eq!(found.hits.first().map(|hit| hit.source.as_str()), Some("ledger"), "{:?}", found.hits);
 }
 
-/// The site-packages of the Python `scripts/test` provides (with pytest installed), if any.
+/// The site-packages folder pytest is installed in, of a Python with pytest
+/// (`kenning_conformance::services::python`).
 fn python_site_packages() -> Option<PathBuf> {
-    let python = std::env::var_os("KENNING_TEST_PYTHON")?;
-    let output = std::process::Command::new(python).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).output().ok()?;
-    let path = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
-    path.join("pytest").is_dir().then_some(path)
+    let python = kenning_conformance::services::python(&["pytest"])?;
+    let output = std::process::Command::new(python)
+        .args(["-c", "import os, pytest; print(os.path.dirname(os.path.dirname(pytest.__file__)))"])
+        .output()
+        .expect("the Python that imports pytest runs");
+    let path = PathBuf::from(String::from_utf8(output.stdout).expect("a UTF-8 path").trim());
+    assert!(path.join("pytest").is_dir(), "pytest is not in {}", path.display());
+    Some(path)
 }
 
 /// Regression: a pyproject.toml declaring `dependencies = ["pytest"]` on one line (or as a
@@ -127,11 +132,7 @@ fn python_site_packages() -> Option<PathBuf> {
 /// `_pytest.fixtures`, was not found.
 #[test]
 fn python_dependencies_are_read_from_pyproject_and_re_exports_resolved() {
-    let Some(site) = python_site_packages() else {
-        assert!(std::env::var_os("KENNING_TEST_PYTHON").is_none(), "KENNING_TEST_PYTHON has no pytest");
-        eprintln!("skipped: no Python with pytest (scripts/test sets KENNING_TEST_PYTHON)");
-        return;
-    };
+    let Some(site) = python_site_packages() else { return };
     let sources = DocSources { cargo_home: None, site_packages: vec![site] };
     let repo = repository("python");
     let index = index(repo.path());

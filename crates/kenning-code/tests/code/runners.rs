@@ -13,11 +13,6 @@ fn toolchain() -> Toolchain {
     Toolchain { python: Some(std::env::var_os("KENNING_TEST_PYTHON").map_or_else(|| PathBuf::from("python3"), PathBuf::from)), ..Toolchain::default() }
 }
 
-fn has_pytest(toolchain: &Toolchain) -> bool {
-    let python = toolchain.python.clone().unwrap();
-    std::process::Command::new(python).args(["-c", "import pytest"]).output().is_ok_and(|output| output.status.success())
-}
-
 const LONG: Duration = Duration::from_secs(300);
 
 #[test]
@@ -101,14 +96,8 @@ fn cargo_run_past_its_timeout_is_killed() {
 
 #[test]
 fn pytest_results_are_parsed_pass_fail_collection_error_and_timeout() {
-    let tools = toolchain();
-    // scripts/test provides a Python with pytest; run by hand without one, the test says so.
-    if std::env::var_os("KENNING_TEST_PYTHON").is_some() {
-        assert!(has_pytest(&tools), "KENNING_TEST_PYTHON={:?} has no pytest", tools.python);
-    } else if !has_pytest(&tools) {
-        eprintln!("skipped: no pytest for {:?} (scripts/test sets KENNING_TEST_PYTHON)", tools.python);
-        return;
-    }
+    let Some(python) = kenning_conformance::services::python(&["pytest"]) else { return };
+    let tools = Toolchain { python: Some(python), ..Toolchain::default() };
     let repo = repository("python");
     let root = repo.path();
     let index = index(root);

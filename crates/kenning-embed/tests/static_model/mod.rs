@@ -51,7 +51,8 @@ const TOKENIZER_CASES: &[&str] = &[
 
 #[test]
 fn tokenizer_agrees_with_the_tokenizers_crate() {
-    let mut reference = Tokenizer::from_file(model_dir().join("tokenizer.json")).expect("the teacher's tokenizer loads");
+    let Some(teacher) = model_dir() else { return };
+    let mut reference = Tokenizer::from_file(teacher.join("tokenizer.json")).expect("the teacher's tokenizer loads");
     reference.with_padding(None);
     reference.with_truncation(None).expect("truncation can be turned off");
     for text in TOKENIZER_CASES {

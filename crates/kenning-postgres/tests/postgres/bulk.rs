@@ -52,6 +52,9 @@ fn indexes(schema: &str) -> Vec<(String, String)> {
 
 #[test]
 fn bulk_loaded_vectors_are_found_before_and_after_the_index_catches_up() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let schema = fresh_schema("bulk");
     let store = PostgresStore::open(&settings(&schema)).unwrap();
     // One vector written alone: it makes the model's live index and goes into it.
@@ -105,6 +108,9 @@ fn bulk_loaded_vectors_are_found_before_and_after_the_index_catches_up() {
 
 #[test]
 fn an_older_schemas_vector_index_is_replaced_by_the_live_one() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let schema = fresh_schema("legacy_index");
     kenning_postgres::migrate_to(&settings(&schema), 5).unwrap();
     // The index schema 5 made for a model's first vectors, over every vector of the model, named

@@ -26,19 +26,15 @@ enum Expect {
 const SSLMODES: [&str; 6] = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
 
 fn socket_url() -> String {
-    test_variable("KENNING_TEST_PG_SOCKET_URL", "the pgvector server's Unix socket", "scripts/pg-server start /tmp/kenning-pg")
+    test_variable(SOCKET_URL)
 }
 
 fn tls_url() -> String {
-    test_variable("KENNING_TEST_PG_TLS_URL", "a PostgreSQL server with ssl=on", "scripts/pg-server start-tls /tmp/kenning-pg-tls")
-}
-
-fn tls_file(variable: &str) -> String {
-    test_variable(variable, "the TLS server's certificate files", "scripts/pg-server start-tls /tmp/kenning-pg-tls")
+    test_variable(TLS_URL)
 }
 
 fn replica_url() -> String {
-    test_variable("KENNING_TEST_PG_REPLICA_URL", "a streaming replica", "scripts/pg-server start-replica /tmp/kenning-pg /tmp/kenning-pg-replica")
+    test_variable(REPLICA_URL)
 }
 
 /// The port of a test server's URL.
@@ -90,9 +86,12 @@ fn check(cases: &[(String, Environment, Expect)]) {
 
 #[test]
 fn a_unix_socket_never_carries_tls_whatever_sslmode_says() {
+    if !servers(&[SOCKET_URL, TLS_CA]) {
+        return;
+    }
     let url = socket_url();
     let (dir, port) = socket_place();
-    let ca = tls_file("KENNING_TEST_PG_TLS_CA");
+    let ca = test_variable(TLS_CA);
     let forms = [
         // The shape tooling prints: an empty password, no host, the directory as a parameter.
         url.clone(),
@@ -119,8 +118,11 @@ fn a_unix_socket_never_carries_tls_whatever_sslmode_says() {
 
 #[test]
 fn tcp_without_tls_follows_every_sslmode() {
+    if !servers(&[PG_URL, TLS_CA]) {
+        return;
+    }
     let url = server_url().replace("?sslmode=disable", "");
-    let ca = tls_file("KENNING_TEST_PG_TLS_CA");
+    let ca = test_variable(TLS_CA);
     let expect = |mode: &str| match mode {
         // allow starts plain; prefer asks for TLS, and goes on plain when the server declines.
         "disable" | "allow" | "prefer" => Expect::Plain,
@@ -142,8 +144,11 @@ fn tcp_without_tls_follows_every_sslmode() {
 
 #[test]
 fn tcp_with_tls_follows_every_sslmode() {
+    if !servers(&[TLS_URL, TLS_CA]) {
+        return;
+    }
     let url = tls_url();
-    let ca = tls_file("KENNING_TEST_PG_TLS_CA");
+    let ca = test_variable(TLS_CA);
     let port = port_of(&url);
     let plain_role = format!("postgresql://kenning_plain@127.0.0.1:{port}/postgres");
     let cases = vec![
@@ -191,8 +196,11 @@ fn other_ca() -> PathBuf {
 
 #[test]
 fn a_client_certificate_is_shown_when_the_server_asks_for_one() {
+    if !servers(&[TLS_URL, TLS_CA, TLS_CLIENT_CERT, TLS_CLIENT_KEY]) {
+        return;
+    }
     let url = tls_url();
-    let (ca, cert, key) = (tls_file("KENNING_TEST_PG_TLS_CA"), tls_file("KENNING_TEST_PG_TLS_CLIENT_CERT"), tls_file("KENNING_TEST_PG_TLS_CLIENT_KEY"));
+    let (ca, cert, key) = (test_variable(TLS_CA), test_variable(TLS_CLIENT_CERT), test_variable(TLS_CLIENT_KEY));
     let role = format!("postgresql://kenning_cert@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={ca}", port_of(&url));
     check(&[
         (with(&role, &format!("sslcert={cert}&sslkey={key}")), Environment::default(), Expect::Encrypted),
@@ -211,6 +219,9 @@ fn a_client_certificate_is_shown_when_the_server_asks_for_one() {
 
 #[test]
 fn passwords_come_from_the_url_the_environment_or_the_password_file_and_are_never_shown() {
+    if !servers(&[TLS_URL]) {
+        return;
+    }
     const PASSWORD: &str = "kenning-test-password";
     let url = tls_url();
     let port = port_of(&url);
@@ -247,6 +258,9 @@ fn passwords_come_from_the_url_the_environment_or_the_password_file_and_are_neve
 
 #[test]
 fn host_lists_find_the_server_target_session_attrs_asks_for() {
+    if !servers(&[PG_URL, REPLICA_URL]) {
+        return;
+    }
     let primary = port_of(&server_url());
     let replica = port_of(&replica_url());
     // Nothing listens on a port just given up by a listener.
@@ -270,6 +284,9 @@ fn host_lists_find_the_server_target_session_attrs_asks_for() {
 
 #[test]
 fn the_environment_fills_in_what_the_url_leaves_out() {
+    if !servers(&[PG_URL, SOCKET_URL]) {
+        return;
+    }
     let port = port_of(&server_url()).to_string();
     let variables = [("PGHOST", "127.0.0.1"), ("PGPORT", port.as_str()), ("PGUSER", "postgres"), ("PGDATABASE", "postgres"), ("PGSSLMODE", "disable")];
     check(&[
@@ -289,7 +306,10 @@ fn the_environment_fills_in_what_the_url_leaves_out() {
 mod conformance_socket {
     use super::*;
 
-    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> {
-        Box::new(PostgresStore::open(&settings_for(socket_url(), &fresh_schema("socket"))).unwrap())
+    kenning_conformance::conformance_tests!({
+        if !servers(&[SOCKET_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> { Box::new(PostgresStore::open(&settings_for(socket_url(), &fresh_schema("socket"))).unwrap()) }
     });
 }

@@ -36,6 +36,9 @@ pub(crate) fn recall(service: &MemoryService, query: &str) -> kenning_engine::vi
 
 #[test]
 fn one_recall_spans_project_user_and_org() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let (service, _dir) = three_domains(fresh_store("domains"));
     let project = capture(&service, "project", "The connection pool of this app is capped at 20 connections.");
     let user = capture(&service, "user", "I prefer to size a connection pool from the database's max_connections.");
@@ -61,6 +64,9 @@ fn one_recall_spans_project_user_and_org() {
 /// configured user of the service that captured them.
 #[test]
 fn org_decision_memories_carry_the_configured_author() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput};
     use kenning_engine::{DecisionDomain, DecisionService};
 
@@ -109,6 +115,9 @@ fn org_decision_memories_carry_the_configured_author() {
 /// see writes made by any process on the database, and not reads.
 #[test]
 fn the_org_store_keeps_a_change_mark() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let schema = fresh_schema("change_mark");
     let (service, _dir) = three_domains(PostgresStore::open(&settings(&schema)).unwrap());
     // Another handle on the same database, as another process would hold.

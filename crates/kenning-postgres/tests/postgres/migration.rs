@@ -11,6 +11,9 @@ use super::*;
 
 #[test]
 fn an_empty_database_gets_the_latest_schema() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let store = fresh_store("empty");
     assert_eq!(store.schema_version().unwrap(), PostgresStore::latest_schema_version());
     assert_eq!(store.count(&SearchFilter::default()).unwrap(), 0);
@@ -18,6 +21,9 @@ fn an_empty_database_gets_the_latest_schema() {
 
 #[test]
 fn an_older_schema_is_upgraded_with_its_memories() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let schema = fresh_schema("upgrade");
     let previous = 1;
     migrate_to(&settings(&schema), previous as usize).unwrap();

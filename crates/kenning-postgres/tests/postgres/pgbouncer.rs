@@ -12,11 +12,7 @@ use super::domains::{recall, three_domains};
 use super::*;
 
 fn bouncer_url() -> String {
-    test_variable(
-        "KENNING_TEST_PG_BOUNCER_URL",
-        "pgbouncer in transaction pooling mode in front of the pgvector server",
-        "scripts/pg-server start-pgbouncer /tmp/kenning-pg /tmp/kenning-pgbouncer",
-    )
+    test_variable(BOUNCER_URL)
 }
 
 fn bouncer_store(label: &str) -> PostgresStore {
@@ -26,20 +22,35 @@ fn bouncer_store(label: &str) -> PostgresStore {
 mod conformance_pgbouncer {
     use super::*;
 
-    kenning_conformance::conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(bouncer_store("bouncer")) });
+    kenning_conformance::conformance_tests!({
+        if !servers(&[BOUNCER_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> { Box::new(bouncer_store("bouncer")) }
+    });
 }
 
 mod decision_conformance_pgbouncer {
     use super::*;
     use kenning_core::decision::DecisionStore;
 
-    kenning_conformance::decision_conformance_tests!(|| -> Box<dyn DecisionStore> { Box::new(bouncer_store("bouncer_decisions")) });
+    kenning_conformance::decision_conformance_tests!({
+        if !servers(&[BOUNCER_URL]) {
+            return;
+        }
+        || -> Box<dyn DecisionStore> { Box::new(bouncer_store("bouncer_decisions")) }
+    });
 }
 
 mod state_conformance_pgbouncer {
     use super::*;
 
-    kenning_conformance::state_conformance_tests!(|| -> Box<dyn MemoryStore> { Box::new(bouncer_store("bouncer_state")) });
+    kenning_conformance::state_conformance_tests!({
+        if !servers(&[BOUNCER_URL]) {
+            return;
+        }
+        || -> Box<dyn MemoryStore> { Box::new(bouncer_store("bouncer_state")) }
+    });
 }
 
 const WRITERS: usize = 8;
@@ -48,6 +59,9 @@ const BULK: usize = 120;
 
 #[test]
 fn many_writers_through_pgbouncer_lose_nothing() {
+    if !servers(&[BOUNCER_URL]) {
+        return;
+    }
     let schema = fresh_schema("bouncer_writers");
     // Each writer is a store of its own, as each kenning process is, all on one schema.
     let written: Vec<(usize, usize)> = std::thread::scope(|scope| {
@@ -97,6 +111,9 @@ fn many_writers_through_pgbouncer_lose_nothing() {
 /// the unique index (seen first through pgbouncer, whose timing made the race likely).
 #[test]
 fn many_processes_creating_one_schema_at_once_all_succeed() {
+    if !servers(&[BOUNCER_URL]) {
+        return;
+    }
     let schema = fresh_schema("bouncer_first");
     std::thread::scope(|scope| {
         let checks: Vec<_> = (0..WRITERS)

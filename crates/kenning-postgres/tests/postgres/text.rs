@@ -9,6 +9,9 @@ use super::*;
 /// common words; a common word brings its newest uses.
 #[test]
 fn a_rare_word_finds_its_old_memory_past_many_newer_common_matches() {
+    if !servers(&[PG_URL]) {
+        return;
+    }
     let store = fresh_store("text_candidates");
     let old = memory("old-zephyr", "learnings", "The zephyr service restarts its workers at midnight.");
     store.insert(&[(old, None)]).unwrap();
