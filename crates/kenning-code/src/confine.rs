@@ -33,6 +33,15 @@ pub struct Confinement {
     real: PathBuf,
 }
 
+/// Whether a path may name the repository root itself (`.`, or an absolute path to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootPath {
+    /// The root is a valid answer, as for a question about the whole repository.
+    Allowed,
+    /// Only a file or directory inside the root is.
+    Refused,
+}
+
 impl Confinement {
     /// Confines to `root`, which must exist.
     pub fn new(root: &Path) -> std::io::Result<Confinement> {
@@ -46,9 +55,9 @@ impl Confinement {
     }
 
     /// `text` (the value of `field`) as a path relative to the root, in normal form; `""` for
-    /// the root itself when `allow_root`. The path need not exist, but every part of it that
-    /// does must stay inside the repository once symbolic links are followed.
-    pub fn resolve(&self, field: &str, text: &str, allow_root: bool) -> Result<String, FieldError> {
+    /// the root itself when `root` is [`RootPath::Allowed`]. The path need not exist, but every
+    /// part of it that does must stay inside the repository once symbolic links are followed.
+    pub fn resolve(&self, field: &str, text: &str, root: RootPath) -> Result<String, FieldError> {
         let refuse = |problem: &str| FieldError::new(field, problem, text, EXAMPLE);
         if text.is_empty() {
             return Err(FieldError::new(field, "is empty", text, "name a file or directory, e.g. `src/lib.rs`"));
@@ -93,7 +102,7 @@ impl Confinement {
                 Component::RootDir | Component::Prefix(_) => return Err(refuse("is not a path inside the repository")),
             }
         }
-        if parts.is_empty() && !allow_root {
+        if parts.is_empty() && root == RootPath::Refused {
             return Err(FieldError::new(field, "names the repository root itself", text, "name a file or directory inside it, e.g. `src`"));
         }
         self.check_links(field, text, &parts)?;
@@ -101,8 +110,8 @@ impl Confinement {
     }
 
     /// Like [`Confinement::resolve`], and the path must exist.
-    pub fn existing(&self, field: &str, text: &str, allow_root: bool) -> Result<String, FieldError> {
-        let relative = self.resolve(field, text, allow_root)?;
+    pub fn existing(&self, field: &str, text: &str, root: RootPath) -> Result<String, FieldError> {
+        let relative = self.resolve(field, text, root)?;
         if self.real.join(&relative).exists() {
             Ok(relative)
         } else {

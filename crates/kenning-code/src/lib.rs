@@ -31,8 +31,8 @@ mod store;
 pub mod understand;
 pub mod views;
 
-pub use confine::Confinement;
+pub use confine::{Confinement, RootPath};
 pub use error::{Error, Result};
 pub use index::{CodeIndex, MAX_LIMIT, SearchScope};
 pub use lang::Language;
-pub use understand::{Direction, Structure, TestLink};
+pub use understand::{Depth, Direction, Structure, TestLink};

@@ -18,6 +18,14 @@ pub const MAX_DEPTH: usize = 10;
 /// The most entries an outline or a file list holds.
 const MAX_LISTED: usize = 100;
 
+/// How much [`CodeIndex::understand`] says about a file: its summary, or with its transitive
+/// dependencies too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Shallow,
+    Deep,
+}
+
 /// Which way a dependency question looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -54,12 +62,12 @@ impl CodeIndex {
     }
 
     /// A summary of a file or directory (`path` confined and relative; `""` is the root).
-    pub fn understand(&self, path: &str, deep: bool) -> Result<UnderstandView> {
+    pub fn understand(&self, path: &str, depth: Depth) -> Result<UnderstandView> {
         let (state, _) = self.fresh()?;
         let is_dir = self.confinement().absolute(path).is_dir();
         let mut view = if is_dir { understand_directory(&state, self.confinement(), path) } else { understand_file(&state, path) };
         view.last_modified = git::last_change(self.root(), path);
-        if deep && !is_dir {
+        if depth == Depth::Deep && !is_dir {
             view.transitive = Some(dependencies(&state, path, Direction::Both, 2));
         }
         Ok(view)

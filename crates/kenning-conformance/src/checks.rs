@@ -6,7 +6,7 @@ use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
     Domain, Embedding, Error, Inserted, Link, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn,
-    Namespace, SearchFilter, Source, Status,
+    Namespace, PurgeMode, SearchFilter, Source, Status,
 };
 
 use crate::MakeStore;
@@ -936,7 +936,7 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     assert_eq!(hit_ids(&store.search_text("zanzibar", &all_statuses(), 10).unwrap()).len(), 4, "the index is built before the purge");
 
     let expected = kenning_core::PurgeCounts { memories: 2, versions: 2, vectors: 0, edges: 1, ..Default::default() };
-    let dry = store.purge_author("ada", false).unwrap();
+    let dry = store.purge_author("ada", PurgeMode::DryRun).unwrap();
     // The revised text dropped the vector of `own` (the content changed without a new one).
     assert_eq!(dry, expected, "a dry run counts");
     assert_eq!(store.count(&all_statuses()).unwrap(), 4, "a dry run removes nothing");
@@ -944,7 +944,7 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     assert_eq!(store.history(&own.id).unwrap().len(), 1);
 
     store.set_embeddings(&[(own.id.clone(), vector.clone())]).unwrap();
-    let purged = store.purge_author("ada", true).unwrap();
+    let purged = store.purge_author("ada", PurgeMode::Apply).unwrap();
     assert_eq!(purged, kenning_core::PurgeCounts { vectors: 1, ..expected });
     for gone in [&own.id, &edited.id] {
         assert_eq!(store.get(gone).unwrap(), None);
@@ -964,7 +964,7 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     );
     assert_eq!(exported.len(), 2);
 
-    assert_eq!(store.purge_author("ada", true).unwrap(), kenning_core::PurgeCounts::default(), "a second purge finds nothing");
+    assert_eq!(store.purge_author("ada", PurgeMode::Apply).unwrap(), kenning_core::PurgeCounts::default(), "a second purge finds nothing");
     // The purged content no longer blocks a new capture of the same text.
     let again = memory("purge-again", "learnings", "Ada's zanzibar note about retries, revised.");
     assert_eq!(store.insert(&[(again, None)]).unwrap(), [Inserted::Created]);
@@ -1006,6 +1006,6 @@ pub fn change_mark_moves_on_writes_only(make: MakeStore) {
     let after_import = mark();
     assert_ne!(after_import, replaced, "an import that writes moves the mark");
 
-    store.purge_author("ada", true).unwrap();
+    store.purge_author("ada", PurgeMode::Apply).unwrap();
     assert_ne!(mark(), after_import, "a purge moves the mark");
 }

@@ -9,7 +9,7 @@ use kenning_core::decision::{
 };
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::{
-    Domain, Embedding, Error, Inserted, Link, Memory, MemoryUrn, Namespace, SearchFilter, Status, UpdateInput,
+    Domain, Embedding, Error, Inserted, Link, Memory, MemoryUrn, Namespace, PurgeMode, SearchFilter, Status, UpdateInput,
 };
 
 use crate::MakeDecisionStore;
@@ -372,12 +372,12 @@ pub fn purge_removes_decisions_with_their_signals_and_outcomes(make: MakeDecisio
     let chain = store.causal_chain(&Node::decision(&decision.id), 1).unwrap();
     assert!(chain.len() >= 2, "{chain:?}");
 
-    let dry = store.purge_author("ada", false).unwrap();
+    let dry = store.purge_author("ada", PurgeMode::DryRun).unwrap();
     assert_eq!((dry.memories, dry.versions, dry.decisions, dry.signals, dry.outcomes), (1, 1, 1, 1, 1), "{dry:?}");
     assert!(dry.edges >= 4, "observed, resulted-in, preceded and taught at least: {dry:?}");
     assert!(store.get_decision(&decision.id).unwrap().is_some(), "a dry run removes nothing");
 
-    let purged = store.purge_author("ada", true).unwrap();
+    let purged = store.purge_author("ada", PurgeMode::Apply).unwrap();
     assert_eq!(purged, dry, "the purge removes what the dry run counted");
     assert_eq!(store.get_decision(&decision.id).unwrap(), None);
     assert_eq!(store.get(&decision.id.memory_id()).unwrap(), None);

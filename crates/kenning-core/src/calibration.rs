@@ -82,17 +82,17 @@ use serde::{Deserialize, Serialize};
 /// Fewer outcomes than this give [`CalibrationStatus::InsufficientData`] and no guidance.
 pub const MIN_OUTCOMES: usize = 3;
 /// Fewer outcomes than this give [`Trend::InsufficientData`]: each half of the trend needs 3.
-pub const MIN_TREND_OUTCOMES: usize = 6;
+const MIN_TREND_OUTCOMES: usize = 6;
 /// The posterior probability of a change that the trend calls clear (and `1 -` it for a decline).
-pub const TREND_PROBABILITY: f64 = 0.95;
+const TREND_PROBABILITY: f64 = 0.95;
 /// `k` in the guidance weight `n / (n + k)`: the number of outcomes at which the record gets half
 /// the weight.
 pub const SHRINKAGE_OUTCOMES: f64 = 10.0;
 /// How far stated confidence may stray from the record, in probability, before the status calls
 /// it: smaller gaps would not change a decision.
-pub const PRACTICAL_MARGIN: f64 = 0.05;
+const PRACTICAL_MARGIN: f64 = 0.05;
 /// The number of equal-width stated-confidence bins in the reliability table.
-pub const RELIABILITY_BINS: usize = 10;
+const RELIABILITY_BINS: usize = 10;
 
 /// One decided-and-scored outcome: the confidence stated for the decision, the outcome's score in
 /// 0..=1 (success 1-ish, partial in between, failure 0-ish) and when the outcome was recorded.

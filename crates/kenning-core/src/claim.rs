@@ -78,7 +78,7 @@ pub enum Judgement {
 /// Claim synonyms beyond the query-expansion groups: words and phrases that state the same
 /// claim in other words. Each entry's first term stands for the others; an empty first term
 /// drops the phrase. Spellings are compared after stemming, so one form of each word suffices.
-pub const CLAIM_SYNONYMS: &[&[&str]] = &[
+const CLAIM_SYNONYMS: &[&[&str]] = &[
     &["need", "require", "requires"],
     &["must", "have to", "has to", "had to", "need to", "needs to"],
     &["keep", "retain"],
@@ -169,10 +169,6 @@ impl Claim {
         &self.numbers
     }
 
-    pub fn negations(&self) -> usize {
-        self.negations
-    }
-
     /// The share of canonical tokens (Dice, counted with repeats) two claims have in common.
     pub fn overlap(&self, other: &Claim) -> f64 {
         let total: usize = self.tokens.values().sum::<usize>() + other.tokens.values().sum::<usize>();
@@ -184,7 +180,7 @@ impl Claim {
     }
 
     /// Whether a canonical token stands for a named thing (a capitalised word, an identifier).
-    pub fn is_named(&self, token: &str) -> bool {
+    fn is_named(&self, token: &str) -> bool {
         self.named.contains(token) || is_number_token(token)
     }
 }

@@ -33,15 +33,15 @@ use crate::input::{MAX_CONTENT_BYTES, MAX_LINKS, MAX_TITLE_CHARS};
 use crate::llm::{CompletionRequest, Message};
 
 /// How similar (cosine) an episode must be to a cluster's centroid to join it, as seed 001 sets it.
-pub const DEFAULT_SIMILARITY_THRESHOLD: f64 = 0.80;
+const DEFAULT_SIMILARITY_THRESHOLD: f64 = 0.80;
 /// The fewest episodes that make a principle, as seed 001 sets it.
-pub const DEFAULT_MIN_CLUSTER_SIZE: usize = 3;
+const DEFAULT_MIN_CLUSTER_SIZE: usize = 3;
 /// The most episodes one principle is drawn from: a principle links each of its sources, and a
 /// memory holds at most [`MAX_LINKS`] links. A larger group of alike episodes fills one cluster
 /// and goes on in the next.
-pub const MAX_CLUSTER_SIZE: usize = MAX_LINKS;
+const MAX_CLUSTER_SIZE: usize = MAX_LINKS;
 /// How many episodes [`cluster`] takes between two reports of its progress.
-pub const PROGRESS_STEP: usize = 100;
+const PROGRESS_STEP: usize = 100;
 
 /// The most sentences an extractive principle quotes.
 const EXTRACT_SENTENCES: usize = 3;

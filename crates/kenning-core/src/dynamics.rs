@@ -37,11 +37,11 @@ use serde::Serialize;
 use crate::memory::{Memory, MemoryKind};
 
 /// How many observations the stated confidence counts for against later evidence.
-pub const PRIOR_WEIGHT: f64 = 2.0;
+const PRIOR_WEIGHT: f64 = 2.0;
 /// Retrievals and confirmations beyond this many stretch the half-life no further.
-pub const MAX_REINFORCEMENTS: u64 = 32;
+const MAX_REINFORCEMENTS: u64 = 32;
 /// How much confidence weighs in recall's ranking: relevance × (1 - w + w·confidence).
-pub const CONFIDENCE_RANK_WEIGHT: f64 = 0.5;
+const CONFIDENCE_RANK_WEIGHT: f64 = 0.5;
 
 /// The half-lives of the three kinds and the dormancy threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -60,7 +60,7 @@ impl Default for DecayPolicy {
 }
 
 impl DecayPolicy {
-    pub fn half_life_days(&self, kind: MemoryKind) -> f64 {
+    fn half_life_days(&self, kind: MemoryKind) -> f64 {
         match kind {
             MemoryKind::Episodic => self.episodic_half_life_days,
             MemoryKind::Semantic => self.semantic_half_life_days,
@@ -116,7 +116,7 @@ pub struct Deduplication {
 
 /// The default threshold: rewordings of one sentence score above it with the built-in model,
 /// while the claim rule keeps changed claims apart.
-pub const DEFAULT_DUPLICATE_SIMILARITY: f64 = 0.9;
+const DEFAULT_DUPLICATE_SIMILARITY: f64 = 0.9;
 
 impl Default for Deduplication {
     fn default() -> Self {
@@ -136,7 +136,7 @@ impl Deduplication {
 /// Metadata key: how many later observations confirmed this memory.
 pub const SUPPORTING_KEY: &str = "evidence_supporting";
 /// Metadata key: how many settled contradictions went against this memory.
-pub const CONTRADICTING_KEY: &str = "evidence_contradicting";
+const CONTRADICTING_KEY: &str = "evidence_contradicting";
 
 /// The evidence counts a memory carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -157,7 +157,7 @@ pub fn add_supporting(memory: &mut Memory) {
 }
 
 /// Adds one contradiction settled against the memory to its metadata.
-pub fn add_contradicting(memory: &mut Memory) {
+pub(crate) fn add_contradicting(memory: &mut Memory) {
     bump(&mut memory.metadata, CONTRADICTING_KEY);
 }
 

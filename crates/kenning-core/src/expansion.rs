@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use crate::llm::{CompletionRequest, Message};
 
 /// Groups of terms that mean the same in software work.
-pub const BUILT_IN_SYNONYMS: &[&[&str]] = &[
+const BUILT_IN_SYNONYMS: &[&[&str]] = &[
     &["db", "database"],
     &["pg", "postgres", "postgresql"],
     &["mongo", "mongodb"],

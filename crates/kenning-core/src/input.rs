@@ -15,13 +15,13 @@ use crate::urn::{Domain, MemoryUrn};
 pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
 pub const MAX_TAGS: usize = 32;
-pub const MAX_TAG_CHARS: usize = 64;
-pub const MAX_METADATA_ENTRIES: usize = 64;
-pub const MAX_METADATA_KEY_CHARS: usize = 64;
-pub const MAX_METADATA_VALUE_BYTES: usize = 4096;
+const MAX_TAG_CHARS: usize = 64;
+const MAX_METADATA_ENTRIES: usize = 64;
+const MAX_METADATA_KEY_CHARS: usize = 64;
+const MAX_METADATA_VALUE_BYTES: usize = 4096;
 pub const MAX_LINKS: usize = 64;
-pub const DEFAULT_NAMESPACE: &str = "context";
-pub const DEFAULT_SALIENCE: f64 = 0.5;
+const DEFAULT_NAMESPACE: &str = "context";
+const DEFAULT_SALIENCE: f64 = 0.5;
 
 /// What a caller sends to capture a memory. Vocabulary fields are strings so that a wrong value
 /// gets a [`FieldError`] with a suggestion rather than a deserialisation failure.
@@ -75,7 +75,7 @@ pub struct UpdateInput {
 }
 
 /// The kind a namespace's memories usually are, used when a capture names no kind.
-pub fn default_kind(namespace: &Namespace) -> MemoryKind {
+fn default_kind(namespace: &Namespace) -> MemoryKind {
     match namespace.as_str() {
         "decisions" | "progress" | "blockers" | "context" => MemoryKind::Episodic,
         "patterns" | "standards" => MemoryKind::Procedural,
@@ -85,7 +85,7 @@ pub fn default_kind(namespace: &Namespace) -> MemoryKind {
 
 /// The starting confidence a source earns when the caller states none: first-hand knowledge
 /// is trusted more than a model's own guess.
-pub fn default_confidence(source: Source) -> f64 {
+pub(crate) fn default_confidence(source: Source) -> f64 {
     match source {
         Source::DirectObservation => 0.95,
         Source::ToldByUser => 0.9,
@@ -288,7 +288,7 @@ fn validate_title(title: &str) -> Result<String, FieldError> {
 }
 
 /// The first non-empty line of the content, without markdown heading marks, cut to 80 characters.
-pub fn derive_title(content: &str) -> String {
+fn derive_title(content: &str) -> String {
     let line = content
         .lines()
         .map(|line| line.trim().trim_start_matches('#').trim())

@@ -29,7 +29,7 @@ impl Interrupt {
         self.0.store(true, Ordering::Relaxed);
     }
 
-    pub fn is_triggered(&self) -> bool {
+    fn is_triggered(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 

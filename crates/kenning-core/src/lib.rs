@@ -65,8 +65,8 @@ pub use calibration::{
 pub use error::{Error, FieldError, Result, closest};
 pub use input::{CaptureInput, LinkInput, UpdateInput};
 pub use memory::{
-    BUILT_IN_NAMESPACES, Link, MAX_AUTHOR_CHARS, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
+    BUILT_IN_NAMESPACES, Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
 };
 pub use search::{Cursor, Detail, FilterCondition, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, StoreStats, SyncReport, time_key};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, PurgeMode, StoreStats, SyncReport, time_key};
 pub use urn::{Domain, MemoryUrn, Urn};

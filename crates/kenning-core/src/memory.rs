@@ -129,7 +129,7 @@ impl Namespace {
         &self.0
     }
 
-    pub fn is_built_in(&self) -> bool {
+    fn is_built_in(&self) -> bool {
         BUILT_IN_NAMESPACES.contains(&self.0.as_str())
     }
 
@@ -175,7 +175,7 @@ impl<'de> Deserialize<'de> for Namespace {
 }
 
 /// The longest author identity accepted.
-pub const MAX_AUTHOR_CHARS: usize = 128;
+const MAX_AUTHOR_CHARS: usize = 128;
 
 /// Validates an author identity: 1 to 128 characters of `[A-Za-z0-9._@+:-]`, so that it can
 /// stand in an audit line, a file name or a command line without quoting.

@@ -39,10 +39,10 @@ pub const COMMIT_KEY: &str = "git_commit";
 /// Metadata key of the one file a memory is about.
 pub const FILE_KEY: &str = "file";
 /// Metadata key of the files a memory is about, separated by commas or new lines.
-pub const FILES_KEY: &str = "files";
+const FILES_KEY: &str = "files";
 /// The most paths one memory is about, so that a memory quoting a long listing stays cheap to
 /// index.
-pub const MAX_FILES: usize = 64;
+const MAX_FILES: usize = 64;
 
 /// Metadata key of the session (of an agent, a hook run or an MCP connection) a memory was
 /// captured in.
@@ -65,7 +65,7 @@ pub fn file_facet(path: &str) -> String {
 }
 
 /// The facet of memories captured in session `session`.
-pub fn session_facet(session: &str) -> String {
+pub(crate) fn session_facet(session: &str) -> String {
     format!("{SESSION_FACET}{session}")
 }
 
@@ -93,7 +93,7 @@ fn one_line(value: &str) -> Option<&str> {
 }
 
 /// The paths `memory` is about, in normal form (see the module).
-pub fn files_about(memory: &Memory) -> BTreeSet<String> {
+fn files_about(memory: &Memory) -> BTreeSet<String> {
     let mut found = Found::default();
     for key in [FILE_KEY, FILES_KEY] {
         if let Some(value) = memory.metadata.get(key) {
@@ -166,7 +166,7 @@ fn mentioned_path(word: &str) -> Option<String> {
 /// A relative path in normal form: parts joined by `/`, no `.` parts, no empty parts, no
 /// trailing `/`, `a/..` folded away. `None` for an absolute path, one that climbs out of where
 /// it starts (`../x`), or an empty one.
-pub fn normalise_relative(text: &str) -> Option<String> {
+fn normalise_relative(text: &str) -> Option<String> {
     if text.starts_with('/') {
         return None;
     }

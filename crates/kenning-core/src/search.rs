@@ -213,7 +213,7 @@ pub fn check_query_length(field: &str, query: &str) -> Result<(), FieldError> {
 
 /// The largest offset a cursor carries: far past any listing, small enough that no page
 /// arithmetic on it can overflow.
-pub const MAX_CURSOR_OFFSET: usize = u32::MAX as usize;
+const MAX_CURSOR_OFFSET: usize = u32::MAX as usize;
 
 /// An opaque position in a paginated listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

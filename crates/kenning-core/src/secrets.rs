@@ -986,7 +986,7 @@ impl Redactor {
     }
 
     /// Keys (reported as `field`) and every string in the values (as `field.{key}`).
-    pub fn json_map(&mut self, field: &str, map: &mut BTreeMap<String, serde_json::Value>) {
+    fn json_map(&mut self, field: &str, map: &mut BTreeMap<String, serde_json::Value>) {
         for (key, value) in map.iter_mut() {
             self.json(&format!("{field}.{key}"), value);
         }
@@ -1023,7 +1023,7 @@ impl Redactor {
         &self.found
     }
 
-    pub fn into_redactions(self) -> Vec<Redaction> {
+    fn into_redactions(self) -> Vec<Redaction> {
         self.found
     }
 }

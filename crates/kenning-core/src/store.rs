@@ -100,6 +100,15 @@ pub struct SyncReport {
     pub attempts: u32,
 }
 
+/// Whether a purge removes what it finds or only counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeMode {
+    /// Counts what would go and changes nothing (`kenning purge --dry-run`).
+    DryRun,
+    /// Removes it for good.
+    Apply,
+}
+
 /// What a purge of one author's records removed from one store, or would remove in a dry run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct PurgeCounts {
@@ -209,8 +218,8 @@ pub trait MemoryStore: Send + Sync {
     /// (one whose current record or any earlier version names the author, the same selection
     /// as the author's export), with its whole history, its vectors, its links and every graph
     /// edge from or to it, and for a decision its signals and outcome; the search index forgets
-    /// them too. With `apply` false nothing changes and the counts say what would go.
-    fn purge_author(&self, author: &str, apply: bool) -> Result<PurgeCounts>;
+    /// them too. With [`PurgeMode::DryRun`] nothing changes and the counts say what would go.
+    fn purge_author(&self, author: &str, mode: PurgeMode) -> Result<PurgeCounts>;
 
     /// Leaves no byte of the records deleted so far readable in the store's own files, as far
     /// as the backend can; called after a purge. SQLite rewrites its database, WAL and index

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::FieldError;
 use crate::memory::{MemoryId, Namespace};
 
-pub const SCHEME: &str = "kenning://";
+const SCHEME: &str = "kenning://";
 const LEGACY_SCHEME: &str = "subcog://";
 
 /// The scope a memory belongs to, and with it the store that keeps it.

@@ -19,10 +19,10 @@ use crate::urn::MemoryUrn;
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_TEXT_CHARS: usize = 4000;
 pub const MAX_STEPS: usize = 100;
-pub const MAX_STEP_ID_CHARS: usize = 64;
+const MAX_STEP_ID_CHARS: usize = 64;
 /// Notes kept per step; the oldest go first once a step has more.
-pub const MAX_NOTES_PER_STEP: usize = 20;
-pub const MAX_PRODUCED_PER_STEP: usize = 50;
+const MAX_NOTES_PER_STEP: usize = 20;
+const MAX_PRODUCED_PER_STEP: usize = 50;
 /// Workflow ids are `wf_` and a ULID.
 pub const WORKFLOW_ID_PREFIX: &str = "wf_";
 

@@ -12,13 +12,13 @@ use kenning_code::docs::{ApiView, DocScope, DocSearchView};
 use kenning_code::runner::{self, Check, CheckResult, RunResult, RunnerKind, Scope, Toolchain};
 use kenning_code::understand::Direction;
 use kenning_code::views::{DependenciesView, SearchView, SimilarView, UnderstandView};
-use kenning_code::{CodeIndex, Language, SearchScope, Structure, TestLink};
+use kenning_code::{CodeIndex, Depth, Language, RootPath, SearchScope, Structure, TestLink};
 use kenning_core::decision::SignalInput;
 use kenning_core::{CaptureInput, FieldError};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::decisions::DecisionService;
+use crate::decisions::{ChainAnalysis, DecisionService};
 use crate::error::{Error, Result};
 use crate::service::MemoryService;
 
@@ -120,18 +120,18 @@ impl CodeService {
         &self.index
     }
 
-    fn path(&self, field: &str, text: &str, allow_root: bool) -> Result<String> {
-        Ok(self.index.confinement().existing(field, text, allow_root)?)
+    fn path(&self, field: &str, text: &str, root: RootPath) -> Result<String> {
+        Ok(self.index.confinement().existing(field, text, root)?)
     }
 
     pub fn understand(&self, path: &str, depth: Option<&str>) -> Result<UnderstandView> {
-        let deep = match depth.unwrap_or("shallow") {
-            "shallow" => false,
-            "deep" => true,
+        let depth = match depth.unwrap_or("shallow") {
+            "shallow" => Depth::Shallow,
+            "deep" => Depth::Deep,
             other => return Err(FieldError::new("depth", "is not an allowed value", other, "use `shallow` (summary) or `deep` (with transitive dependencies)").into()),
         };
-        let path = self.path("path", path, true)?;
-        Ok(self.index.understand(&path, deep)?)
+        let path = self.path("path", path, RootPath::Allowed)?;
+        Ok(self.index.understand(&path, depth)?)
     }
 
     pub fn search_patterns(&self, query: &str, path: Option<&str>, language: Option<&str>, limit: Option<usize>) -> Result<SearchView> {
@@ -140,14 +140,14 @@ impl CodeService {
             return Err(FieldError::new("pattern_query", "is empty", query, "describe the pattern, e.g. `error handling in API routes`").into());
         }
         let scope = SearchScope {
-            path: path.map(|path| self.path("path", path, true)).transpose()?,
+            path: path.map(|path| self.path("path", path, RootPath::Allowed)).transpose()?,
             language: language.map(parse_language).transpose()?,
         };
         Ok(self.index.search(query, &scope, limit.unwrap_or(10))?)
     }
 
     pub fn find_similar(&self, file_path: Option<&str>, snippet: Option<&str>, limit: Option<usize>) -> Result<SimilarView> {
-        let path = file_path.map(|path| self.path("file_path", path, false)).transpose()?;
+        let path = file_path.map(|path| self.path("file_path", path, RootPath::Refused)).transpose()?;
         if let Some(snippet) = snippet {
             kenning_core::search::check_query_length("snippet", snippet)?;
         }
@@ -160,7 +160,7 @@ impl CodeService {
         if depth == 0 || depth > kenning_code::understand::MAX_DEPTH {
             return Err(FieldError::new("depth", format!("must be 1 to {}", kenning_code::understand::MAX_DEPTH), depth, "use 1 for direct imports, more for transitive ones").into());
         }
-        let path = self.path("file_path", file_path, true)?;
+        let path = self.path("file_path", file_path, RootPath::Allowed)?;
         Ok(self.index.dependencies(&path, direction, depth)?)
     }
 
@@ -194,7 +194,7 @@ impl CodeService {
     pub fn run_tests(&self, request: TestRunRequest<'_>) -> Result<TestRunView> {
         let scope = match request.scope {
             "all" => Scope::All,
-            "file" => Scope::File(self.path("target", required(request.target, "file")?, false)?),
+            "file" => Scope::File(self.path("target", required(request.target, "file")?, RootPath::Refused)?),
             "function" => Scope::Name(required(request.target, "function")?.to_owned()),
             "affected" => {
                 let mut changed: Vec<&str> = request.changed_files.iter().map(String::as_str).collect();
@@ -204,7 +204,7 @@ impl CodeService {
                 if changed.is_empty() {
                     return Err(FieldError::new("changed_files", "is empty for scope `affected`", serde_json::Value::Null, "list the files you changed, e.g. [\"src/auth.ts\"]").into());
                 }
-                Scope::Affected(changed.into_iter().map(|path| self.index.confinement().resolve("changed_files", path, false)).collect::<std::result::Result<_, _>>()?)
+                Scope::Affected(changed.into_iter().map(|path| self.index.confinement().resolve("changed_files", path, RootPath::Refused)).collect::<std::result::Result<_, _>>()?)
             }
             other => {
                 return Err(FieldError::new("scope", "is not an allowed value", other, "use `all`, `file`, `function` or `affected`").into());
@@ -214,7 +214,7 @@ impl CodeService {
         let timeout = timeout(request.timeout_seconds)?;
         // The decision is checked before the run, so a typo costs no test run.
         if let Some(id) = request.decision_id {
-            self.decisions.get(id, false)?;
+            self.decisions.get(id, ChainAnalysis::Omitted)?;
         }
         let result = runner::run_tests(&self.index, &self.toolchain, runner, &scope, timeout)?;
         let failed = matches!(result.status.as_str(), "failed" | "error" | "timeout");
@@ -268,7 +268,7 @@ impl CodeService {
     }
 
     pub fn check(&self, check: Check, files: &[String], timeout_seconds: Option<u64>) -> Result<CheckResult> {
-        let files = files.iter().map(|file| self.path("files", file, false)).collect::<Result<Vec<_>>>()?;
+        let files = files.iter().map(|file| self.path("files", file, RootPath::Refused)).collect::<Result<Vec<_>>>()?;
         Ok(runner::run_check(&self.index, &self.toolchain, check, &files, timeout(timeout_seconds)?)?)
     }
 
@@ -280,7 +280,7 @@ impl CodeService {
         }
         let mut files = Vec::new();
         for path in changed_files {
-            let path = self.path("changed_files", path, false)?;
+            let path = self.path("changed_files", path, RootPath::Refused)?;
             let run = self.index.tests_for(std::slice::from_ref(&path))?;
             let tested_text: String = run.iter().flat_map(|link| self.index.test_code(&link.test_file)).collect::<Vec<_>>().join("\n");
             let untested: Vec<String> = self

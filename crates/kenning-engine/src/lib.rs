@@ -50,7 +50,7 @@ pub mod workflows;
 
 pub use code::CodeService;
 pub use consolidation::{ConsolidateRequest, ConsolidationRun};
-pub use decisions::{DecisionDomain, DecisionQuery, DecisionService};
+pub use decisions::{ChainAnalysis, DecisionDomain, DecisionQuery, DecisionService};
 pub use error::{Error, Result};
 pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};

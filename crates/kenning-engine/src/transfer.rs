@@ -1,7 +1,7 @@
 //! Export and import as JSON lines: one memory a line with its full history and its vector,
 //! so a round trip loses nothing.
 
-use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion, PurgeCounts, validate_author};
+use kenning_core::{Embedding, Memory, MemoryRecord, MemoryVersion, PurgeCounts, PurgeMode, validate_author};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -111,10 +111,10 @@ impl MemoryService {
     /// The author's data-rights hard delete: in every domain (or only `domain`), removes for
     /// good the memories [`Self::export_authored`] would export, with their history, vectors,
     /// links, graph edges and, for decisions, signals and outcomes (see
-    /// [`kenning_core::MemoryStore::purge_author`]). With `apply` false it only counts. A domain
+    /// [`kenning_core::MemoryStore::purge_author`]). With [`PurgeMode::DryRun`] it only counts. A domain
     /// that cannot be reached fails the purge rather than being skipped, so a purge that
     /// returns has reached every domain it names.
-    pub fn purge_authored(&self, author: &str, domain: Option<&str>, apply: bool) -> Result<Vec<DomainPurge>> {
+    pub fn purge_authored(&self, author: &str, domain: Option<&str>, mode: PurgeMode) -> Result<Vec<DomainPurge>> {
         let author = validate_author(author.trim())?;
         let entries = match domain {
             Some(text) => vec![self.resolve_domain("domain", text)?],
@@ -122,11 +122,11 @@ impl MemoryService {
         };
         let mut purged = Vec::with_capacity(entries.len());
         for entry in entries {
-            let mut counts = entry.store.purge_author(&author, apply)?;
+            let mut counts = entry.store.purge_author(&author, mode)?;
             if let Some(state) = entry.store.state() {
-                counts.workflows = crate::workflows::purge_author(state, &author, apply)?;
+                counts.workflows = crate::workflows::purge_author(state, &author, mode)?;
             }
-            if apply && counts != PurgeCounts::default() {
+            if mode == PurgeMode::Apply && counts != PurgeCounts::default() {
                 // Deleted rows stay readable in a database's free space until it is rewritten.
                 entry.store.erase_deleted()?;
             }

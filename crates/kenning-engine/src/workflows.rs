@@ -19,7 +19,7 @@ use kenning_core::workflow::{
     CreateWorkflow, Step, StepSets, StepUpdate, WORKFLOW_ID_PREFIX, Workflow, WorkflowStatus, abandon, apply_step_update, build_workflow,
     summary_markdown,
 };
-use kenning_core::{CaptureInput, Cursor, Domain, FieldError, LinkInput, MemoryUrn};
+use kenning_core::{CaptureInput, Cursor, Domain, FieldError, LinkInput, MemoryUrn, PurgeMode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -390,9 +390,9 @@ impl WorkflowService {
     }
 }
 
-/// Removes (or with `apply` false only counts) the workflows `author` created in one store's
-/// working state: the data-rights purge covers them as it covers the author's memories.
-pub(crate) fn purge_author(state: &dyn StateStore, author: &str, apply: bool) -> Result<u64> {
+/// Removes (or in a [`PurgeMode::DryRun`] only counts) the workflows `author` created in one
+/// store's working state: the data-rights purge covers them as it covers the author's memories.
+pub(crate) fn purge_author(state: &dyn StateStore, author: &str, mode: PurgeMode) -> Result<u64> {
     let mut theirs = Vec::new();
     let mut offset = 0;
     loop {
@@ -407,7 +407,7 @@ pub(crate) fn purge_author(state: &dyn StateStore, author: &str, apply: bool) ->
         }
         offset += page.len();
     }
-    if apply {
+    if mode == PurgeMode::Apply {
         for id in &theirs {
             state.delete_state(StateKind::Workflow, id)?;
         }

@@ -20,7 +20,7 @@ use kenning_core::decision::{
     Outcome, Signal, SkillSync, relation,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, PurgeMode, ScoredId, SearchFilter,
     StoreStats, SyncReport,
 };
 use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, VersionedEmbedding};
@@ -232,10 +232,10 @@ impl GitNotesStore {
     /// were (git keeps history; `git gc` cannot collect objects that commits reachable from the
     /// ref point at), in this repository and in every clone that fetched them. Edges that other
     /// memories' notes hold to a purged decision's outcome hold only ids, and are kept.
-    fn purge(&self, author: &str, apply: bool) -> Result<PurgeCounts> {
+    fn purge(&self, author: &str, mode: PurgeMode) -> Result<PurgeCounts> {
         self.refresh()?;
-        let counts = self.index.purge_author(author, false)?;
-        if !apply || counts.memories == 0 {
+        let counts = self.index.purge_author(author, PurgeMode::DryRun)?;
+        if mode == PurgeMode::DryRun || counts.memories == 0 {
             return Ok(counts);
         }
         let ids = self.index.authored(author)?;
@@ -692,8 +692,8 @@ impl MemoryStore for GitNotesStore {
         self.index.change_mark()
     }
 
-    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
-        Ok(self.purge(author, apply)?)
+    fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
+        Ok(self.purge(author, mode)?)
     }
 
     /// The index database (and its index file) is rewritten; the notes commits from before a

@@ -21,7 +21,7 @@ use kenning_core::decision::{
     OutcomeStatus, SignalInput, relation,
 };
 use kenning_core::input::build_memory;
-use kenning_core::{Domain, Inserted, Memory, MemoryRecord, MemoryStore, MemoryUrn, Namespace, SearchFilter, Status};
+use kenning_core::{Domain, Inserted, Memory, MemoryRecord, MemoryStore, MemoryUrn, Namespace, PurgeMode, SearchFilter, Status};
 use kenning_git::{GitNotesStore, NOTES_REF};
 use kenning_sqlite::{Durability, SqliteStore};
 
@@ -765,10 +765,10 @@ fn a_purge_survives_syncs_with_clones_that_still_hold_the_memory() {
     next.updated_at = at(50);
     previous.superseded_at = at(50);
     right.replace(&next, &previous, None).unwrap();
-    let dry = left.purge_author("ada", false).unwrap();
+    let dry = left.purge_author("ada", PurgeMode::DryRun).unwrap();
     assert_eq!(dry.memories, 2);
     assert!(left.get(&private.id).unwrap().is_some(), "a dry run removes nothing");
-    let purged = left.purge_author("ada", true).unwrap();
+    let purged = left.purge_author("ada", PurgeMode::Apply).unwrap();
     assert_eq!(purged, dry);
     assert_eq!(left.get(&private.id).unwrap(), None);
     let tombstone = git(&clones[0].0, &["cat-file", "-p", &note_at(NOTES_REF, &private.id)]);

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use kenning_core::FieldError;
 use kenning_engine::decisions::{CalibrationQuery, SkillsQuery};
-use kenning_engine::{DecisionQuery, DecisionService, Error as EngineError};
+use kenning_engine::{ChainAnalysis, DecisionQuery, DecisionService, Error as EngineError};
 
 use crate::resources::ReadError;
 
@@ -130,9 +130,9 @@ pub fn read(decisions: &DecisionService, uri: &str, parsed: &DecisionUri) -> Res
             domain,
             ..DecisionQuery::default()
         })?),
-        Address::Decision(id) => to_json(&decisions.get(id, false).map_err(not_found)?),
-        Address::CausalChain(id) => to_json(&decisions.get(id, true).map_err(not_found)?.analysis),
-        Address::Similar(id) => to_json(&decisions.get(id, false).map_err(not_found)?.similar_decisions),
+        Address::Decision(id) => to_json(&decisions.get(id, ChainAnalysis::Omitted).map_err(not_found)?),
+        Address::CausalChain(id) => to_json(&decisions.get(id, ChainAnalysis::Included).map_err(not_found)?.analysis),
+        Address::Similar(id) => to_json(&decisions.get(id, ChainAnalysis::Omitted).map_err(not_found)?.similar_decisions),
         Address::Calibration(None) => to_json(&decisions.calibration(CalibrationQuery { mode: Some("all".into()), domain, ..CalibrationQuery::default() })?.all),
         Address::Calibration(Some(module)) => to_json(
             &decisions

@@ -10,7 +10,7 @@ use kenning_core::decision::{
     SkillSync,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, PurgeMode, ScoredId, SearchFilter,
     StoreStats,
 };
 
@@ -190,9 +190,12 @@ impl MemoryStore for PostgresStore {
         Ok(self.db.read_primary(async |tx: &Tx| read::missing_embeddings(tx, model, limit).await)?)
     }
 
-    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
+    fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
         let work = async |tx: &Tx| purge::purge_author(tx, author).await;
-        Ok(if apply { self.db.write(work)? } else { self.db.rolled_back(work)? })
+        Ok(match mode {
+            PurgeMode::Apply => self.db.write(work)?,
+            PurgeMode::DryRun => self.db.rolled_back(work)?,
+        })
     }
 
     fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {

@@ -9,7 +9,7 @@ use kenning_core::decision::{
     SkillSync,
 };
 use kenning_core::{
-    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, ScoredId, SearchFilter,
+    Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, PurgeMode, ScoredId, SearchFilter,
     StoreStats,
 };
 
@@ -247,13 +247,12 @@ impl MemoryStore for SqliteStore {
         Ok(Some(format!("{identity}:{head}")))
     }
 
-    fn purge_author(&self, author: &str, apply: bool) -> CoreResult<PurgeCounts> {
-        let counts = if apply {
-            self.db.write(|tx| purge::purge_author(tx, author))?
-        } else {
-            self.db.rehearse(|tx| purge::purge_author(tx, author))?
+    fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
+        let counts = match mode {
+            PurgeMode::Apply => self.db.write(|tx| purge::purge_author(tx, author))?,
+            PurgeMode::DryRun => self.db.rehearse(|tx| purge::purge_author(tx, author))?,
         };
-        if apply && counts.memories > 0 {
+        if mode == PurgeMode::Apply && counts.memories > 0 {
             self.search.reset(&self.db);
         }
         Ok(counts)

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::TimeDelta;
 use kenning_conformance::fixtures::{at, embedding, hit_ids, id, insert_all, memory, sorted, supersede, unit};
-use kenning_core::{Embedding, Error, Inserted, Memory, MemoryRecord, MemoryStore, SearchFilter};
+use kenning_core::{Embedding, Error, Inserted, Memory, MemoryRecord, MemoryStore, PurgeMode, SearchFilter};
 use kenning_sqlite::{Durability, SqliteStore};
 
 mod conformance {
@@ -414,7 +414,7 @@ fn a_purge_reaches_other_handles_and_the_index_file() {
     assert_eq!(search(&reader), ["ada-note", "bob-note"]);
     reader.persist_index().unwrap();
 
-    let counts = writer.purge_author("ada", true).unwrap();
+    let counts = writer.purge_author("ada", PurgeMode::Apply).unwrap();
     assert_eq!((counts.memories, counts.vectors), (1, 1));
     assert_eq!(search(&reader), ["bob-note"], "the other handle's index still finds the purged memory");
     assert_eq!(nearest(&reader), ["bob-note"]);
@@ -425,7 +425,7 @@ fn a_purge_reaches_other_handles_and_the_index_file() {
     drop(fresh);
     let reopened = SqliteStore::open(&path).unwrap();
     assert_eq!(search(&reopened), ["bob-note"]);
-    assert_eq!(reopened.purge_author("ada", true).unwrap(), kenning_core::PurgeCounts::default());
+    assert_eq!(reopened.purge_author("ada", PurgeMode::Apply).unwrap(), kenning_core::PurgeCounts::default());
 }
 
 /// A store written by the first schema, whose text index was an FTS5 table, keeps its search

@@ -14,7 +14,7 @@ use kenning_engine::decisions::views::{
     UpdateDecisionResult, WarningsView,
 };
 use kenning_engine::decisions::{ALL_MODULES, CalibrationQuery, ContextQuery, SkillsQuery};
-use kenning_engine::{DecisionQuery, DecisionService};
+use kenning_engine::{ChainAnalysis, DecisionQuery, DecisionService};
 use serde::Serialize;
 
 use crate::print;
@@ -229,8 +229,8 @@ pub fn run(decisions: &DecisionService, json: bool, command: DecisionCommand) ->
             };
             print(json, &decisions.update(&args.decision_id, input)?, updated)
         }
-        DecisionCommand::Get { decision_id } => print(json, &decisions.get(&decision_id, false)?, detail),
-        DecisionCommand::Analyze { decision_id } => print(json, &decisions.get(&decision_id, true)?, detail),
+        DecisionCommand::Get { decision_id } => print(json, &decisions.get(&decision_id, ChainAnalysis::Omitted)?, detail),
+        DecisionCommand::Analyze { decision_id } => print(json, &decisions.get(&decision_id, ChainAnalysis::Included)?, detail),
         DecisionCommand::List(args) => {
             let query = DecisionQuery {
                 text: args.query,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
-use kenning_core::{CaptureInput, LinkInput, UpdateInput};
+use kenning_core::{CaptureInput, LinkInput, PurgeMode, UpdateInput};
 use kenning_engine::{ExportLine, RecallRequest};
 use kenning_mcp::{HttpAccess, KenningServer, ServerOptions};
 use kenning_service::{AuditLog, Authenticator, KeyStore, RateLimiter};
@@ -250,7 +250,8 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
                 ))
                 .into());
             }
-            let purged = memory.purge_authored(&author, domain.as_deref(), yes)?;
+            let mode = if yes { PurgeMode::Apply } else { PurgeMode::DryRun };
+            let purged = memory.purge_authored(&author, domain.as_deref(), mode)?;
             let report = PurgeSummary { author, dry_run, domains: purged };
             print(json, &report, render::purge)
         }

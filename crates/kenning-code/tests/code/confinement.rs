@@ -1,6 +1,6 @@
 //! Paths from callers: traversal, absolute paths and symbolic-link escapes are refused.
 
-use kenning_code::Confinement;
+use kenning_code::{Confinement, RootPath};
 
 use super::common::repository;
 
@@ -54,7 +54,7 @@ fn hostile_paths_are_refused_with_a_field_error() {
     .collect();
     assert!(hostile.len() >= 20);
     for path in &hostile {
-        let error = confinement.resolve("path", path, false).expect_err(path);
+        let error = confinement.resolve("path", path, RootPath::Refused).expect_err(path);
         assert_eq!(error.field, "path", "{path}");
         assert!(!error.problem.is_empty() && !error.suggestion.is_empty(), "{path}: {error:?}");
         assert!(error.received.is_string(), "{path}");
@@ -67,16 +67,16 @@ fn paths_inside_are_accepted_in_normal_form() {
     let root = repo.path();
     std::os::unix::fs::symlink(root.join("src"), root.join("sources")).unwrap();
     let confinement = Confinement::new(root).unwrap();
-    assert_eq!(confinement.resolve("path", "src/lib.rs", false).unwrap(), "src/lib.rs");
-    assert_eq!(confinement.resolve("path", "./src//cart.rs", false).unwrap(), "src/cart.rs");
-    assert_eq!(confinement.resolve("path", &root.join("src/price.rs").display().to_string(), false).unwrap(), "src/price.rs");
+    assert_eq!(confinement.resolve("path", "src/lib.rs", RootPath::Refused).unwrap(), "src/lib.rs");
+    assert_eq!(confinement.resolve("path", "./src//cart.rs", RootPath::Refused).unwrap(), "src/cart.rs");
+    assert_eq!(confinement.resolve("path", &root.join("src/price.rs").display().to_string(), RootPath::Refused).unwrap(), "src/price.rs");
     // A link that stays inside the repository is followed.
-    assert_eq!(confinement.resolve("path", "sources/lib.rs", false).unwrap(), "sources/lib.rs");
+    assert_eq!(confinement.resolve("path", "sources/lib.rs", RootPath::Refused).unwrap(), "sources/lib.rs");
     // A file that does not exist yet is fine, as long as where it would be is inside.
-    assert_eq!(confinement.resolve("path", "src/new.rs", false).unwrap(), "src/new.rs");
-    assert_eq!(confinement.resolve("path", ".", true).unwrap(), "");
-    assert!(confinement.resolve("path", ".", false).is_err());
-    let missing = confinement.existing("path", "src/nowhere.rs", false).unwrap_err();
+    assert_eq!(confinement.resolve("path", "src/new.rs", RootPath::Refused).unwrap(), "src/new.rs");
+    assert_eq!(confinement.resolve("path", ".", RootPath::Allowed).unwrap(), "");
+    assert!(confinement.resolve("path", ".", RootPath::Refused).is_err());
+    let missing = confinement.existing("path", "src/nowhere.rs", RootPath::Refused).unwrap_err();
     assert_eq!(missing.problem, "does not exist in the repository");
 }
 
@@ -89,7 +89,7 @@ fn a_link_into_git_is_refused_for_where_it_leads() {
     std::os::unix::fs::symlink(root.join(".git/config"), root.join("config-link")).unwrap();
     let confinement = Confinement::new(root).unwrap();
     for path in ["gitlink/config", "gitlink", "gitlink/HEAD", "config-link"] {
-        let error = confinement.resolve("path", path, false).expect_err(path);
+        let error = confinement.resolve("path", path, RootPath::Refused).expect_err(path);
         assert!(error.problem.contains(".git"), "{path}: {error:?}");
     }
     assert_eq!(confinement.inside(std::path::Path::new("gitlink/config")), None);

@@ -1,7 +1,7 @@
 //! The repository inspector on one fixture per language: understand, dependencies, pattern
 //! search and similar files give the expected answers, and the index refreshes incrementally.
 
-use kenning_code::{Direction, Language, SearchScope};
+use kenning_code::{Depth, Direction, Language, SearchScope};
 
 use super::common::{commit_all, index, repository};
 
@@ -13,7 +13,7 @@ fn paths(edges: &Option<Vec<kenning_code::views::DependencyEdge>>) -> Vec<(Strin
 fn rust_file_is_understood() {
     let repo = repository("rust");
     let index = index(repo.path());
-    let view = index.understand("src/cart.rs", false).unwrap();
+    let view = index.understand("src/cart.rs", Depth::Shallow).unwrap();
     assert_eq!(view.purpose, "The shopping cart: items, totals and checkout.");
     assert_eq!(view.language, Some(Language::Rust));
     assert_eq!(view.imports_from, vec!["src/price.rs"]);
@@ -26,7 +26,7 @@ fn rust_file_is_understood() {
     let last = view.last_modified.unwrap();
     assert_eq!((last.author.as_str(), last.summary.as_str()), ("Ada Lovelace", "Add the fixture"));
     // A file with unit tests inside is its own test file.
-    assert_eq!(index.understand("src/price.rs", false).unwrap().test_files, vec!["src/price.rs", "tests/checkout.rs"]);
+    assert_eq!(index.understand("src/price.rs", Depth::Shallow).unwrap().test_files, vec!["src/price.rs", "tests/checkout.rs"]);
 }
 
 #[test]
@@ -47,7 +47,7 @@ fn rust_dependencies_are_transitive_to_the_depth_asked() {
 fn python_module_is_understood_and_linked_to_its_tests() {
     let repo = repository("python");
     let index = index(repo.path());
-    let view = index.understand("inventory/stock.py", true).unwrap();
+    let view = index.understand("inventory/stock.py", Depth::Deep).unwrap();
     assert_eq!(view.purpose, "Stock levels: restocking and reserving items.");
     assert_eq!(view.imports_from, vec!["inventory/models.py"]);
     assert_eq!(view.imported_by, vec!["tests/test_stock.py"]);
@@ -64,12 +64,12 @@ fn python_module_is_understood_and_linked_to_its_tests() {
 fn typescript_imports_resolve_without_extensions() {
     let repo = repository("typescript");
     let index = index(repo.path());
-    let view = index.understand("src/auth.ts", false).unwrap();
+    let view = index.understand("src/auth.ts", Depth::Shallow).unwrap();
     assert_eq!(view.purpose, "Handles sign-in flows: checks credentials and opens a session.");
     assert_eq!(view.imports_from, vec!["src/session.ts", "src/types.ts"]);
     assert_eq!(view.imported_by, vec!["src/auth.test.ts"]);
     assert_eq!(view.test_files, vec!["src/auth.test.ts"]);
-    let types = index.understand("src/types.ts", false).unwrap();
+    let types = index.understand("src/types.ts", Depth::Shallow).unwrap();
     assert!(types.conventions_observed.iter().any(|convention| convention.starts_with("interfaces prefixed with `I`")), "{:?}", types.conventions_observed);
     assert_eq!(index.dependencies("src/auth.test.ts", Direction::Imports, 1).unwrap().external, vec!["vitest"]);
 }
@@ -78,11 +78,11 @@ fn typescript_imports_resolve_without_extensions() {
 fn javascript_requires_resolve() {
     let repo = repository("javascript");
     let index = index(repo.path());
-    let view = index.understand("lib/router.js", false).unwrap();
+    let view = index.understand("lib/router.js", Depth::Shallow).unwrap();
     assert_eq!(view.purpose, "The router: maps paths to handlers.");
     assert_eq!(view.imports_from, vec!["lib/handlers.js"]);
     assert_eq!(view.imported_by, vec!["test/router.test.js"]);
-    let handlers = index.understand("lib/handlers.js", false).unwrap();
+    let handlers = index.understand("lib/handlers.js", Depth::Shallow).unwrap();
     let names: Vec<&str> = handlers.outline.iter().map(|item| item.name.as_str()).collect();
     assert_eq!(names, vec!["health", "greet"]);
     assert_eq!(handlers.test_files, vec!["test/router.test.js"]);
@@ -92,11 +92,11 @@ fn javascript_requires_resolve() {
 fn go_packages_resolve_through_the_module_path() {
     let repo = repository("go");
     let index = index(repo.path());
-    let main = index.understand("main.go", false).unwrap();
+    let main = index.understand("main.go", Depth::Shallow).unwrap();
     assert_eq!(main.purpose, "Command calc adds two numbers from the command line.");
     assert_eq!(main.imports_from, vec!["calc/calc.go"]);
     assert_eq!(main.external_imports, vec!["fmt", "os"]);
-    let calc = index.understand("calc/calc.go", false).unwrap();
+    let calc = index.understand("calc/calc.go", Depth::Shallow).unwrap();
     assert_eq!(calc.test_files, vec!["calc/calc_test.go"]);
     let names: Vec<&str> = calc.outline.iter().map(|item| item.name.as_str()).collect();
     assert_eq!(names, vec!["Adder", "Add", "Adder.Sum"]);
@@ -107,7 +107,7 @@ fn go_packages_resolve_through_the_module_path() {
 fn a_directory_is_summarised() {
     let repo = repository("python");
     let index = index(repo.path());
-    let view = index.understand("inventory", false).unwrap();
+    let view = index.understand("inventory", Depth::Shallow).unwrap();
     assert_eq!(view.kind, "directory");
     assert_eq!(view.purpose, "Inventory: items in stock and restocking them.");
     assert_eq!(view.imported_by, vec!["tests/test_stock.py"]);
@@ -182,7 +182,7 @@ fn the_index_refreshes_only_what_changed() {
     std::fs::remove_file(root.join("src/price.rs")).unwrap();
     let removed = first.refresh().unwrap();
     assert_eq!((removed.files, removed.removed), (3, 1));
-    assert!(!first.understand("src/cart.rs", false).unwrap().imports_from.contains(&"src/price.rs".to_owned()));
+    assert!(!first.understand("src/cart.rs", Depth::Shallow).unwrap().imports_from.contains(&"src/price.rs".to_owned()));
 
     // Another process opening the index finds it up to date on disk.
     drop(first);
@@ -196,5 +196,5 @@ fn the_index_refreshes_only_what_changed() {
     assert_eq!(second.refresh().unwrap().parsed, 0);
     let repository = git2::Repository::open(root).unwrap();
     commit_all(&repository, "Drop prices");
-    assert_eq!(second.understand("src", false).unwrap().last_modified.unwrap().summary, "Drop prices");
+    assert_eq!(second.understand("src", Depth::Shallow).unwrap().last_modified.unwrap().summary, "Drop prices");
 }

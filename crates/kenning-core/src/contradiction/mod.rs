@@ -35,7 +35,7 @@ pub const ID_PREFIX: &str = "ctr_";
 /// be more reliable than the newer one's to win against recency: a direct observation (0.95)
 /// beats a model's guess (0.6) or an inference (0.7), a user's word (0.9) beats an inference,
 /// but a tool's result (0.85) does not beat an inference made later.
-pub const SOURCE_MARGIN: f64 = 0.2;
+const SOURCE_MARGIN: f64 = 0.2;
 
 vocabulary!(
     /// What makes two memories conflict.
@@ -67,7 +67,7 @@ vocabulary!(
 
 impl ContradictionState {
     /// The states this one may move to.
-    pub fn next_allowed(self) -> &'static [ContradictionState] {
+    fn next_allowed(self) -> &'static [ContradictionState] {
         match self {
             ContradictionState::Open | ContradictionState::Reopened => &[ContradictionState::Resolved, ContradictionState::ContextDependent],
             ContradictionState::Resolved | ContradictionState::ContextDependent => &[ContradictionState::Reopened],

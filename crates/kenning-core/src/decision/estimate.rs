@@ -15,7 +15,7 @@
 use crate::decision::model::{Signal, Valence};
 
 /// How many observations the prior counts for.
-pub const PRIOR_STRENGTH: f64 = 2.0;
+const PRIOR_STRENGTH: f64 = 2.0;
 
 /// The posterior mean chance of success after `signals`.
 pub fn estimated_success(prior_mean: f64, signals: &[Signal]) -> f64 {

@@ -18,27 +18,27 @@ use crate::input::{CaptureInput, LinkInput, MAX_CONTENT_BYTES, build_memory, tru
 use crate::memory::{Memory, MemoryVersion, Status};
 use crate::urn::MemoryUrn;
 
-pub const MIN_STATEMENT_CHARS: usize = 10;
-pub const MAX_STATEMENT_CHARS: usize = 500;
-pub const MAX_ALTERNATIVES: usize = 20;
-pub const MAX_ASSUMPTIONS: usize = 20;
-pub const MAX_RISKS: usize = 20;
-pub const MAX_LESSONS: usize = 20;
-pub const MAX_FILES: usize = 50;
+const MIN_STATEMENT_CHARS: usize = 10;
+const MAX_STATEMENT_CHARS: usize = 500;
+const MAX_ALTERNATIVES: usize = 20;
+const MAX_ASSUMPTIONS: usize = 20;
+const MAX_RISKS: usize = 20;
+const MAX_LESSONS: usize = 20;
+const MAX_FILES: usize = 50;
 /// Alternatives, assumptions and lessons are short phrases or sentences.
-pub const MAX_ITEM_CHARS: usize = 500;
+const MAX_ITEM_CHARS: usize = 500;
 pub const MAX_TEXT_CHARS: usize = 4000;
 /// A note is counted in bytes, as the decision's memory that shows it is.
-pub const MAX_NOTE_BYTES: usize = 4000;
+const MAX_NOTE_BYTES: usize = 4000;
 /// Notes a decision keeps. Past this, what happened belongs in an outcome, a signal or a memory
 /// of its own linked to the decision.
 pub const MAX_NOTES: usize = 100;
-pub const MAX_METRICS: usize = 32;
+const MAX_METRICS: usize = 32;
 /// The namespace of decision memories.
 pub const DECISIONS_NAMESPACE: &str = "decisions";
 /// The namespace lessons learned are stored in.
-pub const LESSONS_NAMESPACE: &str = "learnings";
-pub const DEFAULT_CREATED_BY: &str = "agent";
+const LESSONS_NAMESPACE: &str = "learnings";
+const DEFAULT_CREATED_BY: &str = "agent";
 
 /// The modules (areas of the code base) decisions are filed under, from configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl ModuleList {
 
     /// The module a decision captured without one is filed under, accepted whatever the
     /// configured list: a decision log entry names no module, and is kept rather than refused.
-    pub const UNFILED: &'static str = "general";
+    const UNFILED: &'static str = "general";
 
     /// Validates configured names: lower-case `[a-z0-9-]`, 1-64 characters; duplicates are dropped.
     pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Result<ModuleList, FieldError> {

@@ -27,11 +27,11 @@ use crate::input::{CaptureInput, LinkInput, MAX_TITLE_CHARS, truncate_chars};
 use crate::urn::MemoryUrn;
 
 /// Patterns with fewer outcomes than this are not mined.
-pub const MIN_PATTERN_OUTCOMES: usize = 3;
+const MIN_PATTERN_OUTCOMES: usize = 3;
 /// The success rate from which a pattern is a skill rather than an antipattern.
-pub const SKILL_SUCCESS_RATE: f64 = 0.5;
+const SKILL_SUCCESS_RATE: f64 = 0.5;
 /// The credibility of the bounds that give skills and antipatterns their confidence.
-pub const SKILL_CREDIBILITY: f64 = 0.95;
+const SKILL_CREDIBILITY: f64 = 0.95;
 
 /// Whether a mined pattern is one to repeat or one to avoid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,7 +49,7 @@ impl SkillKind {
     }
 
     /// The prefix of the ids of this kind's memories.
-    pub fn id_prefix(self) -> &'static str {
+    fn id_prefix(self) -> &'static str {
         match self {
             SkillKind::Skill => "sk_",
             SkillKind::Antipattern => "ap_",

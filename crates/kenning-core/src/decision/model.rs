@@ -24,7 +24,7 @@ vocabulary!(
 impl DecisionStatus {
     /// The statuses an update may move a decision to: pending -> executed -> completed | failed
     /// | reworked. The last three are final.
-    pub fn next_allowed(self) -> &'static [DecisionStatus] {
+    fn next_allowed(self) -> &'static [DecisionStatus] {
         match self {
             DecisionStatus::Pending => &[DecisionStatus::Executed],
             DecisionStatus::Executed => &[DecisionStatus::Completed, DecisionStatus::Failed, DecisionStatus::Reworked],
@@ -102,7 +102,7 @@ impl OutcomeStatus {
     /// A reported status: one of the vocabulary's names, or a name the coding-agent decision
     /// log uses for the same thing (`successful`, `problematic` for a decision that worked with
     /// problems, `needs_revision` for one that has to be redone).
-    pub fn parse_reported(text: &str) -> Result<OutcomeStatus, FieldError> {
+    pub(crate) fn parse_reported(text: &str) -> Result<OutcomeStatus, FieldError> {
         match text.trim() {
             "successful" => Ok(OutcomeStatus::Success),
             "problematic" => Ok(OutcomeStatus::Partial),
@@ -112,7 +112,7 @@ impl OutcomeStatus {
     }
 
     /// The score an outcome of this status gets when the caller states none.
-    pub fn default_score(self) -> f64 {
+    pub(crate) fn default_score(self) -> f64 {
         match self {
             OutcomeStatus::Success => 1.0,
             OutcomeStatus::Partial => 0.5,

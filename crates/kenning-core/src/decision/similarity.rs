@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 /// Statements at least this alike (Dice) are the same pattern, unless they contrast.
-pub const PATTERN_SIMILARITY: f64 = 0.5;
+const PATTERN_SIMILARITY: f64 = 0.5;
 /// Statements at least this alike are shown as similar decisions.
 pub const SIMILAR_SIMILARITY: f64 = 0.3;
 
@@ -49,7 +49,7 @@ fn fold_plural(word: &str) -> String {
 }
 
 /// The Dice coefficient of two word sets: 1 for equal sets, 0 when they share nothing.
-pub fn dice(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+fn dice(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 0.0;
     }

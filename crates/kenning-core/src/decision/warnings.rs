@@ -21,13 +21,13 @@ use crate::decision::mining::{MinedSkill, Severity, SkillKind};
 use crate::decision::model::{Decision, Outcome, RiskLevel};
 use crate::decision::similarity::{DecisionWords, relate};
 
-pub const BLOCK_AT: f64 = 0.7;
-pub const CAUTION_AT: f64 = 0.3;
+const BLOCK_AT: f64 = 0.7;
+const CAUTION_AT: f64 = 0.3;
 /// How far above the module's mean success a confidence must be for a high-severity warning.
-pub const HIGH_OVERCONFIDENCE: f64 = 0.25;
+const HIGH_OVERCONFIDENCE: f64 = 0.25;
 
 /// The weight of one warning of `severity` in the risk score.
-pub fn severity_weight(severity: Severity) -> f64 {
+fn severity_weight(severity: Severity) -> f64 {
     match severity {
         Severity::Low => 0.1,
         Severity::Medium => 0.3,

@@ -75,6 +75,14 @@ pub struct DecisionQuery {
     pub limit: Option<usize>,
 }
 
+/// Whether [`DecisionService::get`] works out a decision's causal chain (its `analysis`), which
+/// walks the decision graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainAnalysis {
+    Omitted,
+    Included,
+}
+
 /// The decision service.
 pub struct DecisionService {
     memory: Arc<MemoryService>,
@@ -259,9 +267,9 @@ impl DecisionService {
         Ok(Some(MemoryChange { next: memory, previous, embedding }))
     }
 
-    /// One decision with its signals, outcome, similar decisions and, with `analysis`, its
-    /// causal chain.
-    pub fn get(&self, id: &str, analysis: bool) -> Result<DecisionDetail> {
+    /// One decision with its signals, outcome, similar decisions and, with
+    /// [`ChainAnalysis::Included`], its causal chain.
+    pub fn get(&self, id: &str, chain: ChainAnalysis) -> Result<DecisionDetail> {
         let (entry, record) = self.find(id)?;
         let decision = &record.decision;
         let similar = self.similar(
@@ -279,7 +287,10 @@ impl DecisionService {
                 kenning_core::decision::estimate::estimated_success(prior, &record.signals)
             }
         };
-        let analysis = if analysis { Some(self.analysis(entry, &record)?) } else { None };
+        let analysis = match chain {
+            ChainAnalysis::Included => Some(self.analysis(entry, &record)?),
+            ChainAnalysis::Omitted => None,
+        };
         Ok(DecisionDetail {
             decision: DecisionView::new(&entry.domain, &record),
             estimated_success: round(estimated_success),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList};
 use kenning_core::{Domain, MemoryStore};
 use kenning_engine::code::TestRunRequest;
-use kenning_engine::{CodeService, DecisionDomain, DecisionService, DomainStore, Error, MemoryService};
+use kenning_engine::{ChainAnalysis, CodeService, DecisionDomain, DecisionService, DomainStore, Error, MemoryService};
 use kenning_sqlite::SqliteStore;
 
 fn copy(from: &Path, to: &Path) {
@@ -68,7 +68,7 @@ fn a_failing_run_is_remembered_and_signals_its_decision() {
     assert!(remembered.content.contains("adds_items at tests/checkout.rs:8"), "{}", remembered.content);
     assert!(remembered.tags.contains(&"test-failure".to_owned()));
 
-    let signals: Vec<String> = decisions.get(&decision.decision_id, false).unwrap().decision.signals.into_iter().map(|signal| signal.signal_type).collect();
+    let signals: Vec<String> = decisions.get(&decision.decision_id, ChainAnalysis::Omitted).unwrap().decision.signals.into_iter().map(|signal| signal.signal_type).collect();
     assert_eq!(signals, ["ci_passed", "ci_failed"]);
     assert_eq!(code.recent_failures().len(), 1);
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, TimeZone, Utc};
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput, SignalInput, UpdateDecision};
 use kenning_core::{Domain, FieldError, MemoryStore};
-use kenning_engine::{Clock, DecisionDomain, DecisionQuery, DecisionService, DomainStore, Error, MemoryService, RecallRequest};
+use kenning_engine::{ChainAnalysis, Clock, DecisionDomain, DecisionQuery, DecisionService, DomainStore, Error, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;
 
 /// A clock that moves one minute on every reading, so creation order is unambiguous.
@@ -79,7 +79,7 @@ fn a_decision_without_confidence_module_or_alternatives_is_kept_and_not_calibrat
     assert_eq!((captured.confidence, captured.module.as_str()), (None, "general"));
     assert_eq!(captured.warnings.len(), 3, "{:?}", captured.warnings);
     assert!(captured.warnings[0].contains("does not count toward calibration"), "{:?}", captured.warnings);
-    let detail = decisions.get(&captured.decision_id, false).unwrap().decision;
+    let detail = decisions.get(&captured.decision_id, ChainAnalysis::Omitted).unwrap().decision;
     assert_eq!((detail.problem.as_deref(), detail.risks.as_slice()), (Some("Sessions are lost on every deploy"), &["Redis is one more service to run".to_owned()][..]));
     assert!(detail.alternatives.is_empty());
     let memory = decisions.memory().get(&captured.urn).unwrap();
@@ -89,7 +89,7 @@ fn a_decision_without_confidence_module_or_alternatives_is_kept_and_not_calibrat
     let recorded = decisions.record_outcome(&captured.decision_id, outcome).unwrap();
     assert_eq!((recorded.final_status.as_str(), recorded.final_score), ("partial", 0.5));
     assert_eq!(recorded.calibration_impact.sample_size, 0, "no stated confidence, nothing to calibrate");
-    let detail = decisions.get(&captured.decision_id, false).unwrap().decision;
+    let detail = decisions.get(&captured.decision_id, ChainAnalysis::Omitted).unwrap().decision;
     assert_eq!(detail.outcome.unwrap().notes.as_deref(), Some("Evictions under load"));
 
     // An empty list says nothing was weighed: seed 000's missing_alternatives.
@@ -141,10 +141,10 @@ fn capture_refuses_bad_input_with_field_errors() {
     assert_eq!(error.field, "domain");
 
     for bad in ["dec-1", "DEC_1", "dec_", "dec_ABC", "abc"] {
-        let error = invalid(decisions.get(bad, false));
+        let error = invalid(decisions.get(bad, ChainAnalysis::Omitted));
         assert_eq!((error.field.as_str(), error.received.clone()), ("decision_id", serde_json::json!(bad)));
     }
-    assert!(matches!(decisions.get("dec_0000000000", false), Err(Error::DecisionNotFound { .. })));
+    assert!(matches!(decisions.get("dec_0000000000", ChainAnalysis::Omitted), Err(Error::DecisionNotFound { .. })));
     assert_eq!(decisions.query(DecisionQuery::default()).unwrap().total, 0, "nothing was stored");
 }
 
@@ -167,14 +167,14 @@ fn a_decision_is_a_memory_that_recall_finds() {
     assert!(memory.content.contains("MongoDB; SQLite"), "alternatives are trimmed and deduplicated: {}", memory.content);
     assert_eq!(memory.metadata["module"], "database");
 
-    let detail = decisions.get(&captured.urn, false).unwrap();
+    let detail = decisions.get(&captured.urn, ChainAnalysis::Omitted).unwrap();
     assert_eq!(detail.decision.decision_id, captured.decision_id, "a decision can be named by its URN");
     assert_eq!(detail.decision.alternatives, ["MongoDB", "SQLite"]);
     assert_eq!(detail.estimated_success, 0.8);
 
     let user = decisions.capture(capture("Prefer small pull requests for reviews", "backend", 0.6, &["Large PRs"]), Some("user")).unwrap();
     assert!(user.urn.starts_with("kenning://user/decisions/dec_"));
-    assert_eq!(decisions.get(&user.decision_id, false).unwrap().decision.domain, "user", "get looks in every domain");
+    assert_eq!(decisions.get(&user.decision_id, ChainAnalysis::Omitted).unwrap().decision.domain, "user", "get looks in every domain");
 }
 
 #[test]
@@ -207,7 +207,7 @@ fn status_moves_only_along_the_allowed_transitions() {
     };
     let updated = decisions.update(&id, revised.clone()).unwrap();
     assert_eq!((updated.confidence, updated.revision), (Some(0.4), 4));
-    let detail = decisions.get(&id, false).unwrap().decision;
+    let detail = decisions.get(&id, ChainAnalysis::Omitted).unwrap().decision;
     assert_eq!((detail.confidence, detail.current_confidence), (Some(0.6), Some(0.4)), "calibration keeps the stated confidence");
     assert_eq!(detail.linked_commit.as_deref(), Some("3f2a9c1"));
     assert_eq!(detail.notes.len(), 1);
@@ -236,7 +236,7 @@ fn signals_move_the_estimated_success() {
     assert_eq!((incident.estimated_success, incident.signals_counted), (0.52, 2));
     let neutral = decisions.record_signal(&id, signal("pr_created", "neutral")).unwrap();
     assert_eq!(neutral.estimated_success, 0.52);
-    assert_eq!(decisions.get(&id, false).unwrap().estimated_success, 0.52);
+    assert_eq!(decisions.get(&id, ChainAnalysis::Omitted).unwrap().estimated_success, 0.52);
 
     assert_eq!(invalid(decisions.record_signal(&id, signal("deployed", "positive"))).field, "signal_type");
     assert_eq!(invalid(decisions.record_signal(&id, signal("ci_passed", "good"))).field, "valence");
@@ -270,7 +270,7 @@ fn an_outcome_closes_the_decision_and_keeps_its_lessons() {
     assert_eq!(error.field, "decision_id");
     assert!(error.problem.contains("already has an outcome"), "{}", error.problem);
 
-    let detail = decisions.get(&id, true).unwrap();
+    let detail = decisions.get(&id, ChainAnalysis::Included).unwrap();
     assert_eq!(detail.estimated_success, 0.1, "once the outcome is known it is the estimate");
     let analysis = detail.analysis.expect("analysis was asked for");
     assert_eq!(analysis.causal_chain.signals, ["ci_failed (negative)"]);
@@ -333,7 +333,7 @@ fn similar_decisions_come_with_their_success_and_contrasts_are_marked() {
     decisions.capture(capture("Render invoices as PDF on the client", "frontend", 0.5, &["Server-side PDF"]), None).unwrap();
     let billing = decisions.capture(capture("Use PostgreSQL for the billing service", "database", 0.8, &["MySQL"]), None).unwrap().decision_id;
 
-    let similar = decisions.get(&billing, false).unwrap().similar_decisions;
+    let similar = decisions.get(&billing, ChainAnalysis::Omitted).unwrap().similar_decisions;
     let found: Vec<(&str, &str, Option<f64>)> =
         similar.iter().map(|s| (s.decision_id.as_str(), s.relation.as_str(), s.success_rate)).collect();
     // {postgresql, billing, service} against {postgresql, order, service}: Dice 4/6; against
@@ -342,7 +342,7 @@ fn similar_decisions_come_with_their_success_and_contrasts_are_marked() {
     assert_eq!(found, [(orders.as_str(), "alike", Some(0.9)), (mongo.as_str(), "contrast", None)]);
     assert_eq!((similar[0].similarity, similar[1].similarity), (0.6667, 0.3333));
     assert_eq!(similar[0].confidence_difference, Some(-0.1));
-    let from_mongo = decisions.get(&mongo, false).unwrap().similar_decisions;
+    let from_mongo = decisions.get(&mongo, ChainAnalysis::Omitted).unwrap().similar_decisions;
     assert_eq!((from_mongo[0].decision_id.as_str(), from_mongo[0].relation.as_str()), (orders.as_str(), "contrast"));
 }
 
@@ -364,7 +364,7 @@ fn concurrent_updates_of_one_decision_all_land() {
     for writer in writers {
         writer.join().unwrap();
     }
-    let detail = decisions.get(&id, false).unwrap().decision;
+    let detail = decisions.get(&id, ChainAnalysis::Omitted).unwrap().decision;
     assert_eq!((detail.notes.len(), detail.revision), (40, 41));
 }
 
@@ -392,12 +392,12 @@ fn analysis_reports_antipatterns_avoided_and_prevention_effectiveness() {
     }
     let chosen = decisions.capture(capture("Use PostgreSQL for the user store", "database", 0.8, &["MongoDB"]), None).unwrap().decision_id;
 
-    let analysis = decisions.get(&chosen, true).unwrap().analysis.unwrap();
+    let analysis = decisions.get(&chosen, ChainAnalysis::Included).unwrap().analysis.unwrap();
     assert_eq!(analysis.antipatterns_avoided.len(), 1, "{:?}", analysis.antipatterns_avoided);
     assert!(analysis.antipatterns_avoided[0].pattern.contains("MongoDB"), "{:?}", analysis.antipatterns_avoided);
     assert_eq!(analysis.prevention_effectiveness, None, "no outcome yet, nothing to steer by");
 
-    let prevention = decisions.get(&first, true).unwrap().analysis.unwrap().prevention_effectiveness.unwrap();
+    let prevention = decisions.get(&first, ChainAnalysis::Included).unwrap().analysis.unwrap().prevention_effectiveness.unwrap();
     assert!(prevention.prevented_issue.starts_with("Use MongoDB for the user store (failure"), "{}", prevention.prevented_issue);
     assert_eq!((prevention.prevented_decisions, prevention.repeated_decisions), (1, 2), "{prevention:?}");
     assert_eq!(prevention.prevented_ids, [chosen.clone()]);
@@ -481,14 +481,14 @@ fn skills_are_created_updated_and_retired_as_outcomes_arrive() {
     assert_eq!(view.antipatterns[0].severity, "medium", "the upper bound of success is not below one half");
 
     // The first decision's chain now reaches the retired skill and the antipattern.
-    let chain = decisions.get(&ids[0], true).unwrap().analysis.unwrap().causal_chain;
+    let chain = decisions.get(&ids[0], ChainAnalysis::Included).unwrap().analysis.unwrap().causal_chain;
     let mut skills: Vec<(String, &str)> =
         chain.skills.iter().map(|skill| (skill.urn.rsplit('/').next().unwrap().to_owned(), skill.status.as_str())).collect();
     skills.sort();
     assert_eq!(skills, [(format!("ap_{anchor}"), "active"), (format!("sk_{anchor}"), "forgotten")]);
     // A new decision like them triggers the antipattern.
     let next = decisions.capture(capture("Use PostgreSQL for the ledger service", "database", 0.7, &["MongoDB"]), None).unwrap().decision_id;
-    let triggered = decisions.get(&next, false).unwrap().antipatterns_triggered;
+    let triggered = decisions.get(&next, ChainAnalysis::Omitted).unwrap().antipatterns_triggered;
     assert_eq!(triggered.len(), 1);
     assert_eq!(triggered[0].antipattern_id, format!("ap_{anchor}"));
 }
@@ -674,7 +674,7 @@ fn secrets_in_decision_inputs_are_redacted_before_they_are_stored() {
     assert!(!finished.warnings.is_empty());
 
     // Nothing stored, in the decision, its memory, the lesson or the history, holds a secret.
-    let detail = serde_json::to_string(&decisions.get(&captured.decision_id, true).unwrap()).unwrap();
+    let detail = serde_json::to_string(&decisions.get(&captured.decision_id, ChainAnalysis::Included).unwrap()).unwrap();
     let history = serde_json::to_string(&decisions.memory().history(&captured.urn).unwrap()).unwrap();
     let lesson = serde_json::to_string(&decisions.memory().get(&finished.lesson_urns[0]).unwrap()).unwrap();
     for text in [&detail, &history, &lesson] {
@@ -706,7 +706,7 @@ fn a_decision_with_many_long_notes_still_takes_its_outcome() {
     assert!(memory.content.contains(&long_note(29)), "the latest note is shown");
     assert!(!memory.content.contains(&long_note(0)), "the oldest notes give way");
     assert!(memory.content.contains("earlier notes are kept in the decision record"), "{}", &memory.content[..400]);
-    assert_eq!(decisions.get(&id, false).unwrap().decision.notes.len(), 30, "the record keeps every note");
+    assert_eq!(decisions.get(&id, ChainAnalysis::Omitted).unwrap().decision.notes.len(), 30, "the record keeps every note");
 
     // A note longer than 4,000 bytes is refused, in bytes, not characters.
     let error = invalid(decisions.update(&id, UpdateDecision { notes: Some("😀".repeat(1001)), ..UpdateDecision::default() }));

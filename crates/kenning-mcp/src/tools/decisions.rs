@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use kenning_core::FieldError;
 use kenning_core::decision::{CaptureDecision, OutcomeInput, SignalInput, UpdateDecision};
-use kenning_engine::DecisionQuery;
+use kenning_engine::{ChainAnalysis, DecisionQuery};
 use kenning_engine::decisions::views::{
     CalibrationReport, CaptureDecisionResult, ContextView, DecisionDetail, DecisionPage, OutcomeResult, SignalResult,
     SkillsView, UpdateDecisionResult, WarningsView,
@@ -68,7 +68,8 @@ impl KenningServer {
     )]
     async fn decision_get(&self, Strict(args): Strict<GetDecisionArgs>) -> Result<Json<DecisionDetail>, ToolError> {
         let decisions = self.decisions.clone();
-        blocking(move || decisions.get(&args.decision_id, args.analysis.unwrap_or(false))).await.map(Json)
+        let chain = if args.analysis.unwrap_or(false) { ChainAnalysis::Included } else { ChainAnalysis::Omitted };
+        blocking(move || decisions.get(&args.decision_id, chain)).await.map(Json)
     }
 
     #[tool(

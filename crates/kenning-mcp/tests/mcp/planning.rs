@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kenning_core::decision::{DecisionStore, ModuleList};
 use kenning_core::workflow::{CreateWorkflow, StepInput, StepUpdate};
-use kenning_core::{CaptureInput, Domain, MemoryStore};
+use kenning_core::{CaptureInput, Domain, MemoryStore, PurgeMode};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService, WorkflowQuery, WorkflowService};
 use kenning_mcp::{KenningServer, ServerOptions};
 use kenning_sqlite::SqliteStore;
@@ -163,10 +163,10 @@ fn purging_an_author_removes_their_workflows() {
         let input = CreateWorkflow { name: format!("{author}'s plan"), goal: "g".into(), steps: vec![step("only", &[])], author: Some(author.into()) };
         service.create(input, None).unwrap();
     }
-    let dry = memory.purge_authored("alice", None, false).unwrap();
+    let dry = memory.purge_authored("alice", None, PurgeMode::DryRun).unwrap();
     assert_eq!(dry[0].counts.workflows, 1);
     assert_eq!(service.list(WorkflowQuery::default()).unwrap().workflows.len(), 2, "a dry run removes nothing");
-    let purged = memory.purge_authored("alice", None, true).unwrap();
+    let purged = memory.purge_authored("alice", None, PurgeMode::Apply).unwrap();
     assert_eq!(purged[0].counts.workflows, 1);
     let left = service.list(WorkflowQuery::default()).unwrap().workflows;
     assert_eq!(left.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["bob's plan"]);

@@ -8,7 +8,7 @@ use axum::Extension;
 use axum::extract::{RawQuery, State};
 use axum::response::Html;
 
-use kenning_engine::DecisionQuery;
+use kenning_engine::{ChainAnalysis, DecisionQuery};
 
 use super::blocking;
 use crate::Web;
@@ -108,7 +108,7 @@ pub(crate) async fn detail(State(web): State<Arc<Web>>, Extension(viewer): Exten
     let id = params.required("id", "open a decision from the list, or pass its id as ?id=dec_…")?.to_owned();
     let offset = params.number("signals", 0, 1_000_000)?.unwrap_or(0);
     let decisions = viewer.decisions.clone();
-    let detail = blocking(move || decisions.get(&id, true)).await?;
+    let detail = blocking(move || decisions.get(&id, ChainAnalysis::Included)).await?;
     let decision = &detail.decision;
     let mut body = format!("<h1>{} {}</h1>\n", escape(&decision.statement), badge(&decision.status));
     let _ = writeln!(
