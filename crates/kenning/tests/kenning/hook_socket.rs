@@ -75,10 +75,17 @@ fn a_hook_beside_the_session_server_is_answered_by_it_with_the_answer_it_would_g
     let server = start_server(&sandbox);
     assert_eq!(sockets(&sandbox).len(), 1, "the server listens for hooks");
     let served = [answer(&sandbox, "user-prompt", &prompt(&sandbox)), answer(&sandbox, "post-tool-failure", &failure(&sandbox))];
+    // What another process stores while the server runs reaches the next hook it answers.
+    captured(&sandbox, "Blocked: the release train waits for the payments freeze to end");
+    let later = json!({"session_id": "s1", "cwd": sandbox.repo(), "hook_event_name": "UserPromptSubmit", "prompt": "when does the payments freeze end?"});
+    let fresh = answer(&sandbox, "user-prompt", &later);
     let log = stop_server(server);
+
+    assert!(fresh.contains("payments freeze"), "{fresh}");
 
     assert_eq!(served, alone, "the server answers as the hook would alone");
     assert!(log.contains("answered a hook event=\"user-prompt\"") && log.contains("answered a hook event=\"post-tool-failure\""), "{log}");
+    assert_eq!(log.matches("answered a hook").count(), 3, "{log}");
     assert!(sockets(&sandbox).is_empty(), "the socket goes with the server");
     assert!(!sandbox.path("data").join("hooks.log").exists());
 }
