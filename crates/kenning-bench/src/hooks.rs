@@ -11,7 +11,12 @@
 //! transcript written the way the client writes it (conversation lines among larger bookkeeping
 //! entries). Timing starts after one spawn of every event, so that the stores hold what the
 //! session's earlier stops and compaction wrote, as they do for every hook after a session's
-//! first turn.
+//! first turn. Each timed failure is a new one (another test, other output), as in a session
+//! where every failure is news: a repeated one would be found stored and skip the capture.
+//!
+//! Every event is timed twice: alone, as when no server runs for the session (a client without
+//! kenning's MCP server, or before it has started), and beside the session's server, which an
+//! agent starts on stdio and which answers the quick events over its socket.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,14 +84,18 @@ pub struct HooksReport {
 #[derive(Debug, Serialize)]
 pub struct EventFigures {
     pub event: &'static str,
-    /// Spawn to exit, the answer written.
+    /// Spawn to exit, the answer written, with no server running.
     pub spawn_to_output: Option<Summary>,
-    /// How many of the timed runs printed context (the others had nothing above the floor).
-    pub answered: usize,
+    /// The same beside the session's `kenning serve`.
+    pub beside_server: Option<Summary>,
+    /// How many of the timed runs printed context (the others had nothing above the floor),
+    /// alone and beside the server.
+    pub answered: [usize; 2],
 }
 
-/// The hook inputs timed, each as Claude Code sends it.
-fn inputs(corpus: &Corpus, memories: usize, repo: &Path, transcript: &Path) -> Vec<(&'static str, Value)> {
+/// The hook inputs timed, each as Claude Code sends it; `run` numbers the spawn, so that each
+/// failure is a new one.
+fn inputs(corpus: &Corpus, memories: usize, repo: &Path, transcript: &Path, run: usize) -> Vec<(&'static str, Value)> {
     let session = "0f7d1c2e-5a4b-4c3d-8e9f-1a2b3c4d5e6f";
     let base = |event: &str| {
         json!({"session_id": session, "transcript_path": transcript, "cwd": repo, "hook_event_name": event, "permission_mode": "default"})
@@ -97,8 +106,8 @@ fn inputs(corpus: &Corpus, memories: usize, repo: &Path, transcript: &Path) -> V
         input
     };
     let failure = format!(
-        "Exit code 101\nrunning 4 tests\ntest billing::webhook ... FAILED\n{}\ntest result: FAILED. 3 passed; 1 failed",
-        corpus.query(11, memories)
+        "Exit code 101\nrunning 4 tests\ntest billing::webhook_{run} ... FAILED\n{}\ntest result: FAILED. 3 passed; 1 failed",
+        corpus.query(11 + run, memories)
     );
     vec![
         ("session-start", with("SessionStart", json!({"source": "startup"}))),
@@ -218,25 +227,31 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
         );
         std::fs::write(dir.join("hook.env"), environment)?;
     }
+    // kenning as the session runs it: in the repository, with the benchmark's stores.
+    let kenning = |words: &[&str]| {
+        let mut command = Command::new(&binary);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("KENNING_") {
+                command.env_remove(key);
+            }
+        }
+        command
+            .args(words)
+            .current_dir(&repo)
+            .env("KENNING_USER_DB", &user_db)
+            .env("KENNING_CONFIG_DIR", &config)
+            .env("KENNING_DATA_DIR", &data)
+            .env("KENNING_EMBEDDER", args.embedder.embedder.name())
+            .env("CLAUDE_CONFIG_DIR", &claude)
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        command
+    };
     // One spawn of a hook: how long it took, and whether it printed context.
     let spawn = |event: &str, payload: &str| -> Result<(Duration, bool)> {
-        let mut command = Command::new(&binary);
-            for (key, _) in std::env::vars_os() {
-                if key.to_string_lossy().starts_with("KENNING_") {
-                    command.env_remove(key);
-                }
-            }
-            command
-                .args(["hook", event])
-                .current_dir(&repo)
-                .env("KENNING_USER_DB", &user_db)
-                .env("KENNING_CONFIG_DIR", &config)
-                .env("KENNING_DATA_DIR", &data)
-                .env("KENNING_EMBEDDER", args.embedder.embedder.name())
-                .env("CLAUDE_CONFIG_DIR", &claude)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
+        let mut command = kenning(&["hook", event]);
         let started = Instant::now();
         let mut child = command.spawn().with_context(|| format!("starting {}", binary.display()))?;
         child.stdin.take().context("no stdin")?.write_all(payload.as_bytes())?;
@@ -245,29 +260,53 @@ pub fn run(args: &HooksArgs) -> Result<HooksReport> {
         ensure!(output.status.success(), "kenning hook {event} exited with {}", output.status);
         Ok((elapsed, !output.stdout.is_empty()))
     };
-    let payloads: Vec<(&str, String)> =
-        inputs(&corpus, args.memories, &repo, &transcript).into_iter().map(|(event, input)| (event, input.to_string())).collect();
+    let payloads = |run: usize| -> Vec<(&'static str, String)> {
+        inputs(&corpus, args.memories, &repo, &transcript, run).into_iter().map(|(event, input)| (event, input.to_string())).collect()
+    };
     // One untimed spawn of every event first, as a session gets to the hooks timed: its stops
     // and compaction have stored the transcript's findings, so the stores hold the writes of
     // those hooks (which a later prompt's hook must see) and every timed stop finds its
     // findings stored.
-    for (event, payload) in &payloads {
+    for (event, payload) in payloads(0) {
         if args.keep_in.is_some() {
-            std::fs::write(dir.join(format!("{event}.json")), payload)?;
+            std::fs::write(dir.join(format!("{event}.json")), &payload)?;
         }
-        spawn(event, payload)?;
+        spawn(event, &payload)?;
     }
-    let mut events = Vec::new();
-    for (event, payload) in &payloads {
-        let mut samples = Vec::with_capacity(args.runs);
-        let mut answered = 0;
-        for _ in 0..args.runs {
-            let (elapsed, printed) = spawn(event, payload)?;
-            samples.push(elapsed);
-            answered += usize::from(printed);
+    // Every event's runs, numbered from `first` so that no two spawns share a failure.
+    let time_all = |first: usize| -> Result<Vec<(Option<Summary>, usize)>> {
+        let mut figures = Vec::new();
+        for (index, (event, _)) in payloads(0).into_iter().enumerate() {
+            let mut samples = Vec::with_capacity(args.runs);
+            let mut answered = 0;
+            for run in first..first + args.runs {
+                let payload = &payloads(run)[index].1;
+                let (elapsed, printed) = spawn(event, payload)?;
+                samples.push(elapsed);
+                answered += usize::from(printed);
+            }
+            figures.push((Summary::of(&samples), answered));
         }
-        events.push(EventFigures { event, spawn_to_output: Summary::of(&samples), answered });
+        Ok(figures)
+    };
+    let alone = time_all(1)?;
+    let server = SessionServer::start(kenning(&["serve"]))?;
+    // The server's first answer reads its indexes, as it does once a session.
+    for (event, payload) in payloads(0) {
+        spawn(event, &payload)?;
     }
+    let beside = time_all(1 + args.runs)?;
+    server.stop()?;
+    let events = payloads(0)
+        .into_iter()
+        .zip(alone.into_iter().zip(beside))
+        .map(|((event, _), ((spawn_to_output, answered_alone), (beside_server, answered_beside)))| EventFigures {
+            event,
+            spawn_to_output,
+            beside_server,
+            answered: [answered_alone, answered_beside],
+        })
+        .collect();
     let log = data.join("hooks.log");
     ensure!(!log.exists(), "a hook failed: {}", std::fs::read_to_string(&log).unwrap_or_default());
     Ok(HooksReport {
@@ -290,11 +329,48 @@ pub fn table(report: &HooksReport) -> String {
         report.embedder,
         report.transcript_bytes / 1024
     );
-    text.push_str("event               p50 ms   p95 ms   answered\n");
+    text.push_str("                    alone                       beside the session's server\n");
+    text.push_str("event               p50 ms   p95 ms   answered   p50 ms   p95 ms   answered\n");
     for event in &report.events {
-        let (p50, p95) = event.spawn_to_output.as_ref().map_or((0.0, 0.0), |summary| (summary.p50_ms, summary.p95_ms));
-        let runs = event.spawn_to_output.as_ref().map_or(0, |summary| summary.samples);
-        text.push_str(&format!("{:<19} {p50:>7.2}  {p95:>7.2}   {}/{runs}\n", event.event, event.answered));
+        let figures = |summary: &Option<Summary>| summary.as_ref().map_or((0.0, 0.0, 0), |summary| (summary.p50_ms, summary.p95_ms, summary.samples));
+        let (p50, p95, runs) = figures(&event.spawn_to_output);
+        let (server_p50, server_p95, server_runs) = figures(&event.beside_server);
+        let [answered, answered_beside] = event.answered;
+        text.push_str(&format!(
+            "{:<19} {p50:>7.2}  {p95:>7.2}   {:>8}  {server_p50:>7.2}  {server_p95:>7.2}   {:>8}\n",
+            event.event,
+            format!("{answered}/{runs}"),
+            format!("{answered_beside}/{server_runs}")
+        ));
     }
     text
+}
+
+/// `kenning serve` on stdio, as an agent starts it for a session: running once it has answered
+/// the MCP handshake (its hook socket is made before it reads the first request), stopped by
+/// closing its input, as the agent does at the session's end.
+struct SessionServer {
+    child: std::process::Child,
+}
+
+impl SessionServer {
+    fn start(mut command: Command) -> Result<SessionServer> {
+        let mut child = command.spawn().context("starting kenning serve")?;
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "kenning-bench", "version": "1"}}});
+        let stdin = child.stdin.as_mut().context("no stdin")?;
+        writeln!(stdin, "{initialize}")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().context("no stdout")?), &mut line)?;
+        ensure!(line.contains("\"result\""), "kenning serve did not answer the handshake: {line}");
+        Ok(SessionServer { child })
+    }
+
+    fn stop(mut self) -> Result<()> {
+        drop(self.child.stdin.take());
+        let status = self.child.wait()?;
+        ensure!(status.success(), "kenning serve exited with {status}");
+        Ok(())
+    }
 }

@@ -93,18 +93,18 @@ impl MemoryService {
     pub(crate) fn plan_capture(&self, memory: &Memory, claim: &Claim, earlier: &[Earlier<'_>], neighbours: &[Neighbour]) -> Plan {
         let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Plan::Store(Vec::new()) };
         let alike = |other: &Memory| other.namespace == memory.namespace && other.kind == memory.kind && other.content.trim() != memory.content.trim();
-        if let Some(index) = earlier.iter().position(|before| before.stored && alike(before.memory) && self.claims.compare(before.claim, claim) == Judgement::Same) {
+        if let Some(index) = earlier.iter().position(|before| before.stored && alike(before.memory) && self.claims().compare(before.claim, claim) == Judgement::Same) {
             return Plan::MergeIntoBatch(index);
         }
         let paraphrase = self.embedder.as_ref().and_then(|embedder| embedder.paraphrase_similarity());
         let mut links: Vec<Link> = Vec::new();
         for neighbour in neighbours.iter().filter(|neighbour| alike(&neighbour.memory)) {
-            let other = self.claims.claim(&neighbour.memory.content);
+            let other = self.claims().claim(&neighbour.memory.content);
             let close = match neighbour.similarity {
                 Some(similarity) => similarity >= threshold,
                 None => other.overlap(claim) >= LEXICAL_LINK_OVERLAP,
             };
-            let relation = match self.claims.compare(&other, claim) {
+            let relation = match self.claims().compare(&other, claim) {
                 Judgement::Same => return Plan::Merge(neighbour.memory.clone()),
                 Judgement::Unsure if paraphrase.zip(neighbour.similarity).is_some_and(|(least, similarity)| similarity >= least) => {
                     return Plan::Merge(neighbour.memory.clone());

@@ -1,7 +1,7 @@
 //! [`MemoryService`]: every memory operation, over the domain stores it was given.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use kenning_core::claim::{Claim, ClaimRules, MERGED_INTO};
@@ -67,8 +67,10 @@ pub struct MemoryService {
     pub(crate) decay: DecayPolicy,
     /// How alike (by vector) a capture must be to a stored memory to be judged against it.
     pub(crate) deduplication: Deduplication,
-    /// The claim rule captures are judged by, with the vocabulary's synonyms.
-    pub(crate) claims: Arc<ClaimRules>,
+    /// The claim rule captures are judged by, with the vocabulary's synonyms: built at the first
+    /// capture, since stemming its phrase lists costs a process that only recalls (a hook) about
+    /// half a millisecond.
+    claims: Arc<OnceLock<ClaimRules>>,
     /// The synonyms recall widens a query with: built in, plus the project's own.
     pub(crate) vocabulary: Arc<Vocabulary>,
     /// Whether recall asks the language model (when there is one) for other search terms.
@@ -81,7 +83,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(ClaimRules::default()), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some
@@ -135,9 +137,14 @@ impl MemoryService {
         self
     }
 
+    /// The claim rule, with the vocabulary's synonyms.
+    pub(crate) fn claims(&self) -> &ClaimRules {
+        self.claims.get_or_init(|| ClaimRules::new(&self.vocabulary))
+    }
+
     /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
     pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
-        self.claims = Arc::new(ClaimRules::new(&vocabulary));
+        self.claims = Arc::new(OnceLock::new());
         self.vocabulary = Arc::new(vocabulary);
         self
     }
@@ -313,11 +320,11 @@ impl MemoryService {
         let holders = entry.store.active_holders(&memories.iter().collect::<Vec<&Memory>>())?;
         // A skipped capture's claim is never compared (it counts as not stored for the later
         // ones), so it gets the empty claim.
-        let skipped = self.claims.claim("");
+        let skipped = self.claims().claim("");
         let claims: Vec<Claim> = memories
             .iter()
             .zip(&holders)
-            .map(|(memory, holder)| if holder.is_some() { skipped.clone() } else { self.claims.claim(&memory.content) })
+            .map(|(memory, holder)| if holder.is_some() { skipped.clone() } else { self.claims().claim(&memory.content) })
             .collect();
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`); the same neighbours are checked for

@@ -95,23 +95,39 @@ fn answer(args: &HookArgs) -> Result<Option<String>> {
         Some(id) => Project::discover(&cwd, Some(id)),
         None => project_hint,
     };
-    let services = crate::compose::services(&config, project.as_ref())?;
-    let mut budgets = Budgets::default();
-    match args.max_tokens {
-        Some(max_tokens) if max_tokens < MIN_MAX_TOKENS => log(
-            &args.event,
-            &format!(
-                "`--max-tokens {max_tokens}` leaves no room for a memory (the least is {MIN_MAX_TOKENS}); used the default budgets \
-                 (session-start {}, user-prompt {}, post-tool {})",
-                budgets.session_start, budgets.user_prompt, budgets.post_tool
-            ),
-        ),
-        Some(max_tokens) => budgets = Budgets { session_start: max_tokens, user_prompt: max_tokens, post_tool: max_tokens },
-        None => {}
+    let budgets = budgets(&args.event, args.max_tokens);
+    #[cfg(unix)]
+    if crate::hook_socket::answers(event) {
+        let served = crate::hook_socket::endpoint(&config, project.as_ref())
+            .and_then(|socket| crate::hook_socket::ask(&socket, event, &budgets, &input));
+        if let Some(answer) = served {
+            return answer.map(|output| output.map(|value| value.to_string())).map_err(|reason| anyhow!(reason));
+        }
     }
+    let services = crate::compose::services(&config, project.as_ref())?;
     let hooks = Hooks { project: services.project_id, memory: services.memory, decisions: services.decisions, budgets };
     let output = hooks.run(event, &input)?;
     Ok(output.map(|value| value.to_string()))
+}
+
+/// The budgets of `--max-tokens`, or the defaults (logged) when it leaves no room for a memory.
+fn budgets(event: &str, max_tokens: Option<usize>) -> Budgets {
+    let defaults = Budgets::default();
+    match max_tokens {
+        Some(max_tokens) if max_tokens < MIN_MAX_TOKENS => {
+            log(
+                event,
+                &format!(
+                    "`--max-tokens {max_tokens}` leaves no room for a memory (the least is {MIN_MAX_TOKENS}); used the default budgets \
+                     (session-start {}, user-prompt {}, post-tool {})",
+                    defaults.session_start, defaults.user_prompt, defaults.post_tool
+                ),
+            );
+            defaults
+        }
+        Some(max_tokens) => Budgets { session_start: max_tokens, user_prompt: max_tokens, post_tool: max_tokens },
+        None => defaults,
+    }
 }
 
 /// The folders where the agents kenning answers keep their transcripts: Claude Code's

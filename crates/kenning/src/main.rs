@@ -8,6 +8,8 @@ mod config;
 mod decisions;
 mod doctor;
 mod hook;
+#[cfg(unix)]
+mod hook_socket;
 mod init;
 mod keys;
 mod llm;
@@ -303,6 +305,14 @@ fn serve(services: compose::Services, config: &Config, project: Option<&Project>
     let protocols = protocols::service(&services.decisions)?;
     let code = compose::code_service(&services, project, &options)?;
     let (memory, decisions) = (services.memory.clone(), services.decisions.clone());
+    // The session's server (an agent starts it on stdio) also answers the session's quick hooks,
+    // for as long as it runs; a server on HTTP serves clients elsewhere and does not.
+    #[cfg(unix)]
+    let _hooks = match args.http {
+        None => hook_socket::endpoint(config, project)
+            .and_then(|socket| hook_socket::Listener::start(socket, memory.clone(), decisions.clone(), services.project_id.clone())),
+        Some(_) => None,
+    };
     let server = KenningServer::new(services.memory, services.decisions, &options)
         .map_err(kenning_engine::Error::Invalid)?
         .with_protocols(protocols)

@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 mod kenning {
+    mod hook_socket;
     mod trust;
 }
 
@@ -55,14 +56,15 @@ impl Sandbox {
         String::from_utf8(output.stdout).expect("utf-8")
     }
 
-    /// `kenning ARGS` in `cwd`, isolated from the caller's KENNING_* and GIT_* settings; git
+    /// `kenning ARGS` in `cwd`, isolated from the caller's KENNING_* and GIT_* settings and
+    /// runtime folder (so a server's hook socket goes in the sandbox's data folder); git
     /// discovery stops at the sandbox so `outside` is never inside a repository.
     fn command(&self, cwd: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(BIN);
         command.args(args).current_dir(cwd).stdin(Stdio::null());
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy().into_owned();
-            if name.starts_with("KENNING_") || name.starts_with("GIT_") {
+            if name.starts_with("KENNING_") || name.starts_with("GIT_") || name == "XDG_RUNTIME_DIR" {
                 command.env_remove(name);
             }
         }
