@@ -31,7 +31,6 @@ use kenning_engine::{DecisionService, MemoryService};
 use kenning_hooks::{Budgets, HookEvent, HookInput, Hooks};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::project::Project;
@@ -72,18 +71,24 @@ enum Reply {
 /// folder to keep it in.
 pub fn endpoint(config: &Config, project: Option<&Project>) -> Option<PathBuf> {
     let folder = private_folder()?;
-    let mut digest = Sha256::new();
     let binary = std::env::current_exe().ok()?;
     let metadata = std::fs::metadata(&binary).ok()?;
-    digest.update(format!("{}\n{}\n{}\n{}\n", env!("CARGO_PKG_VERSION"), binary.display(), metadata.len(), metadata.mtime_nsec() + metadata.mtime() * 1_000_000_000).as_bytes());
-    digest.update(format!("{config:?}\n{project:?}\n{:?}\n", config.user_db_path().ok()).as_bytes());
+    let mut identity = format!(
+        "{}\n{}\n{}\n{}\n{config:?}\n{project:?}\n{:?}\n",
+        env!("CARGO_PKG_VERSION"),
+        binary.display(),
+        metadata.len(),
+        metadata.mtime_nsec() + metadata.mtime() * 1_000_000_000,
+        config.user_db_path().ok()
+    );
     if config.org.is_some() {
         // The organisation's connection also takes libpq's variables from the environment.
         let mut variables: Vec<(String, String)> = std::env::vars().filter(|(name, _)| name.starts_with("PG")).collect();
         variables.sort();
-        digest.update(format!("{variables:?}").as_bytes());
+        identity.push_str(&format!("{variables:?}"));
     }
-    let name: String = digest.finalize()[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    // The first 64 bits of the digest: a name short enough for any socket path.
+    let name = &crate::trust::digest(identity.as_bytes())[..16];
     let path = folder.join(format!("{name}.sock"));
     (path.as_os_str().len() <= MAX_SOCKET_PATH).then_some(path)
 }

@@ -114,7 +114,7 @@ impl TrustList {
     }
 }
 
-/// The hex SHA-256 of a file's bytes.
+/// The hex SHA-256 of `bytes`: a file's content, or a hook socket's identity.
 pub fn digest(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
 }
