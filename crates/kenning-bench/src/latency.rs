@@ -78,6 +78,12 @@ pub struct LatencyArgs {
     /// Measure in process only, without the kenning binary.
     #[arg(long)]
     skip_mcp: bool,
+    /// Keep the store in this directory rather than a temporary one. A directory that already
+    /// holds a store (`user.db`, left by an earlier run with the same `--memories` and `--seed`)
+    /// is not loaded again: the capture phases are skipped and recall is measured on it, so
+    /// that two builds' recall can be compared on one store without paying the load twice.
+    #[arg(long)]
+    store: Option<PathBuf>,
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
@@ -129,15 +135,23 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
     let machine = Machine::detect();
     let loaded = args.embedder.load()?;
 
-    let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
+    let dir = StoreDir::new(args.store.as_deref())?;
     let db_path = dir.path().join("user.db");
+    let reused = db_path.exists();
     let sqlite = Arc::new(SqliteStore::open_with(&db_path, args.durability.into())?);
+    if reused {
+        // The index is built from the database below, as in a run that loads the store.
+        let index = sqlite.index_path();
+        if index.exists() {
+            std::fs::remove_file(&index).with_context(|| format!("removing {}", index.display()))?;
+        }
+    }
     let store: Arc<dyn MemoryStore> = sqlite.clone();
     let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
     let corpus = Corpus::new(args.seed);
     let mut load = Load::default();
 
-    let single_count = args.memories.min(args.single_captures);
+    let single_count = if reused { 0 } else { args.memories.min(args.single_captures) };
     let mut single = Vec::with_capacity(single_count);
     for index in 0..single_count {
         let input = corpus.memory(index);
@@ -150,7 +164,8 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
 
     let mut bulk = Vec::new();
     let mut progress = Progress::new(args.memories);
-    for first in (single_count..args.memories).step_by(args.bulk_batch) {
+    let bulk_end = if reused { 0 } else { args.memories };
+    for first in (single_count..bulk_end).step_by(args.bulk_batch) {
         let end = (first + args.bulk_batch).min(args.memories);
         let batch: Vec<_> = (first..end).map(|index| corpus.memory(index)).collect();
         load.count(&batch);
@@ -230,7 +245,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
             duplicates: load.duplicates,
         },
         single_capture: throughput("capture", single_count, 1, &single),
-        bulk_capture: throughput("capture_many", args.memories - single_count, args.bulk_batch, &bulk),
+        bulk_capture: throughput("capture_many", bulk_end.saturating_sub(single_count), args.bulk_batch, &bulk),
         recall: recall_figures(&recall, &counts),
         index,
         mcp,
@@ -337,8 +352,36 @@ fn recall_figures(latencies: &[Duration], result_counts: &[usize]) -> RecallFigu
 
 fn empty_dir(parent: &Path, name: &str) -> Result<PathBuf> {
     let path = parent.join(name);
+    if path.is_dir() {
+        std::fs::remove_dir_all(&path).with_context(|| format!("emptying {}", path.display()))?;
+    }
     std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
     Ok(path)
+}
+
+/// Where the store lives: a temporary directory removed at the end, or one the caller keeps.
+enum StoreDir {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl StoreDir {
+    fn new(kept: Option<&Path>) -> Result<StoreDir> {
+        match kept {
+            Some(path) => {
+                std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+                Ok(StoreDir::Kept(path.to_owned()))
+            }
+            None => Ok(StoreDir::Temporary(tempfile::tempdir().context("creating a temporary directory for the store")?)),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            StoreDir::Temporary(dir) => dir.path(),
+            StoreDir::Kept(path) => path,
+        }
+    }
 }
 
 /// Running totals of what was handed to the service.
