@@ -107,6 +107,16 @@ impl Flush {
         }
     }
 
+    /// Flushes everything written so far and empties the journal, so that it no longer holds a
+    /// copy of notes a purge replaced.
+    pub fn checkpoint(&self) -> Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Flush::Journal(journal) => journal.checkpoint_locked(&mut journal.lock()?),
+            _ => Ok(()),
+        }
+    }
+
     /// See [`Journal::recover`]; nothing to do without a journal.
     pub fn recover(&self, repo: &Repository) -> Result<usize> {
         match self {

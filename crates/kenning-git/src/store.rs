@@ -268,6 +268,8 @@ impl GitNotesStore {
             }
             Ok(())
         })?;
+        // The journal holds copies of the notes the tombstones replaced.
+        self.flush.checkpoint()?;
         Ok(counts)
     }
 
