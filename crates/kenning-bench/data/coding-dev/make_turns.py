@@ -13,7 +13,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-MAX_CHARS = 1500
+MAX_CHARS = 2500
 RELEASE_BUMP = re.compile(r"^(\S+-)?\d+\.\d+\.\d+$")
 SOURCES = [
     # conv, git range arguments, changelog releases kept, changelog parser
@@ -37,7 +37,9 @@ def trim(text):
     if len(text) <= MAX_CHARS:
         return text
     cut = text.rfind("\n\n", 0, MAX_CHARS)
-    if cut < MAX_CHARS // 3:
+    if cut < MAX_CHARS * 2 // 3:
+        cut = text.rfind("\n", 0, MAX_CHARS)
+    if cut < MAX_CHARS * 2 // 3:
         cut = text.rfind(" ", 0, MAX_CHARS)
     return text[:cut].rstrip() + " [...]"
 
