@@ -15,10 +15,11 @@ from datetime import datetime, timezone
 
 MAX_CHARS = 2500
 RELEASE_BUMP = re.compile(r"^(\S+-)?\d+\.\d+\.\d+$")
+# The conversation and the `git log` arguments of each source; the last argument is the commit
+# whose CHANGELOG.md is read.
 SOURCES = [
-    # conv, git range arguments, changelog releases kept, changelog parser
-    ("ripgrep", ["--since=2019-01-01T00:00:00Z", "--until=2026-08-05T00:00:00Z", "3fce3b5bb0236da2df6d99672afb8a719642eca7"], "ripgrep"),
-    ("jj", ["--since=2024-01-04T00:00:00Z", "--until=2024-04-04T00:00:00Z", "9d905d5432869c7aa9539e6e5c7fece5842bed37"], "jj"),
+    ("ripgrep", ["--since=2019-01-01T00:00:00Z", "--until=2026-08-05T00:00:00Z", "3fce3b5bb0236da2df6d99672afb8a719642eca7"]),
+    ("jj", ["--since=2024-01-04T00:00:00Z", "--until=2024-04-04T00:00:00Z", "9d905d5432869c7aa9539e6e5c7fece5842bed37"]),
 ]
 
 
@@ -61,7 +62,7 @@ def commits(git_dir, args):
 
 
 def ripgrep_changelog(text):
-    """Yields (release, date, entry) from ripgrep's CHANGELOG: the release's opening paragraph, then each bullet."""
+    """Yields (release, date, section, entry) from ripgrep's CHANGELOG for releases since 2019."""
     releases = re.split(r"\n(?=\d+\.\d+\.\d+ \(\d{4}-\d\d-\d\d\)\n=+\n)", text)
     for block in releases:
         head = re.match(r"(\d+\.\d+\.\d+) \((\d{4}-\d\d-\d\d)\)\n=+\n", block)
@@ -74,6 +75,7 @@ def ripgrep_changelog(text):
 
 
 def jj_changelog(text):
+    """Yields (release, date, section, entry) from jj's CHANGELOG for the releases of the commit window."""
     releases = re.split(r"\n(?=## \[)", text)
     for block in releases:
         head = re.match(r"## \[(\d+\.\d+\.\d+)\] - (\d{4}-\d\d-\d\d)\n", block)
@@ -121,7 +123,7 @@ def entries(release, date, body):
 def main():
     ripgrep_dir, jj_dir = sys.argv[1], sys.argv[2]
     dirs = {"ripgrep": ripgrep_dir, "jj": jj_dir}
-    for conv, args, _ in SOURCES:
+    for conv, args in SOURCES:
         git_dir = dirs[conv]
         turns = []
         for sha, author, moment, message in commits(git_dir, args):
