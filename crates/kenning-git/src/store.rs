@@ -17,8 +17,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use git2::{Oid, Repository, RepositoryOpenFlags};
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStore, Edge, Hop, MemoryChange, Node,
-    Outcome, Signal, SkillSync, relation,
+    Outcome, Signal, SkillSync,
 };
+use kenning_core::{Refusal, relation};
 use kenning_core::{
     Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, PurgeMode, ScoredId, SearchFilter,
     StoreStats, SyncReport,
@@ -486,7 +487,7 @@ impl Draft<'_> {
             return Ok(Inserted::Duplicate(existing));
         }
         if self.note(&memory.id)?.is_some() {
-            return Err(Error::IdTaken(memory.id.to_string()));
+            return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string())));
         }
         let note = Note::new(memory).map_err(|reason| Error::Note { id: memory.id.to_string(), reason })?;
         self.stage(&memory.id, note, memory.clone());
@@ -496,7 +497,7 @@ impl Draft<'_> {
 
     /// The note of `id` and the memory it holds, or not-found.
     fn existing(&self, id: &MemoryId) -> Result<(Note, Memory)> {
-        let note = self.note(id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let note = self.note(id)?.ok_or_else(|| Error::Refused(Refusal::NotFound(id.to_string())))?;
         let memory = note.memory().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
         Ok((note, memory))
     }
@@ -505,10 +506,10 @@ impl Draft<'_> {
         let id = &next.id;
         let (mut note, current) = self.existing(id)?;
         if current.version != previous.version {
-            return Err(Error::Conflict { id: id.to_string(), expected: previous.version });
+            return Err(Error::Refused(Refusal::Conflict { id: id.to_string(), expected: previous.version }));
         }
         if let Some(existing) = self.active_duplicate(next, Some(id))? {
-            return Err(Error::Duplicate { id: id.to_string(), existing: existing.to_string() });
+            return Err(Error::Refused(Refusal::Duplicate { id: id.to_string(), existing: existing.to_string() }));
         }
         let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
         note.push_history(previous).map_err(invalid)?;
@@ -520,21 +521,19 @@ impl Draft<'_> {
 
     /// The note of decision `id` with its decision part, or not-found.
     fn decision(&self, id: &DecisionId) -> Result<(Note, DecisionDoc)> {
-        let memory_id = MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?;
-        let note = self.note(&memory_id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let memory_id = MemoryId::parse(id.as_str()).map_err(|error| Error::Refused(Refusal::NotFound(error.to_string())))?;
+        let note = self.note(&memory_id)?.ok_or_else(|| Error::Refused(Refusal::NotFound(id.to_string())))?;
         let doc = note
             .decision()
             .map_err(|reason| Error::Note { id: id.to_string(), reason })?
-            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+            .ok_or_else(|| Error::Refused(Refusal::NotFound(id.to_string())))?;
         Ok((note, doc))
     }
 
     fn update_decision(&mut self, change: &DecisionChange) -> Result<()> {
         let id = &change.next.id;
         let (_, mut doc) = self.decision(id)?;
-        if doc.record.revision != change.expected_revision {
-            return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
-        }
+        change.check_revision(Some(doc.record.revision))?;
         if let Some(memory) = &change.memory {
             self.replace(&memory.next, &memory.previous, memory.embedding.as_ref())?;
         }
@@ -544,7 +543,7 @@ impl Draft<'_> {
 
     /// Stages the decision part of a decision's note, over the note as it stands (staged or not).
     fn put_decision(&mut self, id: &DecisionId, doc: &DecisionDoc) -> Result<()> {
-        let (mut note, memory) = self.existing(&MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?)?;
+        let (mut note, memory) = self.existing(&MemoryId::parse(id.as_str()).map_err(|error| Error::Refused(Refusal::NotFound(error.to_string())))?)?;
         note.set_decision(doc).map_err(|reason| Error::Note { id: id.to_string(), reason })?;
         self.stage(&memory.id.clone(), note, memory);
         Ok(())
@@ -743,7 +742,7 @@ impl DecisionStore for GitNotesStore {
         Ok(self.write("kenning: decision", |draft| {
             match draft.insert(memory, embedding)? {
                 Inserted::Created => {}
-                Inserted::Duplicate(_) => return Err(Error::IdTaken(memory.id.to_string())),
+                Inserted::Duplicate(_) => return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string()))),
             }
             let doc = DecisionDoc { record: decision.clone(), signals: Vec::new(), outcome: None, edges: Vec::new() };
             draft.put_decision(&decision.id, &doc)
@@ -773,7 +772,7 @@ impl DecisionStore for GitNotesStore {
         Ok(self.write("kenning: signal", |draft| {
             let (_, mut doc) = draft.decision(&signal.decision_id)?;
             if doc.signals.iter().any(|existing| existing.id == signal.id) {
-                return Err(Error::IdTaken(signal.id.clone()));
+                return Err(Error::Refused(Refusal::IdTaken(signal.id.clone())));
             }
             doc.signals.push(signal.clone());
             doc.signals.sort_by(|a, b| (a.recorded_at, &a.id).cmp(&(b.recorded_at, &b.id)));
@@ -792,7 +791,7 @@ impl DecisionStore for GitNotesStore {
             let id = &outcome.decision_id;
             let (_, existing) = draft.decision(id)?;
             if existing.outcome.is_some() {
-                return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
+                return Err(Error::Refused(Refusal::Conflict { id: id.to_string(), expected: change.expected_revision }));
             }
             draft.update_decision(change)?;
             let inserted = lessons
@@ -825,7 +824,7 @@ impl DecisionStore for GitNotesStore {
         Ok(self.write("kenning: skills", |draft| {
             for (memory, embedding) in &sync.inserts {
                 if let Inserted::Duplicate(existing) = draft.insert(memory, embedding.as_ref())? {
-                    return Err(Error::IdTaken(existing.to_string()));
+                    return Err(Error::Refused(Refusal::IdTaken(existing.to_string())));
                 }
             }
             for MemoryChange { next, previous, embedding } in &sync.replaces {

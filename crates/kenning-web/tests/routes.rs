@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput, SignalInput};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
-use kenning_service::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits, Scope};
+use kenning_gateway::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits, Scope};
 use kenning_sqlite::SqliteStore;
 use kenning_web::{Web, WebOptions};
 

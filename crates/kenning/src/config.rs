@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kenning_llm::ProviderSettings;
-use kenning_core::dynamics::{DecayPolicy, Deduplication};
-use kenning_service::RateLimits;
+use kenning_core::confidence::{DecayPolicy, Deduplication};
+use kenning_gateway::RateLimits;
 use kenning_sqlite::Durability;
 use serde::Deserialize;
 
