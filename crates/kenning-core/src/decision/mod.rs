@@ -26,6 +26,6 @@ pub use model::{
     Signal, SignalType, Valence,
 };
 pub use store::{normalise_decision_path, paths_under_pattern,
-    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, outcome_with_lessons,
+    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, outcome_with_lessons, purged_nodes,
     taught_edges,
 };

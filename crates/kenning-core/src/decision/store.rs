@@ -94,6 +94,15 @@ impl Edge {
     }
 }
 
+/// The graph nodes whose edges a purge of one memory removes: the memory, and the signals and
+/// outcome of the decision it is, if it is one.
+pub fn purged_nodes(memory: &str, signals: &[String], outcomes: &[String]) -> Vec<Node> {
+    std::iter::once(Node { kind: NodeKind::Memory, id: memory.to_owned() })
+        .chain(signals.iter().map(|signal| Node::signal(signal)))
+        .chain(outcomes.iter().map(|outcome| Node::outcome(outcome)))
+        .collect()
+}
+
 /// The outcome as a store records it: its `lesson_ids` name the memories its lessons became,
 /// in order. A lesson stored as a new memory is named by its own id; one that duplicated an
 /// active memory (`Inserted::Duplicate`) by that memory's.
