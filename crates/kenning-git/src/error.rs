@@ -26,6 +26,9 @@ pub enum Error {
     Busy(String),
     #[error("sync with {remote}: {reason}")]
     Sync { remote: String, reason: String },
+    /// The journal that makes writes survive a power loss could not be written or read.
+    #[error("{reason} ({path})")]
+    Journal { path: PathBuf, reason: String },
 }
 
 impl From<Error> for kenning_core::Error {

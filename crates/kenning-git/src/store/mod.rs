@@ -27,6 +27,7 @@ use kenning_core::{
 use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, VersionedEmbedding};
 
 use crate::error::{Error, Result};
+use crate::journal::Flush;
 use crate::note::{DecisionDoc, EdgeDoc, Note, edges_key, note_key};
 use crate::notes::{self, NOTES_REF};
 
@@ -55,6 +56,8 @@ pub struct GitNotesStore {
     /// The notes commit the index was last seen to reflect, so that a read whose ref has not
     /// moved costs one ref read and no database query.
     reflected: Mutex<Option<Oid>>,
+    /// How writes survive a power loss.
+    flush: Flush,
 }
 
 /// The branch and commit checked out when a memory is captured.
@@ -70,16 +73,25 @@ impl GitNotesStore {
     /// Opens the notes of the repository at `repo_path` (a work tree, a git directory or a bare
     /// repository) indexed in `index_path`, catching the index up and migrating into notes any
     /// records the index file held from before it was an index. With
-    /// [`Durability::PowerLoss`] every object and ref write is flushed to disk before it is
-    /// acknowledged; the index itself only needs to survive the process, because it is
-    /// rebuilt from the notes after any loss.
+    /// [`Durability::PowerLoss`] a write is on disk before it is acknowledged (through the
+    /// notes journal where the platform has `syncfs`, which opening replays; elsewhere by
+    /// flushing every object and ref); the index itself only needs to survive the process,
+    /// because it is rebuilt from the notes after any loss.
     pub fn open(repo_path: &Path, index_path: &Path, durability: Durability) -> Result<GitNotesStore> {
-        configure_libgit2(durability);
         let repo = Repository::open_ext(repo_path, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&std::ffi::OsStr>())
             .map_err(|error| Error::Repository { path: repo_path.to_owned(), reason: error.message().to_owned() })?;
+        let flush = match durability {
+            Durability::ProcessCrash => Flush::Never,
+            #[cfg(target_os = "linux")]
+            Durability::PowerLoss => Flush::Journal(crate::journal::Journal::new(&repo)),
+            #[cfg(not(target_os = "linux"))]
+            Durability::PowerLoss => Flush::EveryFile,
+        };
+        configure_libgit2(&flush);
+        flush.recover(&repo)?;
         let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
         let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
-        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None) };
+        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush };
         store.migrate()?;
         store.catch_up(&lock(&store.repo), &[])?;
         store.merge_fetched();
@@ -117,6 +129,11 @@ impl GitNotesStore {
         });
         let commit = head.and_then(|head| head.target()).map(|oid| oid.to_string());
         Provenance { branch, commit }
+    }
+
+    /// How writes survive a power loss, for sync's merges.
+    pub(crate) fn flush(&self) -> &Flush {
+        &self.flush
     }
 
     /// Runs `work` with the repository, for sync and status.
@@ -185,8 +202,11 @@ impl GitNotesStore {
                 .chain(draft.staged_purges.iter().map(|(id, note)| encode(note_key(id), id, note)))
                 .collect::<Result<Vec<_>>>()?;
             let order: Vec<MemoryId> = draft.staged.iter().map(|(id, _, _)| id.clone()).collect();
-            let commit = notes::commit(&repo, base, &encoded, message)?;
-            if notes::advance(&repo, NOTES_REF, base, commit, message)? {
+            let written = notes::commit(&repo, base, &encoded, message)?;
+            let moved = self.flush.advance(&repo, base, written.commit, &written.objects, || {
+                notes::advance(&repo, NOTES_REF, base, written.commit, message)
+            })?;
+            if moved {
                 let embeddings = std::mem::take(&mut draft.embeddings);
                 drop(draft);
                 self.catch_up_ordered(&repo, &embeddings, &order)?;
@@ -255,6 +275,8 @@ impl GitNotesStore {
             }
             Ok(())
         })?;
+        // The journal holds copies of the notes the tombstones replaced.
+        self.flush.checkpoint()?;
         Ok(counts)
     }
 
@@ -295,10 +317,14 @@ impl GitNotesStore {
     }
 }
 
-/// libgit2's global settings: flush objects and refs to disk when power-loss durability is
-/// asked for (the settings are per process, so the last store opened decides).
-fn configure_libgit2(durability: Durability) {
-    let fsync = i32::from(durability == Durability::PowerLoss);
+/// libgit2's global settings: flush every object and ref to disk when that is how writes
+/// survive a power loss (the settings are per process, so the last store opened decides).
+fn configure_libgit2(flush: &Flush) {
+    let fsync = match flush {
+        #[cfg(not(target_os = "linux"))]
+        Flush::EveryFile => 1,
+        _ => 0,
+    };
     // SAFETY: GIT_OPT_ENABLE_FSYNC_GITDIR takes a single int argument; libgit2 is initialised
     // by git2 before any repository is opened, and this runs before the first one is.
     unsafe {
