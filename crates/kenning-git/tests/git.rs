@@ -18,8 +18,9 @@ use kenning_conformance::fixtures::{at, id, memory, update};
 use kenning_core::decision::input::{build_decision, build_outcome, build_signal, decision_memory_input, lesson_memory_input, refresh_decision_memory};
 use kenning_core::decision::{
     CaptureDecision, DecisionChange, DecisionFilter, DecisionId, DecisionStore, Edge, MemoryChange, ModuleList, Node, OutcomeInput,
-    OutcomeStatus, SignalInput, relation,
+    OutcomeStatus, SignalInput,
 };
+use kenning_core::relation;
 use kenning_core::input::build_memory;
 use kenning_core::{Domain, Inserted, Memory, MemoryRecord, MemoryStore, MemoryUrn, Namespace, PurgeMode, SearchFilter, Status};
 use kenning_git::{GitNotesStore, NOTES_REF};
