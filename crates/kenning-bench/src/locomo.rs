@@ -171,6 +171,31 @@ mod tests {
         assert_eq!(session_of("plain"), "plain");
     }
 
+    #[test]
+    fn the_committed_coding_set_reads_and_its_evidence_names_turns_of_the_question_conversation() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/coding-dev");
+        let data = read_turns(&dir.join("turns.jsonl")).unwrap();
+        let queries = read_queries(&dir.join("queries.jsonl"), &data).unwrap();
+        let turn_conversation: BTreeMap<&str, &str> = data
+            .conversations
+            .iter()
+            .flat_map(|conv| conv.turns.iter().map(|turn| (turn.id.as_str(), conv.id.as_str())))
+            .collect();
+        for conversation in &data.conversations {
+            // The store keeps one memory for a repeated content, so a repeat could never rank.
+            let mut contents = HashSet::new();
+            for turn in &conversation.turns {
+                assert!(contents.insert((&turn.speaker, &turn.text)), "turn {} repeats an earlier turn", turn.id);
+            }
+        }
+        for query in &queries {
+            assert!((1..=4).contains(&query.category) && !query.evidence.is_empty(), "{} would not be scored", query.qid);
+            for id in &query.evidence {
+                assert_eq!(turn_conversation.get(id.as_str()), Some(&query.conv.as_str()), "{}: evidence {id}", query.qid);
+            }
+        }
+    }
+
     fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();

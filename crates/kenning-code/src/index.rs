@@ -181,7 +181,7 @@ impl CodeIndex {
                 continue;
             }
             let Ok(bytes) = std::fs::read(entry.path()) else { continue };
-            let hash = hex(&Sha256::digest(&bytes));
+            let hash = kenning_core::hex(&Sha256::digest(&bytes));
             if state.files.get(&relative).is_some_and(|known| known.hash == hash) {
                 touched.push((relative, mtime_ns, size));
                 continue;
@@ -619,8 +619,4 @@ fn mean<'v>(vectors: impl Iterator<Item = &'v Vec<f32>>) -> Option<Vec<f32>> {
         sum.iter_mut().for_each(|value| *value /= norm);
     }
     Some(sum)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

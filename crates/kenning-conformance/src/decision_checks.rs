@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use kenning_core::decision::input::{build_decision, build_outcome, build_signal, decision_memory_input, lesson_memory_input};
 use kenning_core::decision::{
     CaptureDecision, Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStatus, DecisionStore,
-    Edge, MemoryChange, ModuleList, Node, NodeKind, OutcomeInput, SignalInput, SkillSync, relation,
+    Edge, MemoryChange, ModuleList, Node, NodeKind, OutcomeInput, SignalInput, SkillSync,
 };
+use kenning_core::relation;
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::{
     Domain, Embedding, Error, Inserted, Link, Memory, MemoryUrn, Namespace, PurgeMode, SearchFilter, Status, UpdateInput,

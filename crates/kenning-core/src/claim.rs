@@ -99,14 +99,6 @@ const CLAIM_SYNONYMS: &[&[&str]] = &[
     &["", "to be"],
 ];
 
-/// The relation of the link from a capture kept by a merge to the memory it confirmed.
-pub const MERGED_INTO: &str = "merged-into";
-/// The relation of the link from a capture to a stored memory it may say the same as.
-pub const POSSIBLY_DUPLICATE_OF: &str = "possibly-duplicate-of";
-/// The relation of the link from a capture to a stored memory making another claim about the
-/// same thing.
-pub const RELATED_TO: &str = "related-to";
-
 /// The canonical tokens of negation.
 const NEGATION: &str = "¬";
 

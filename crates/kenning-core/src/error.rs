@@ -16,7 +16,7 @@ pub struct FieldError {
 impl FieldError {
     /// The refusal of a memory whose content would duplicate an active memory of the same
     /// domain and namespace: every backend refuses it with these words.
-    pub fn duplicate_content(id: String, existing: &str) -> Self {
+    fn duplicate_content(id: String, existing: &str) -> Self {
         FieldError::new(
             "content",
             format!("would duplicate the active memory {existing} in the same namespace"),
@@ -68,6 +68,33 @@ pub enum Error {
     /// the same call may succeed later. Recall leaves such a domain out and says so.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+}
+
+/// A store turning a read or write away for a reason its caller can act on. Every backend
+/// (SQLite, git notes, PostgreSQL) reports these in the same words and through the same mapping
+/// onto [`Error`], so its own error type holds them as one variant.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("memory not found: {0}")]
+    NotFound(String),
+    #[error("memory {id} was changed concurrently (expected version {expected})")]
+    Conflict { id: String, expected: u32 },
+    #[error("memory id {0} already exists")]
+    IdTaken(String),
+    /// A write would make two active memories in one namespace hold the same content.
+    #[error("memory {id} would duplicate the active memory {existing}")]
+    Duplicate { id: String, existing: String },
+}
+
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::NotFound(id) => Error::NotFound(id),
+            Refusal::Conflict { id, expected } => Error::Conflict { id, expected },
+            Refusal::Duplicate { id, existing } => Error::Invalid(FieldError::duplicate_content(id, &existing)),
+            taken @ Refusal::IdTaken(_) => Error::Storage(taken.to_string()),
+        }
+    }
 }
 
 impl From<FieldError> for Error {

@@ -227,14 +227,14 @@ pub enum EvidenceKind {
     Contradicting,
 }
 
-/// Adds one piece of evidence to a memory ([`crate::dynamics`] counts it in the memory's
+/// Adds one piece of evidence to a memory ([`crate::confidence`] counts it in the memory's
 /// confidence), as a new version whose history records `reason`.
 pub fn record_evidence(current: &Memory, kind: EvidenceKind, reason: &str, now: DateTime<Utc>) -> Result<(Memory, MemoryVersion), FieldError> {
     let reason = validate_reason(reason)?;
     let mut next = current.clone();
     match kind {
-        EvidenceKind::Supporting => crate::dynamics::add_supporting(&mut next),
-        EvidenceKind::Contradicting => crate::dynamics::add_contradicting(&mut next),
+        EvidenceKind::Supporting => crate::confidence::add_supporting(&mut next),
+        EvidenceKind::Contradicting => crate::confidence::add_contradicting(&mut next),
     }
     Ok(supersede(current, next, reason, now))
 }

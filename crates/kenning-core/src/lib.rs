@@ -17,7 +17,7 @@
 //! - [`claim`] tells whether two statements make the same claim: order, roles, numbers with
 //!   their units, negation and scope words decide, not the set of words they share.
 //! - [`expansion`] widens a query by the other names of what it names (built-in and project
-//!   synonyms, or a model's rewrite); [`dynamics`] assesses a memory's confidence now.
+//!   synonyms, or a model's rewrite); [`confidence`] assesses a memory's confidence now.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models;
@@ -41,15 +41,17 @@ pub mod claim;
 pub mod consolidation;
 pub mod contradiction;
 pub mod decision;
-pub mod dynamics;
+pub mod confidence;
 pub mod error;
 pub mod expansion;
 pub mod graph;
+mod hex;
 pub mod input;
 pub mod interrupt;
 pub mod llm;
 pub mod memory;
 pub mod provenance;
+pub mod relation;
 pub mod search;
 pub mod secrets;
 pub mod state;
@@ -62,11 +64,12 @@ pub use calibration::{
     Calibration, CalibrationStatus, Evidence, Guidance, ReliabilityBin, Trend, TrendDetail, TrendWindow, beta_cdf,
     beta_quantile, brier_score, calibrate, guidance, lower_credible_bound,
 };
-pub use error::{Error, FieldError, Result, closest};
+pub use error::{Error, FieldError, Refusal, Result, closest};
+pub use hex::hex;
 pub use input::{CaptureInput, LinkInput, UpdateInput};
 pub use memory::{
     BUILT_IN_NAMESPACES, Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
 };
 pub use search::{Cursor, Detail, FilterCondition, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, PurgeMode, StoreStats, SyncReport, time_key};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, PurgeMode, StoreStats, SyncReport, parse_time_key, time_key};
 pub use urn::{Domain, MemoryUrn, Urn};

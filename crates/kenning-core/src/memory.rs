@@ -313,14 +313,7 @@ pub fn content_hash(namespace: &Namespace, content: &str) -> String {
     hasher.update(namespace.as_str().as_bytes());
     hasher.update([0]);
     hasher.update(content.trim().as_bytes());
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = hasher.finalize();
-    let mut hex = String::with_capacity(digest.len() * 2);
-    for byte in digest {
-        hex.push(char::from(HEX[usize::from(byte >> 4)]));
-        hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
-    hex
+    crate::hex(&hasher.finalize())
 }
 
 /// A superseded version of a memory: the full record as it was, and why it changed.

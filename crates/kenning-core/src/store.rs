@@ -286,3 +286,9 @@ pub trait MemoryStore: Send + Sync {
 pub fn time_key(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
+
+/// A time read back from a [`time_key`] column. The error is the reason a backend reports the
+/// column as corrupt: no time kenning wrote fails to parse.
+pub fn parse_time_key(text: &str) -> std::result::Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text).map(|time| time.with_timezone(&Utc)).map_err(|error| format!("stored time `{text}`: {error}"))
+}

@@ -280,7 +280,7 @@ const KNOWN_WEIGHTS: &[(&str, &str)] =
 /// nothing reliable (a package keeps its model in a folder called `model`, a cache in one named
 /// after a commit), and two folders holding the same weights must share their vectors.
 fn model_id(config: &Config, weights_sha256: &[u8]) -> String {
-    let hex: String = weights_sha256.iter().map(|byte| format!("{byte:02x}")).collect();
+    let hex = kenning_core::hex(weights_sha256);
     match KNOWN_WEIGHTS.iter().find(|(hash, _)| *hash == hex) {
         Some((_, name)) => (*name).to_string(),
         None => format!("bert-{}d-{}", config.hidden_size, &hex[..12]),

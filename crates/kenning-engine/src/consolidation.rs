@@ -29,6 +29,7 @@ use kenning_core::consolidation::{
 use kenning_core::contradiction::{detect, is_superseded};
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::llm::LlmUse;
+use kenning_core::relation;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::{
     CaptureInput, FieldError, Inserted, LinkInput, Memory, MemoryId, MemoryKind, MemoryUrn, MemoryVersion, Namespace, SearchFilter, Status,
@@ -49,8 +50,6 @@ pub const CONSOLIDATED_INTO_KEY: &str = "consolidated_into";
 pub const CONSOLIDATION_RUN_KEY: &str = "consolidation_run";
 /// Metadata key on a principle: `extractive` or `model`.
 pub const CONSOLIDATION_METHOD_KEY: &str = "consolidation_method";
-/// The relation from a principle to each of its episodes.
-pub const DERIVED_FROM: &str = "derived-from";
 /// Run ids are this prefix and a ULID.
 pub const RUN_ID_PREFIX: &str = "cr_";
 /// The most episodes one run looks at (the newest ones not yet consolidated): each is embedded
@@ -560,7 +559,7 @@ impl MemoryService {
             source: Some(if by_model { "model-generated" } else { "inference" }.to_owned()),
             links: members
                 .iter()
-                .map(|memory| LinkInput { target: memory.urn().to_string(), relation: Some(DERIVED_FROM.to_owned()) })
+                .map(|memory| LinkInput { target: memory.urn().to_string(), relation: Some(relation::DERIVED_FROM.to_owned()) })
                 .collect(),
             metadata: metadata.into_iter().collect(),
             ..CaptureInput::default()
@@ -641,7 +640,7 @@ impl MemoryService {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(Error::Busy { urn: id.to_owned() })
+        Err(Error::Busy { target: id.to_owned() })
     }
 
     /// Recorded runs of every domain (or the one named), newest first, at most `limit`.

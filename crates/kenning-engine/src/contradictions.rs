@@ -218,14 +218,14 @@ impl MemoryService {
                 Ok(()) => return Ok(record),
                 Err(kenning_core::Error::Conflict { .. }) => {
                     backoff(attempt);
-                    stored = state.get_state(StateKind::Contradiction, &stored.id)?.ok_or_else(|| Error::NotFound { urn: stored.id.clone() })?;
+                    stored = state.get_state(StateKind::Contradiction, &stored.id)?.ok_or_else(|| Error::NotFound { target: stored.id.clone() })?;
                     record = Contradiction::from_body(&stored.body)?;
                     check_unsettled(&record)?;
                 }
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(Error::Busy { urn: record.id })
+        Err(Error::Busy { target: record.id })
     }
 
     /// One contradiction with its history.
@@ -300,7 +300,7 @@ impl MemoryService {
 
     fn memory_of(&self, urn: &str) -> Result<Memory> {
         let (urn, entry) = self.parse_memory_urn("urn", urn)?;
-        entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })
+        entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { target: urn.to_string() })
     }
 }
 

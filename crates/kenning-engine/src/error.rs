@@ -7,14 +7,17 @@ pub enum Error {
     /// The caller sent something invalid; the field error says what and how to fix it.
     #[error("{0}")]
     Invalid(FieldError),
-    #[error("no memory at {urn}")]
-    NotFound { urn: String },
+    /// Nothing under `target`: a memory's URN, or the id a store did not find (a memory's,
+    /// a decision's or a state record's, such as a contradiction or a workflow).
+    #[error("no memory at {target}")]
+    NotFound { target: String },
     /// A well-formed decision id that no configured domain holds.
     #[error("no decision {id}")]
     DecisionNotFound { id: String },
-    /// A write kept losing compare-and-swap races; retrying later will succeed.
-    #[error("memory {urn} is being changed by another writer; try again")]
-    Busy { urn: String },
+    /// A write kept losing compare-and-swap races; retrying later will succeed. `target` names
+    /// what kept changing: a memory's URN, or the id of a decision, workflow or state record.
+    #[error("memory {target} is being changed by another writer; try again")]
+    Busy { target: String },
     #[error("{0}")]
     Storage(String),
     #[error("{0}")]
@@ -41,8 +44,8 @@ impl From<kenning_core::Error> for Error {
     fn from(value: kenning_core::Error) -> Self {
         match value {
             kenning_core::Error::Invalid(field) => Error::Invalid(field),
-            kenning_core::Error::NotFound(urn) => Error::NotFound { urn },
-            kenning_core::Error::Conflict { id, .. } => Error::Busy { urn: id },
+            kenning_core::Error::NotFound(target) => Error::NotFound { target },
+            kenning_core::Error::Conflict { id, .. } => Error::Busy { target: id },
             kenning_core::Error::Storage(message) => Error::Storage(message),
             kenning_core::Error::Embedding(message) => Error::Embedding(message),
             kenning_core::Error::Unavailable(message) => Error::Unavailable(message),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use kenning_core::dynamics::assess;
+use kenning_core::confidence::assess;
 use kenning_core::state::StateKind;
 use kenning_core::{SearchFilter, Status};
 use schemars::JsonSchema;
@@ -103,7 +103,7 @@ impl MemoryService {
                     introspection.causal_links += 1;
                     *introspection.links_by_relation.entry(link.relation.clone()).or_default() += 1;
                 }
-                let evidence = kenning_core::dynamics::evidence_counts(&memory.metadata);
+                let evidence = kenning_core::confidence::evidence_counts(&memory.metadata);
                 introspection.reinforced += u64::from(evidence.supporting > 0);
                 introspection.contradicted += u64::from(evidence.contradicting > 0);
             }

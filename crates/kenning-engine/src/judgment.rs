@@ -17,8 +17,9 @@
 //! (`memory_restore`) undoes the merge: it becomes an active memory of its own and the
 //! confirmation is withdrawn.
 
-use kenning_core::claim::{Claim, Judgement, MERGED_INTO, POSSIBLY_DUPLICATE_OF, RELATED_TO};
-use kenning_core::dynamics::{SUPPORTING_KEY, evidence_counts};
+use kenning_core::claim::{Claim, Judgement};
+use kenning_core::relation::{MERGED_INTO, POSSIBLY_DUPLICATE_OF, RELATED_TO};
+use kenning_core::confidence::{SUPPORTING_KEY, evidence_counts};
 use kenning_core::input::{EvidenceKind, MAX_LINKS, apply_update, change_status, record_evidence};
 use kenning_core::{Embedding, Inserted, Link, Memory, MemoryId, SearchFilter, Status, UpdateInput};
 

@@ -503,7 +503,7 @@ impl ProtocolService {
             let urn = MemoryUrn::parse("memory", &planned.urn)?;
             let held = self.memory().domain_stores().iter().find(|entry| entry.domain == urn.domain).map(|entry| entry.store.get(&urn.id)).transpose()?.flatten();
             if held.is_none() {
-                return Err(Error::NotFound { urn: planned.urn.clone() });
+                return Err(Error::NotFound { target: planned.urn.clone() });
             }
         }
         Ok(())

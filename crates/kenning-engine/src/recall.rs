@@ -2,7 +2,7 @@
 //! scores; the best hits then lend part of their score to the memories captured next to them in
 //! the same session, and the best candidates gain part of the best score among the other
 //! candidates of their session. Each candidate's relevance is then weighed by its confidence now
-//! ([`kenning_core::dynamics`]): dormant memories and those under `min_confidence` drop out. The
+//! ([`kenning_core::confidence`]): dormant memories and those under `min_confidence` drop out. The
 //! ranking is paged by cursor and cut to a token budget.
 //!
 //! The score scale, which paging relies on: the fused ranking is sorted best first, and weighing
@@ -18,8 +18,9 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use kenning_core::contradiction::{SUPERSEDED_BY, is_superseded};
-use kenning_core::dynamics::{Assessment, assess, ranking_factor};
+use kenning_core::contradiction::is_superseded;
+use kenning_core::relation::SUPERSEDED_BY;
+use kenning_core::confidence::{Assessment, assess, ranking_factor};
 use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
 use kenning_core::input::{MAX_TAGS, parse_time};
 use kenning_core::provenance::{repository_path, session_of};

@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
-use kenning_core::claim::{Claim, ClaimRules, MERGED_INTO};
-use kenning_core::dynamics::{self, Deduplication, assess};
+use kenning_core::claim::{Claim, ClaimRules};
+use kenning_core::relation::MERGED_INTO;
+use kenning_core::confidence::{self, Deduplication, assess};
 use kenning_core::expansion::Vocabulary;
 use kenning_core::input::{MAX_LINKS, apply_update, build_memory, change_status};
-use kenning_core::dynamics::DecayPolicy;
+use kenning_core::confidence::DecayPolicy;
 use kenning_core::llm::LanguageModel;
 use kenning_core::secrets::Named;
 use kenning_core::{
@@ -236,7 +237,7 @@ impl MemoryService {
         // project had before (a remote added, renamed or removed, a rename on purpose) still
         // reaches its memories: a memory id is unique, so another project's URN finds nothing.
         let project = || matches!(domain, Domain::Project(_)).then(|| self.domains.iter().find(|entry| matches!(entry.domain, Domain::Project(_)))).flatten();
-        exact.or_else(project).ok_or_else(|| Error::NotFound { urn: Urn::Domain(domain.clone()).to_string() })
+        exact.or_else(project).ok_or_else(|| Error::NotFound { target: Urn::Domain(domain.clone()).to_string() })
     }
 
     /// The domain of this service that keeps what `domain` names: itself, or for an earlier id
@@ -247,7 +248,7 @@ impl MemoryService {
 
     pub(crate) fn parse_memory_urn(&self, field: &str, text: &str) -> Result<(MemoryUrn, &DomainStore)> {
         let urn = MemoryUrn::parse(field, text)?;
-        let entry = self.store_for(&urn.domain).map_err(|_| Error::NotFound { urn: urn.to_string() })?;
+        let entry = self.store_for(&urn.domain).map_err(|_| Error::NotFound { target: urn.to_string() })?;
         Ok((urn, entry))
     }
 
@@ -354,7 +355,7 @@ impl MemoryService {
         for index in 0..memories.len() {
             if let Plan::MergeIntoBatch(target) = plans[index] {
                 let target_urn = memories[target].urn();
-                dynamics::add_supporting(&mut memories[target]);
+                confidence::add_supporting(&mut memories[target]);
                 let kept = &mut memories[index];
                 kept.status = Status::Forgotten;
                 kept.links.truncate(MAX_LINKS - 1);
@@ -470,7 +471,7 @@ impl MemoryService {
             )
             .into());
         }
-        let source = source_entry.store.get(&source_urn.id)?.ok_or_else(|| Error::NotFound { urn: source_urn.to_string() })?;
+        let source = source_entry.store.get(&source_urn.id)?.ok_or_else(|| Error::NotFound { target: source_urn.to_string() })?;
         if source.status != Status::Active {
             return Err(FieldError::new("urn", "names a forgotten memory", urn, "restore it first, or promote an active memory").into());
         }
@@ -539,7 +540,7 @@ impl MemoryService {
     pub fn get(&self, urn: &str) -> Result<MemoryView> {
         let (urn, entry) = self.parse_memory_urn("urn", urn)?;
         self.access.flush();
-        let mut memory = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+        let mut memory = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { target: urn.to_string() })?;
         let now = self.now();
         // Assessed as it stood before this read, which reinforces it from now on.
         let assessment = assess(&memory, now, &self.decay);
@@ -589,7 +590,7 @@ impl MemoryService {
     ) -> Result<ChangeOutcome> {
         let (urn, entry) = self.parse_memory_urn(field, urn)?;
         for attempt in 0..CAS_ATTEMPTS {
-            let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+            let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { target: urn.to_string() })?;
             let Some((next, previous)) = apply(&current, self.now())? else {
                 return Ok(ChangeOutcome {
                     urn: urn.to_string(),
@@ -618,13 +619,13 @@ impl MemoryService {
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(Error::Busy { urn: urn.to_string() })
+        Err(Error::Busy { target: urn.to_string() })
     }
 
     /// The current record and every superseded version, newest first.
     pub fn history(&self, urn: &str) -> Result<HistoryView> {
         let (urn, entry) = self.parse_memory_urn("urn", urn)?;
-        let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { urn: urn.to_string() })?;
+        let current = entry.store.get(&urn.id)?.ok_or_else(|| Error::NotFound { target: urn.to_string() })?;
         let mut versions: Vec<VersionView> = entry.store.history(&urn.id)?.iter().map(VersionView::from).collect();
         versions.reverse();
         Ok(HistoryView { urn: urn.to_string(), current: MemoryView::from(&current), versions })

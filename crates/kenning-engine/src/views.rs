@@ -97,7 +97,7 @@ impl From<&Memory> for MemoryView {
                 .links
                 .iter()
                 .rev()
-                .find(|link| link.relation == kenning_core::contradiction::SUPERSEDED_BY)
+                .find(|link| link.relation == kenning_core::relation::SUPERSEDED_BY)
                 .map(|link| link.target.to_string()),
             metadata: memory.metadata.clone(),
             version: memory.version,

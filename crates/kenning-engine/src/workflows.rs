@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kenning_core::input::{MAX_CONTENT_BYTES, MAX_LINKS, MAX_TITLE_CHARS};
+use kenning_core::relation;
 use kenning_core::secrets::Named;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use kenning_core::workflow::{
@@ -33,8 +34,6 @@ pub const DEFAULT_LIST_LIMIT: usize = 20;
 pub const MAX_LIST_LIMIT: usize = 100;
 /// The most workflows of one domain a listing looks through.
 const MAX_LISTED_PER_DOMAIN: usize = 1000;
-/// The relation from a workflow's closing memory to each memory its steps produced.
-pub const PRODUCED_RELATION: &str = "produced";
 
 /// One step as callers see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -284,7 +283,7 @@ impl WorkflowService {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(Error::Busy { urn: id.to_owned() })
+        Err(Error::Busy { target: id.to_owned() })
     }
 
     /// Writes the closing memory of an ended workflow that has none yet and records its URN.
@@ -300,7 +299,7 @@ impl WorkflowService {
         if produced.len() > MAX_LINKS {
             warnings.push(format!("the closing memory links the first {MAX_LINKS} of the {} memories the steps produced", produced.len()));
         }
-        let links = produced.into_iter().take(MAX_LINKS).map(|target| LinkInput { target, relation: Some(PRODUCED_RELATION.to_owned()) }).collect();
+        let links = produced.into_iter().take(MAX_LINKS).map(|target| LinkInput { target, relation: Some(relation::PRODUCED.to_owned()) }).collect();
         let title = truncate_chars(&format!("Workflow {}: {}", workflow.status, workflow.name), MAX_TITLE_CHARS);
         let input = CaptureInput {
             content: truncate_bytes(&summary_markdown(&workflow), MAX_CONTENT_BYTES),
@@ -322,7 +321,7 @@ impl WorkflowService {
                 Ok(()) => return Ok((workflow, warnings)),
                 Err(kenning_core::Error::Conflict { .. }) => {
                     backoff(attempt);
-                    record = place.state.get_state(StateKind::Workflow, &workflow.id)?.ok_or_else(|| Error::Busy { urn: workflow.id.clone() })?;
+                    record = place.state.get_state(StateKind::Workflow, &workflow.id)?.ok_or_else(|| Error::Busy { target: workflow.id.clone() })?;
                     workflow = decode(&record)?;
                     if workflow.memory.is_some() {
                         return Ok((workflow, warnings));
@@ -331,7 +330,7 @@ impl WorkflowService {
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(Error::Busy { urn: workflow.id.clone() })
+        Err(Error::Busy { target: workflow.id.clone() })
     }
 
     /// Refuses a URN that names no memory a configured domain holds.

@@ -388,7 +388,7 @@ fn get_counts_accesses_and_unknown_urns_are_not_found() {
     assert_eq!(view.access_count, 2);
     assert!(view.last_accessed_at.is_some());
     let missing = urn.rsplit_once('/').unwrap().0.to_owned() + "/01nothere";
-    assert!(matches!(memory.get(&missing), Err(Error::NotFound { urn }) if urn == missing));
+    assert!(matches!(memory.get(&missing), Err(Error::NotFound { target }) if target == missing));
     assert!(matches!(memory.get("kenning://org:acme/standards/x"), Err(Error::NotFound { .. })));
     assert!(matches!(memory.get("not-a-urn"), Err(Error::Invalid(error)) if error.field == "urn"));
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use kenning_core::FieldError;
+use kenning_core::Refusal;
 
 /// Everything that can go wrong in the git-notes backend.
 #[derive(Debug, thiserror::Error)]
@@ -18,28 +18,23 @@ pub enum Error {
     /// A note this build cannot read, met where it has to be read (a write to that memory).
     #[error("the note of memory {id} cannot be read: {reason}")]
     Note { id: String, reason: String },
-    #[error("memory not found: {0}")]
-    NotFound(String),
-    #[error("memory {id} was changed concurrently (expected version {expected})")]
-    Conflict { id: String, expected: u32 },
-    #[error("memory id {0} already exists")]
-    IdTaken(String),
-    /// A change would make two active memories in one namespace hold the same content.
-    #[error("memory {id} would duplicate the active memory {existing}")]
-    Duplicate { id: String, existing: String },
+    /// Not found, changed concurrently, id taken, duplicate content: as every backend says it.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// Other writers kept moving the notes ref for longer than the write was willing to retry.
     #[error("the notes ref {0} kept moving under this write; try again")]
     Busy(String),
     #[error("sync with {remote}: {reason}")]
     Sync { remote: String, reason: String },
+    /// The journal that makes writes survive a power loss could not be written or read.
+    #[error("{reason} ({path})")]
+    Journal { path: PathBuf, reason: String },
 }
 
 impl From<Error> for kenning_core::Error {
     fn from(error: Error) -> Self {
         match error {
-            Error::NotFound(id) => kenning_core::Error::NotFound(id),
-            Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
-            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::duplicate_content(id, &existing)),
+            Error::Refused(refusal) => refusal.into(),
             Error::Index(inner) => inner.into(),
             Error::Core(inner) => inner,
             other => kenning_core::Error::Storage(other.to_string()),

@@ -13,9 +13,12 @@
 //!
 //! Every write is a notes commit whose ref moves by compare-and-swap, retried when another
 //! writer moved it first, so writers in several processes lose nothing; the index is brought up
-//! to the ref afterwards, and by every later read, so a crash between the two is repaired.
+//! to the ref afterwards, and by every later read, so a crash between the two is repaired. A
+//! write survives a power loss through one flush of a journal (`journal`), which opening the
+//! store replays.
 
 mod error;
+mod journal;
 pub mod merge;
 pub mod note;
 mod notes;

@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use kenning_core::{Link, Memory, MemoryVersion, Status};
+use kenning_core::{Link, Memory, MemoryVersion, Status, relation};
 use serde_json::{Map, Value};
 
 use crate::note::{DecisionDoc, EdgeDoc, Note};
@@ -106,9 +106,6 @@ pub fn merge_notes(ours: &Note, theirs: &Note) -> Result<Note, String> {
     Ok(Note { format: a.format.clone(), memory, history, decision, edges_to, edges_for: None, extra })
 }
 
-/// The relation a retired duplicate's link to its survivor carries.
-pub const DUPLICATE_OF: &str = "duplicate-of";
-
 /// Of two active memories with the same content, the one that stays active: the one captured
 /// first, then the smaller id. `true` when that is `a`.
 pub fn duplicate_survivor(a: &Memory, b: &Memory) -> bool {
@@ -124,7 +121,7 @@ pub fn retire_duplicate(loser: &Note, survivor: &Memory) -> Result<Note, String>
     next.status = Status::Forgotten;
     next.updated_at = at;
     next.version = current.version + 1;
-    let link = Link { target: survivor.urn(), relation: DUPLICATE_OF.to_owned() };
+    let link = Link { target: survivor.urn(), relation: relation::DUPLICATE_OF.to_owned() };
     if !next.links.contains(&link) {
         next.links.push(link);
     }

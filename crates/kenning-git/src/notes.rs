@@ -68,20 +68,40 @@ pub fn read_note_id(repo: &Repository, tree: &Tree<'_>, key: Oid) -> Result<Opti
     Ok(None)
 }
 
+/// A notes commit just written, and every object it added or may have added: its blobs, the
+/// fan-out trees holding them, its root tree and itself.
+pub struct Written {
+    pub commit: Oid,
+    pub objects: Vec<Oid>,
+}
+
 /// Writes the blobs of `notes` and a commit whose tree is `base`'s tree with them in place,
 /// with `base` as its parent. Returns the new commit; the ref is not moved.
-pub fn commit(repo: &Repository, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Oid> {
+pub fn commit(repo: &Repository, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Written> {
     let baseline = match base {
         Some(base) => tree_of(repo, base)?,
         None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
     };
     let mut update = TreeUpdateBuilder::new();
+    let mut objects = Vec::with_capacity(notes.len() * 2 + 2);
     for (key, bytes) in notes {
         let blob = repo.blob(bytes)?;
+        objects.push(blob);
         update.upsert(note_path(*key), blob, FileMode::Blob);
     }
     let tree = repo.find_tree(update.create_updated(repo, &baseline)?)?;
-    commit_tree(repo, &tree, base.into_iter().collect::<Vec<_>>().as_slice(), message)
+    for (key, _) in notes {
+        let fan_out = &note_path(*key)[..2];
+        if let Some(entry) = tree.get_name(fan_out).filter(|entry| entry.kind() == Some(ObjectType::Tree)) {
+            if !objects.contains(&entry.id()) {
+                objects.push(entry.id());
+            }
+        }
+    }
+    objects.push(tree.id());
+    let commit = commit_tree(repo, &tree, base.into_iter().collect::<Vec<_>>().as_slice(), message)?;
+    objects.push(commit);
+    Ok(Written { commit, objects })
 }
 
 /// A commit of `tree` with `parents`, signed by the repository's configured identity or, when it

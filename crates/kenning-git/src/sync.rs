@@ -109,7 +109,10 @@ impl GitNotesStore {
                         (Some(merged), counts)
                     }
                 };
-                if merged == ours || notes::advance(repo, NOTES_REF, ours, merged.unwrap_or(Oid::zero()), "kenning sync: merge")? {
+                // The merge's commit may stand on fetched objects, so its move flushes all.
+                if merged == ours
+                    || self.flush().advance_flushed(|| notes::advance(repo, NOTES_REF, ours, merged.unwrap_or(Oid::zero()), "kenning sync: merge"))?
+                {
                     self.catch_up(repo, &[])?;
                     return Ok((merged, counts));
                 }

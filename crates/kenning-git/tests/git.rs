@@ -1,8 +1,8 @@
 //! The git-notes store against the shared conformance suite, and what only real repositories
 //! and real processes can show: acknowledged captures survive SIGKILL, two processes capture
 //! into one repository at once, the index rebuilt from the notes equals the live one, an
-//! older SQLite project store migrates into notes, `git gc` loses nothing, and bad notes are
-//! reported and skipped.
+//! older SQLite project store migrates into notes, `git gc` loses nothing, bad notes are
+//! reported and skipped, and acknowledged captures survive a power loss (`journal`).
 //!
 //! Tests that need other processes spawn this test binary again, running one `child_*` test
 //! with an environment variable that tells it what to do. Without that variable those tests
@@ -18,12 +18,16 @@ use kenning_conformance::fixtures::{at, id, memory, update};
 use kenning_core::decision::input::{build_decision, build_outcome, build_signal, decision_memory_input, lesson_memory_input, refresh_decision_memory};
 use kenning_core::decision::{
     CaptureDecision, DecisionChange, DecisionFilter, DecisionId, DecisionStore, Edge, MemoryChange, ModuleList, Node, OutcomeInput,
-    OutcomeStatus, SignalInput, relation,
+    OutcomeStatus, SignalInput,
 };
+use kenning_core::relation;
 use kenning_core::input::build_memory;
 use kenning_core::{Domain, Inserted, Memory, MemoryRecord, MemoryStore, MemoryUrn, Namespace, PurgeMode, SearchFilter, Status};
 use kenning_git::{GitNotesStore, NOTES_REF};
 use kenning_sqlite::{Durability, SqliteStore};
+
+#[path = "git/journal.rs"]
+mod journal;
 
 mod conformance {
     use super::*;

@@ -377,7 +377,9 @@ fn openai_429_with_retry_after_is_retried_and_gives_up_when_asked_to_wait_too_lo
     assert_eq!(model.complete(&request()).unwrap().text, "through");
     let started = Instant::now();
     let error = model.complete(&request()).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2), "a wait beyond the bound is not slept");
+    // Sleeping the 120 s asked for would take two minutes; no busy machine makes one request to
+    // a local server take one.
+    assert!(started.elapsed() < Duration::from_secs(60), "a wait beyond the bound is not slept: {:?}", started.elapsed());
     assert_eq!(error.kind, LlmErrorKind::RateLimited);
     assert!(error.message.contains("Rate limit reached") && error.message.contains("retry after 120 s"), "{error}");
     assert_eq!(server.received().len(), 3);
@@ -472,10 +474,9 @@ fn a_slow_answer_times_out_without_a_retry() {
     let mut configured = settings(ProviderKind::Anthropic, "claude-sonnet-4-5", &server);
     configured.timeout = Duration::from_millis(400);
     let model = provider(&configured);
-    let started = Instant::now();
     let error = model.complete(&request()).unwrap_err();
+    // A timeout, not the answer that arrives after 3 s: the 400 ms bound was applied.
     assert_eq!(error.kind, LlmErrorKind::Timeout, "{error}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(server.received().len(), 1);
 }
 

@@ -19,7 +19,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 
-use kenning_service::{AuditEntry, AuditLog, LimitClass, Metrics, Outcome, Rejection, Scope, Verdict};
+use kenning_gateway::{AuditEntry, AuditLog, LimitClass, Metrics, Outcome, Rejection, Scope, Verdict};
 
 /// The authenticated caller of a request, put in the request's extensions by the key check
 /// and read by tools (as the author of what they write), by the server (which shows a scoped
@@ -87,7 +87,7 @@ fn session(context: &RequestContext<RoleServer>) -> Option<String> {
 
 /// What `serve_http` enforces and records beyond the Origin check (the same rules the web
 /// view applies).
-pub use kenning_service::Access as HttpAccess;
+pub use kenning_gateway::Access as HttpAccess;
 
 /// Tools whose calls count against the calibration limit: each computes over a module's
 /// whole record of outcomes.
@@ -211,7 +211,7 @@ impl Guard {
         Some(Asked { method, name, class })
     }
 
-    fn audit_refusal(&self, asked: Option<&Asked>, key: Option<&kenning_service::ApiKey>, outcome: Outcome) {
+    fn audit_refusal(&self, asked: Option<&Asked>, key: Option<&kenning_gateway::ApiKey>, outcome: Outcome) {
         let (Some(audit), Some(asked)) = (&self.access.audit, asked) else { return };
         audit.record(&AuditEntry {
             time: now_text(),
@@ -260,7 +260,7 @@ fn unauthorized(verdict: &Verdict, presented: bool) -> Response {
     response
 }
 
-fn too_many(key: &kenning_service::ApiKey, class: LimitClass, per_minute: u32, wait: Duration) -> Response {
+fn too_many(key: &kenning_gateway::ApiKey, class: LimitClass, per_minute: u32, wait: Duration) -> Response {
     let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
     let body = serde_json::json!({
         "error": "Too Many Requests",
@@ -409,12 +409,12 @@ pub(crate) async fn guard_key(State(guard): State<Arc<Guard>>, request: Request,
 /// not loopback, which is how a page reached through DNS rebinding names the server.
 pub(crate) async fn same_machine(State(loopback): State<bool>, request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|value| value.to_str().ok());
-    if loopback && !host.is_some_and(kenning_service::is_loopback_host) {
+    if loopback && !host.is_some_and(kenning_gateway::is_loopback_host) {
         return plain_error(StatusCode::FORBIDDEN, "Forbidden: the Host is not this machine's loopback address", None);
     }
     match request.headers().get(header::ORIGIN) {
         None => next.run(request).await,
-        Some(origin) if origin.to_str().is_ok_and(kenning_service::is_loopback_origin) => next.run(request).await,
+        Some(origin) if origin.to_str().is_ok_and(kenning_gateway::is_loopback_origin) => next.run(request).await,
         Some(_) => plain_error(StatusCode::FORBIDDEN, "Forbidden: Origin is not allowed", None),
     }
 }

@@ -94,10 +94,10 @@ impl From<EngineError> for ToolError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::Invalid(field) => ToolError::Rpc(invalid_params(&field)),
-            EngineError::NotFound { urn } => ToolError::Failed(json!({
+            EngineError::NotFound { target } => ToolError::Failed(json!({
                 "error": "not_found",
-                "message": format!("no memory at {urn}"),
-                "urn": urn,
+                "message": format!("no memory at {target}"),
+                "urn": target,
                 "suggestion": "check the URN, or call memory_recall to find the memory",
             })),
             EngineError::DecisionNotFound { id } => ToolError::Failed(json!({
@@ -106,10 +106,10 @@ impl From<EngineError> for ToolError {
                 "decision_id": id,
                 "suggestion": "check the id; decision_query lists past decisions",
             })),
-            EngineError::Busy { urn } => ToolError::Failed(json!({
+            EngineError::Busy { target } => ToolError::Failed(json!({
                 "error": "busy",
-                "message": format!("{urn} kept changing under concurrent writers"),
-                "urn": urn,
+                "message": format!("{target} kept changing under concurrent writers"),
+                "urn": target,
                 "suggestion": "retry the call",
             })),
             EngineError::Storage(message) => ToolError::Failed(json!({

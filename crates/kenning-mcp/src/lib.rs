@@ -20,7 +20,7 @@
 //! - [`transport`] serves over stdio or streamable HTTP with a loopback-only Origin check,
 //!   `/healthz` and Prometheus `/metrics`, and answers messages that cannot be read with the
 //!   JSON-RPC errors rmcp does not send; [`access`] puts API keys, per-key rate limits and the
-//!   audit log (from `kenning-service`) in front of the HTTP tools.
+//!   audit log (from `kenning-gateway`) in front of the HTTP tools.
 
 pub mod access;
 mod client_log;

@@ -325,7 +325,7 @@ impl From<EngineError> for ReadError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::Invalid(field) => ReadError::Invalid(field),
-            EngineError::NotFound { urn } => ReadError::NotFound(urn),
+            EngineError::NotFound { target } => ReadError::NotFound(target),
             other => ReadError::Engine(other),
         }
     }

@@ -15,7 +15,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError};
 use kenning_engine::{CodeService, DecisionService, MemoryService, ProtocolService, WorkflowService};
-use kenning_service::Outcome;
+use kenning_gateway::Outcome;
 
 use crate::access::{CallObserver, Caller, OutOfScope, PROMPTS_GET, RESOURCES_LIST, RESOURCES_READ, TOOLS_CALL, caller};
 use crate::client_log::ClientLog;

@@ -55,6 +55,18 @@ impl Toolset {
         }
     }
 
+    /// Whether the toolset's tools act beyond the user's stores and this machine's reading of the
+    /// code: `sync` pushes the project's notes to the remotes the repository names and `test`
+    /// runs the repository's code. A repository's own configuration may not turn these on.
+    pub fn acts_beyond_the_stores(self) -> bool {
+        matches!(self, Toolset::Sync | Toolset::Test)
+    }
+
+    /// The toolset of this name (`all` is not one: [`Toolset::parse_list`] reads it).
+    pub fn named(name: &str) -> Option<Toolset> {
+        Toolset::ALL.into_iter().find(|known| known.name() == name)
+    }
+
     /// Whether the toolset's tools work on the repository's code (served by the engine's
     /// `CodeService`).
     pub fn is_code(self) -> bool {
@@ -79,7 +91,7 @@ impl Toolset {
     }
 
     fn parse(name: &str) -> Result<Toolset, FieldError> {
-        Toolset::ALL.into_iter().find(|known| known.name() == name).ok_or_else(|| {
+        Toolset::named(name).ok_or_else(|| {
             let known = TOOLSETS.join(", ");
             FieldError::new(
                 "toolsets",

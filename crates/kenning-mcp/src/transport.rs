@@ -22,7 +22,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 
-use kenning_service::Metrics;
+use kenning_gateway::Metrics;
 
 use crate::access::{self, CallObserver, Guard, HttpAccess, SessionOwners, limit_classes};
 use crate::server::KenningServer;

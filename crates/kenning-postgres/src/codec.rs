@@ -16,9 +16,7 @@ pub(crate) fn nanos(time: DateTime<Utc>) -> i64 {
 pub(crate) use kenning_core::time_key;
 
 pub(crate) fn parse_time_key(text: &str) -> Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|time| time.with_timezone(&Utc))
-        .map_err(|error| Error::Corrupt(format!("stored time `{text}`: {error}")))
+    kenning_core::parse_time_key(text).map_err(Error::Corrupt)
 }
 
 pub(crate) fn encode_memory(memory: &Memory) -> Result<String> {

@@ -2,11 +2,12 @@
 //! caller, together with the memory rows it touches.
 
 use crate::sql::Tx;
-use kenning_core::decision::normalise_decision_path;
+use kenning_core::decision::{normalise_decision_path, paths_under_pattern};
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
-    relation, taught_edges,
+    taught_edges,
 };
+use kenning_core::{Refusal, relation};
 use kenning_core::{Embedding, Inserted, Memory};
 
 use crate::codec::{sql_count, time_key};
@@ -22,11 +23,11 @@ pub(crate) async fn insert_decision(
 ) -> Result<()> {
     let id = decision.id.as_str();
     if revision(tx, id).await?.is_some() {
-        return Err(Error::IdTaken(id.to_owned()));
+        return Err(Error::Refused(Refusal::IdTaken(id.to_owned())));
     }
     match write::insert(tx, &[(memory.clone(), embedding.cloned())]).await?.as_slice() {
         [Inserted::Created] => {}
-        _ => return Err(Error::IdTaken(memory.id.to_string())),
+        _ => return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string()))),
     }
     let revision = i32::try_from(decision.revision).unwrap_or(i32::MAX);
     tx.execute(
@@ -42,13 +43,7 @@ pub(crate) async fn update_decision(tx: &Tx, change: &DecisionChange) -> Result<
     let id = next.id.as_str();
     // Locked, so that the revision compared is the one this transaction replaces.
     let stored = tx.query_opt("SELECT revision FROM decisions WHERE id = $1 FOR UPDATE", &[&id]).await?;
-    match stored.map(|row| row.get::<_, i32>(0)) {
-        None => return Err(Error::NotFound(id.to_owned())),
-        Some(stored) if i64::from(stored) != i64::from(change.expected_revision) => {
-            return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
-        }
-        Some(_) => {}
-    }
+    change.check_revision(stored.map(|row| u32::try_from(row.get::<_, i32>(0)).unwrap_or(u32::MAX)))?;
     let revision = i32::try_from(next.revision).unwrap_or(i32::MAX);
     tx.execute(
         "UPDATE decisions SET module = $1, status = $2, revision = $3, body = $4 WHERE id = $5",
@@ -108,10 +103,8 @@ fn condition(filter: &DecisionFilter, params: &mut Params) -> String {
     }
     if let Some(path) = &filter.file {
         let path = normalise_decision_path(path);
-        let escaped: String =
-            path.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
         let exact = params.push(path.to_owned());
-        let under = params.push(format!("{escaped}/%"));
+        let under = params.push(paths_under_pattern(path));
         clauses.push(format!(
             "EXISTS (SELECT 1 FROM decision_files f WHERE f.decision_id = d.id AND (f.path = {exact} OR f.path LIKE {under} ESCAPE '\\'))"
         ));
@@ -156,7 +149,7 @@ pub(crate) async fn count_decisions(tx: &Tx, filter: &DecisionFilter) -> Result<
 pub(crate) async fn add_signal(tx: &Tx, signal: &Signal) -> Result<()> {
     let decision = signal.decision_id.as_str();
     if revision(tx, decision).await?.is_none() {
-        return Err(Error::NotFound(decision.to_owned()));
+        return Err(Error::Refused(Refusal::NotFound(decision.to_owned())));
     }
     tx.execute(
         "INSERT INTO decision_signals (id, decision_id, recorded_at, body) VALUES ($1, $2, $3, $4)",
@@ -187,7 +180,7 @@ pub(crate) async fn record_outcome(
 ) -> Result<Vec<Inserted>> {
     let id = outcome.decision_id.as_str();
     if tx.query_opt("SELECT id FROM decision_outcomes WHERE decision_id = $1", &[&id]).await?.is_some() {
-        return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
+        return Err(Error::Refused(Refusal::Conflict { id: id.to_owned(), expected: change.expected_revision }));
     }
     update_decision(tx, change).await?;
     let inserted = write::insert(tx, lessons).await?;
@@ -219,7 +212,7 @@ pub(crate) async fn outcomes(tx: &Tx, module: Option<&str>) -> Result<Vec<(Decis
 pub(crate) async fn sync_skills(tx: &Tx, sync: &SkillSync) -> Result<()> {
     for inserted in write::insert(tx, &sync.inserts).await? {
         if let Inserted::Duplicate(existing) = inserted {
-            return Err(Error::IdTaken(existing.to_string()));
+            return Err(Error::Refused(Refusal::IdTaken(existing.to_string())));
         }
     }
     for change in &sync.replaces {

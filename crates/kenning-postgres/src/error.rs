@@ -1,6 +1,6 @@
 //! The crate's error type and how it maps onto the core's.
 
-use kenning_core::FieldError;
+use kenning_core::Refusal;
 
 /// Everything that can go wrong inside the PostgreSQL backend.
 #[derive(Debug, thiserror::Error)]
@@ -22,15 +22,9 @@ pub enum Error {
         "the database schema `{schema}` is at version {found}, newer than the {supported} this build knows; upgrade kenning"
     )]
     NewerSchema { schema: String, found: i64, supported: i64 },
-    #[error("memory not found: {0}")]
-    NotFound(String),
-    #[error("memory {id} was changed concurrently (expected version {expected})")]
-    Conflict { id: String, expected: u32 },
-    #[error("memory id {0} already exists")]
-    IdTaken(String),
-    /// A replace would make two active memories in one namespace hold the same content.
-    #[error("memory {id} would duplicate the active memory {existing}")]
-    Duplicate { id: String, existing: String },
+    /// Not found, changed concurrently, id taken, duplicate content: as every backend says it.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error("TLS setup: {0}")]
     Tls(String),
 }
@@ -96,9 +90,7 @@ impl Error {
 impl From<Error> for kenning_core::Error {
     fn from(error: Error) -> Self {
         match error {
-            Error::NotFound(id) => kenning_core::Error::NotFound(id),
-            Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
-            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::duplicate_content(id, &existing)),
+            Error::Refused(refusal) => refusal.into(),
             error @ Error::Unreachable { .. } => kenning_core::Error::Unavailable(error.to_string()),
             other => kenning_core::Error::Storage(other.to_string()),
         }

@@ -4,6 +4,7 @@
 
 use crate::sql::Tx;
 use kenning_core::PurgeCounts;
+use kenning_core::decision::purged_nodes;
 
 use crate::error::Result;
 
@@ -43,14 +44,11 @@ async fn remove(tx: &Tx, id: &str, counts: &mut PurgeCounts) -> Result<()> {
     counts.signals += signals.len() as u64;
     counts.outcomes += outcomes.len() as u64;
     tx.execute("DELETE FROM decision_files WHERE decision_id = $1", &[&id]).await?;
-    let nodes = std::iter::once(("memory", id))
-        .chain(signals.iter().map(|signal| ("signal", signal.as_str())))
-        .chain(outcomes.iter().map(|outcome| ("outcome", outcome.as_str())));
-    for (kind, node) in nodes {
+    for node in purged_nodes(id, &signals, &outcomes) {
         counts.edges += tx
             .execute(
                 "DELETE FROM relations WHERE (from_kind = $1 AND from_id = $2) OR (to_kind = $1 AND to_id = $2)",
-                &[&kind, &node],
+                &[&node.kind.as_str(), &node.id],
             )
             .await?;
     }

@@ -3,10 +3,10 @@
 
 use crate::sql::Tx;
 use kenning_core::Memory;
-use kenning_core::decision::{Edge, Hop, Node, NodeKind};
+use kenning_core::decision::{Edge, Hop, Node};
 use tokio_postgres::Row;
 
-use crate::codec::{parse_time_key, time_key};
+use crate::codec::time_key;
 use crate::error::{Error, Result};
 
 const LINK: &str = "link";
@@ -99,14 +99,6 @@ pub(crate) async fn edges_to(tx: &Tx, node: &Node) -> Result<Vec<Edge>> {
 }
 
 fn edge(row: &Row, first: usize) -> Result<Edge> {
-    Ok(Edge {
-        from: Node { kind: node_kind(row.get(first))?, id: row.get(first + 1) },
-        relation: row.get(first + 2),
-        to: Node { kind: node_kind(row.get(first + 3))?, id: row.get(first + 4) },
-        created_at: parse_time_key(row.get(first + 5))?,
-    })
-}
-
-fn node_kind(text: &str) -> Result<NodeKind> {
-    NodeKind::parse(text).ok_or_else(|| Error::Corrupt(format!("unknown graph node kind `{text}`")))
+    Edge::from_columns(row.get(first), row.get(first + 1), row.get(first + 2), row.get(first + 3), row.get(first + 4), row.get(first + 5))
+        .map_err(Error::Corrupt)
 }

@@ -4,6 +4,7 @@
 
 use chrono::DateTime;
 use crate::sql::Tx;
+use kenning_core::Refusal;
 use kenning_core::state::{StateKind, StateRecord};
 
 use crate::error::{Error, Result};
@@ -27,7 +28,7 @@ pub(crate) async fn put(tx: &Tx, record: &StateRecord) -> Result<()> {
     let kind = record.kind.as_str();
     let updated = record.updated_at.timestamp_micros();
     let expected = record.revision.saturating_sub(1);
-    let conflict = || Error::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) };
+    let conflict = || Error::Refused(Refusal::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) });
     if record.revision <= 1 {
         let written = tx
             .execute(
@@ -48,7 +49,7 @@ pub(crate) async fn put(tx: &Tx, record: &StateRecord) -> Result<()> {
     }
     match tx.query_opt("SELECT 1 FROM state WHERE kind = $1 AND id = $2", &[&kind, &record.id]).await? {
         Some(_) => Err(conflict()),
-        None => Err(Error::NotFound(record.id.clone())),
+        None => Err(Error::Refused(Refusal::NotFound(record.id.clone()))),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use kenning_core::Refusal;
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
 use pgvector::Vector;
 use tokio_postgres::types::{Kind, Type};
@@ -28,15 +29,15 @@ pub(crate) async fn insert(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) -> Re
             continue;
         }
         if stored(tx, memory.id.as_str()).await?.is_some() {
-            return Err(Error::IdTaken(memory.id.to_string()));
+            return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string())));
         }
         if !insert_row(tx, memory, &hash).await? {
             // A concurrent writer committed the same content between the check and the insert;
             // the unique index turned this insert away, and the winner is now visible.
-            let existing = active_duplicate(tx, memory, &hash, None).await?.ok_or_else(|| Error::Conflict {
+            let existing = active_duplicate(tx, memory, &hash, None).await?.ok_or_else(|| Error::Refused(Refusal::Conflict {
                 id: memory.id.to_string(),
                 expected: memory.version,
-            })?;
+            }))?;
             outcomes.push(Inserted::Duplicate(existing));
             continue;
         }
@@ -80,7 +81,7 @@ pub(crate) async fn insert_bulk(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) 
     }
     let ids: Vec<&str> = fresh.iter().map(|index| batch[*index].0.id.as_str()).collect();
     if let Some(row) = tx.query_opt("SELECT id FROM memories WHERE id = ANY($1) LIMIT 1", &[&ids]).await? {
-        return Err(Error::IdTaken(row.get(0)));
+        return Err(Error::Refused(Refusal::IdTaken(row.get(0))));
     }
 
     let columns: Vec<&str> = ROW_COLUMNS.iter().map(|(column, _, _)| *column).collect();
@@ -118,10 +119,10 @@ pub(crate) async fn insert_bulk(tx: &Tx, batch: &[(Memory, Option<Embedding>)]) 
         let (memory, embedding) = &batch[index];
         if !inserted.contains(memory.id.as_str()) {
             // A concurrent writer committed the same content after the check above.
-            let existing = active_duplicate(tx, memory, &hashes[index], None).await?.ok_or_else(|| Error::Conflict {
+            let existing = active_duplicate(tx, memory, &hashes[index], None).await?.ok_or_else(|| Error::Refused(Refusal::Conflict {
                 id: memory.id.to_string(),
                 expected: memory.version,
-            })?;
+            }))?;
             outcomes[index] = Some(Inserted::Duplicate(existing));
             continue;
         }
@@ -166,14 +167,14 @@ pub(crate) async fn replace(
 ) -> Result<()> {
     let id = next.id.as_str();
     let Some(current) = stored_for_update(tx, id).await? else {
-        return Err(Error::NotFound(id.to_owned()));
+        return Err(Error::Refused(Refusal::NotFound(id.to_owned())));
     };
     if current.version != previous.version {
-        return Err(Error::Conflict { id: id.to_owned(), expected: previous.version });
+        return Err(Error::Refused(Refusal::Conflict { id: id.to_owned(), expected: previous.version }));
     }
     let hash = next.content_hash();
     if let Some(existing) = active_duplicate(tx, next, &hash, Some(id)).await? {
-        return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
+        return Err(Error::Refused(Refusal::Duplicate { id: id.to_owned(), existing: existing.to_string() }));
     }
     update_row(tx, current.seq, next, &hash).await.map_err(|error| conflict_on_duplicate(error, id, previous.version))?;
     put_version(tx, id, previous, true).await?;
@@ -428,7 +429,7 @@ fn conflict_on_duplicate(error: Error, id: &str, expected: u32) -> Error {
         Error::Postgres(driver)
             if driver.as_db_error().and_then(|db| db.constraint()) == Some(ACTIVE_CONTENT_INDEX) =>
         {
-            Error::Conflict { id: id.to_owned(), expected }
+            Error::Refused(Refusal::Conflict { id: id.to_owned(), expected })
         }
         _ => error,
     }

@@ -1,11 +1,12 @@
 //! Decisions, signals and outcomes: every write runs inside one transaction opened by the
 //! caller, together with the memory rows it touches.
 
-use kenning_core::decision::normalise_decision_path;
+use kenning_core::decision::{normalise_decision_path, paths_under_pattern};
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionRecord, Edge, Node, Outcome, Signal, SkillSync, outcome_with_lessons,
-    relation, taught_edges,
+    taught_edges,
 };
+use kenning_core::{Refusal, relation};
 use kenning_core::{Embedding, Inserted, Memory};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -17,11 +18,11 @@ use crate::{relations, write};
 pub(crate) fn insert_decision(conn: &Connection, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> Result<()> {
     let id = decision.id.as_str();
     if revision(conn, id)?.is_some() {
-        return Err(Error::IdTaken(id.to_owned()));
+        return Err(Error::Refused(Refusal::IdTaken(id.to_owned())));
     }
     match write::insert(conn, &[(memory.clone(), embedding.cloned())])?.as_slice() {
         [Inserted::Created] => {}
-        _ => return Err(Error::IdTaken(memory.id.to_string())),
+        _ => return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string()))),
     }
     conn.prepare_cached("INSERT INTO decisions (id, module, status, created_at, revision, body) VALUES (?, ?, ?, ?, ?, ?)")?
         .execute(params![
@@ -38,13 +39,7 @@ pub(crate) fn insert_decision(conn: &Connection, decision: &Decision, memory: &M
 pub(crate) fn update_decision(conn: &Connection, change: &DecisionChange) -> Result<()> {
     let next = &change.next;
     let id = next.id.as_str();
-    match revision(conn, id)? {
-        None => return Err(Error::NotFound(id.to_owned())),
-        Some(stored) if stored != change.expected_revision => {
-            return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
-        }
-        Some(_) => {}
-    }
+    change.check_revision(revision(conn, id)?)?;
     conn.prepare_cached("UPDATE decisions SET module = ?, status = ?, revision = ?, body = ? WHERE id = ?")?.execute(params![
         next.module,
         next.status.as_str(),
@@ -108,13 +103,12 @@ fn condition(filter: &DecisionFilter) -> (String, Vec<Value>) {
     }
     if let Some(path) = &filter.file {
         let path = normalise_decision_path(path);
-        let escaped: String = path.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
         clauses.push(
             "EXISTS (SELECT 1 FROM decision_files f WHERE f.decision_id = d.id AND (f.path = ? OR f.path LIKE ? ESCAPE '\\'))"
                 .to_owned(),
         );
         params.push(Value::Text(path.to_owned()));
-        params.push(Value::Text(format!("{escaped}/%")));
+        params.push(Value::Text(paths_under_pattern(path)));
     }
     if let Some(ids) = &filter.ids {
         // SQLite reads `IN ()` as false, which is what an empty id list means.
@@ -149,7 +143,7 @@ pub(crate) fn count_decisions(conn: &Connection, filter: &DecisionFilter) -> Res
 pub(crate) fn add_signal(conn: &Connection, signal: &Signal) -> Result<()> {
     let decision = signal.decision_id.as_str();
     if revision(conn, decision)?.is_none() {
-        return Err(Error::NotFound(decision.to_owned()));
+        return Err(Error::Refused(Refusal::NotFound(decision.to_owned())));
     }
     conn.prepare_cached("INSERT INTO decision_signals (id, decision_id, recorded_at, body) VALUES (?, ?, ?, ?)")?.execute(params![
         signal.id,
@@ -184,7 +178,7 @@ pub(crate) fn record_outcome(
         .query_row([id], |row| row.get(0))
         .optional()?;
     if existing.is_some() {
-        return Err(Error::Conflict { id: id.to_owned(), expected: change.expected_revision });
+        return Err(Error::Refused(Refusal::Conflict { id: id.to_owned(), expected: change.expected_revision }));
     }
     update_decision(conn, change)?;
     let inserted = write::insert(conn, lessons)?;
@@ -213,7 +207,7 @@ pub(crate) fn outcomes(conn: &Connection, module: Option<&str>) -> Result<Vec<(D
 pub(crate) fn sync_skills(conn: &Connection, sync: &SkillSync) -> Result<()> {
     for inserted in write::insert(conn, &sync.inserts)? {
         if let Inserted::Duplicate(existing) = inserted {
-            return Err(Error::IdTaken(existing.to_string()));
+            return Err(Error::Refused(Refusal::IdTaken(existing.to_string())));
         }
     }
     for change in &sync.replaces {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use kenning_core::FieldError;
+use kenning_core::Refusal;
 use rusqlite::ErrorCode;
 
 /// Everything that can go wrong inside the SQLite backend.
@@ -30,15 +30,9 @@ pub enum Error {
     IndexFile { path: PathBuf, source: std::io::Error },
     #[error("search index image: {0}")]
     IndexImage(String),
-    #[error("memory not found: {0}")]
-    NotFound(String),
-    #[error("memory {id} was changed concurrently (expected version {expected})")]
-    Conflict { id: String, expected: u32 },
-    #[error("memory id {0} already exists")]
-    IdTaken(String),
-    /// A replace would make two active memories in one namespace hold the same content.
-    #[error("memory {id} would duplicate the active memory {existing}")]
-    Duplicate { id: String, existing: String },
+    /// Not found, changed concurrently, id taken, duplicate content: as every backend says it.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 impl Error {
@@ -57,9 +51,7 @@ impl Error {
 impl From<Error> for kenning_core::Error {
     fn from(error: Error) -> Self {
         match error {
-            Error::NotFound(id) => kenning_core::Error::NotFound(id),
-            Error::Conflict { id, expected } => kenning_core::Error::Conflict { id, expected },
-            Error::Duplicate { id, existing } => kenning_core::Error::Invalid(FieldError::duplicate_content(id, &existing)),
+            Error::Refused(refusal) => refusal.into(),
             other => kenning_core::Error::Storage(other.to_string()),
         }
     }

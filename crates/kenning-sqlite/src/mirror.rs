@@ -13,7 +13,8 @@
 
 use std::collections::HashSet;
 
-use kenning_core::decision::{Decision, Edge, Node, Outcome, Signal, relation, taught_edges};
+use kenning_core::decision::{Decision, Edge, Node, Outcome, Signal, taught_edges};
+use kenning_core::relation;
 use kenning_core::{Embedding, Memory, MemoryId, MemoryVersion, Status};
 use rusqlite::{Connection, OptionalExtension, params};
 

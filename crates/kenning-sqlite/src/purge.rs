@@ -7,6 +7,7 @@
 //! index of the old identity, in memory or in the index file, is dropped and built again.
 
 use kenning_core::PurgeCounts;
+use kenning_core::decision::purged_nodes;
 use rusqlite::{Connection, params};
 
 use crate::error::Result;
@@ -49,13 +50,10 @@ fn remove(conn: &Connection, id: &str, counts: &mut PurgeCounts) -> Result<()> {
         .collect::<rusqlite::Result<_>>()?;
     counts.signals += signals.len() as u64;
     counts.outcomes += outcomes.len() as u64;
-    let nodes = std::iter::once(("memory", id))
-        .chain(signals.iter().map(|signal| ("signal", signal.as_str())))
-        .chain(outcomes.iter().map(|outcome| ("outcome", outcome.as_str())));
-    for (kind, node) in nodes {
+    for node in purged_nodes(id, &signals, &outcomes) {
         let edges = conn
             .prepare_cached("DELETE FROM relations WHERE (from_kind = ?1 AND from_id = ?2) OR (to_kind = ?1 AND to_id = ?2)")?
-            .execute(params![kind, node])?;
+            .execute(params![node.kind.as_str(), node.id])?;
         counts.edges += edges as u64;
     }
     for table in ["decision_signals", "decision_outcomes", "decision_files"] {

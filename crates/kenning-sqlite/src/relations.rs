@@ -1,11 +1,11 @@
 //! The graph: edges of the decision graph and a copy of every memory's links, in one table
 //! walked with recursive SQL.
 
-use kenning_core::decision::{Edge, Hop, Node, NodeKind};
+use kenning_core::decision::{Edge, Hop, Node};
 use kenning_core::Memory;
 use rusqlite::{Connection, params};
 
-use crate::codec::{parse_time_key, time_key};
+use crate::codec::time_key;
 use crate::error::{Error, Result};
 
 const LINK: &str = "link";
@@ -96,14 +96,5 @@ fn edge_columns(row: &rusqlite::Row, first: usize) -> rusqlite::Result<EdgeColum
 }
 
 fn edge((from_kind, from_id, relation, to_kind, to_id, created_at): EdgeColumns) -> Result<Edge> {
-    Ok(Edge {
-        from: Node { kind: node_kind(&from_kind)?, id: from_id },
-        relation,
-        to: Node { kind: node_kind(&to_kind)?, id: to_id },
-        created_at: parse_time_key(&created_at)?,
-    })
-}
-
-fn node_kind(text: &str) -> Result<NodeKind> {
-    NodeKind::parse(text).ok_or_else(|| Error::Corrupt(format!("unknown graph node kind `{text}`")))
+    Edge::from_columns(&from_kind, from_id, relation, &to_kind, to_id, &created_at).map_err(Error::Corrupt)
 }

@@ -2,6 +2,7 @@
 //! table (schema migration 7), each write one transaction with its compare-and-swap check.
 
 use chrono::{DateTime, Utc};
+use kenning_core::Refusal;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -28,10 +29,10 @@ fn put(tx: &Transaction, record: &StateRecord) -> Result<(), Error> {
         .query_row("SELECT revision FROM state WHERE kind = ? AND id = ?", params![record.kind.as_str(), record.id], |row| row.get(0))
         .optional()?;
     let expected = record.revision.saturating_sub(1);
-    let conflict = || Error::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) };
+    let conflict = || Error::Refused(Refusal::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) });
     match stored {
         None if record.revision == 1 => {}
-        None => return Err(Error::NotFound(record.id.clone())),
+        None => return Err(Error::Refused(Refusal::NotFound(record.id.clone()))),
         Some(revision) if record.revision > 1 && revision == expected as i64 => {}
         Some(_) => return Err(conflict()),
     }

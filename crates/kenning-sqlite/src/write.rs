@@ -4,6 +4,7 @@
 //! search indexes in this and other processes learn what to reload.
 
 use chrono::{DateTime, Utc};
+use kenning_core::Refusal;
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -22,7 +23,7 @@ pub(crate) fn insert(conn: &Connection, batch: &[(Memory, Option<Embedding>)]) -
             continue;
         }
         if stored(conn, memory.id.as_str())?.is_some() {
-            return Err(Error::IdTaken(memory.id.to_string()));
+            return Err(Error::Refused(Refusal::IdTaken(memory.id.to_string())));
         }
         write_row(conn, memory, &hash, None)?;
         if let Some(embedding) = embedding {
@@ -43,14 +44,14 @@ pub(crate) fn replace(
 ) -> Result<()> {
     let id = next.id.as_str();
     let Some(current) = stored(conn, id)? else {
-        return Err(Error::NotFound(id.to_owned()));
+        return Err(Error::Refused(Refusal::NotFound(id.to_owned())));
     };
     if current.version != previous.version {
-        return Err(Error::Conflict { id: id.to_owned(), expected: previous.version });
+        return Err(Error::Refused(Refusal::Conflict { id: id.to_owned(), expected: previous.version }));
     }
     let hash = next.content_hash();
     if let Some(existing) = active_duplicate(conn, next, &hash, Some(id))? {
-        return Err(Error::Duplicate { id: id.to_owned(), existing: existing.to_string() });
+        return Err(Error::Refused(Refusal::Duplicate { id: id.to_owned(), existing: existing.to_string() }));
     }
     // Reads are recorded outside versions, so the stored counters are newer than the caller's copy.
     let mut next = next.clone();

@@ -41,8 +41,7 @@ impl CsrfKey {
     /// A token for `form` (its action and target) served to `subject` at `now` (Unix seconds).
     pub(crate) fn issue(&self, form: &str, subject: &str, now: i64) -> String {
         let tag = self.mac(now, form, subject).finalize().into_bytes();
-        let hex: String = tag.iter().map(|byte| format!("{byte:02x}")).collect();
-        format!("{now}.{hex}")
+        format!("{now}.{}", kenning_core::hex(&tag))
     }
 
     /// Checks a submitted token; the refusal says whether it was missing, malformed, expired or

@@ -31,7 +31,7 @@ pub enum Error {
     #[error("the API key `{key}` is over its limit of {per_minute} {class} requests a minute")]
     RateLimited { key: String, class: &'static str, per_minute: u32, retry_after: u64 },
     #[error("the key file cannot be read: {0}")]
-    Keys(kenning_service::Error),
+    Keys(kenning_gateway::Error),
     #[error("no page at {0}")]
     NotFound(String),
     #[error("the web server failed: {0}")]

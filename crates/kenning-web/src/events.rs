@@ -4,7 +4,8 @@
 //! servers, so one task per process polls the stores' change marks
 //! (`MemoryService::change_mark`: each SQLite store's highest change number, moved by every
 //! write of any process and by no read) while anyone is listening, and wakes every stream
-//! when the mark moves.
+//! when the mark moves. A stream says `ready` once the poller has read the marks with it
+//! listening, so every change after `ready` is announced.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,15 +22,17 @@ use crate::Web;
 /// How often the change marks are read while a page listens.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
-/// The number of changes seen, which every stream watches.
+/// The number of changes seen, which every stream watches, and the number of times the poller
+/// has read the marks for its listeners, which a new stream waits on before saying `ready`.
 pub(crate) struct Changes {
     seen: watch::Sender<u64>,
+    looks: watch::Sender<u64>,
     polling: AtomicBool,
 }
 
 impl Default for Changes {
     fn default() -> Self {
-        Changes { seen: watch::Sender::new(0), polling: AtomicBool::new(false) }
+        Changes { seen: watch::Sender::new(0), looks: watch::Sender::new(0), polling: AtomicBool::new(false) }
     }
 }
 
@@ -59,6 +62,7 @@ async fn poll(web: Weak<Web>) {
                         web.changes.seen.send_modify(|count| *count += 1);
                     }
                     last = Some(mark);
+                    web.changes.looks.send_modify(|count| *count += 1);
                 }
                 Ok(Err(error)) => tracing::warn!(%error, "cannot read the stores' change marks for live updates"),
                 Err(error) => tracing::warn!(%error, "the change-mark read stopped"),
@@ -69,12 +73,17 @@ async fn poll(web: Weak<Web>) {
     }
 }
 
-/// `GET /events`: `ready` once, then `change` (with the count of changes seen) each time the
-/// memories change.
+/// `GET /events`: `ready` once the poller has read the marks with this stream listening, then
+/// `change` (with the count of changes seen) each time the memories change.
 pub(crate) async fn stream(State(web): State<Arc<Web>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut receiver = web.changes.subscribe(&web);
     receiver.mark_unchanged();
-    let ready = stream::once(async { Ok(Event::default().event("ready").data("listening").retry(Duration::from_secs(3))) });
+    let mut looks = web.changes.looks.subscribe();
+    let ready = stream::once(async move {
+        // The sender lives as long as the web view, which outlives its streams.
+        let _ = looks.changed().await;
+        Ok(Event::default().event("ready").data("listening").retry(Duration::from_secs(3)))
+    });
     let changes = stream::unfold(receiver, |mut receiver| async move {
         receiver.changed().await.ok()?;
         let count = *receiver.borrow_and_update();

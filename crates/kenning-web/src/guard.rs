@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use kenning_engine::{DecisionService, MemoryService};
-use kenning_service::{ApiKey, AuditEntry, LimitClass, Outcome, Verdict};
+use kenning_gateway::{ApiKey, AuditEntry, LimitClass, Outcome, Verdict};
 
 use crate::Web;
 use crate::error::Error;
@@ -62,12 +62,12 @@ impl Viewer {
 /// The Host and Origin rules of a loopback server, for every route.
 pub(crate) async fn same_machine(request: Request, next: Next) -> Response {
     let host = request.headers().get(header::HOST).and_then(|value| value.to_str().ok());
-    if !host.is_some_and(kenning_service::is_loopback_host) {
+    if !host.is_some_and(kenning_gateway::is_loopback_host) {
         return Error::Forbidden("Forbidden: the Host is not this machine's loopback address").into_response();
     }
     match request.headers().get(header::ORIGIN) {
         None => next.run(request).await,
-        Some(origin) if origin.to_str().is_ok_and(kenning_service::is_loopback_origin) => next.run(request).await,
+        Some(origin) if origin.to_str().is_ok_and(kenning_gateway::is_loopback_origin) => next.run(request).await,
         Some(_) => Error::Forbidden("Forbidden: Origin is not allowed").into_response(),
     }
 }

@@ -1,13 +1,13 @@
 //! kenning's web view: what `kenning ui` serves on loopback. Server-rendered HTML pages over
 //! the same engine methods the MCP tools call, readable without JavaScript.
 //!
-//! - [`Web`] holds the services, the access rules ([`kenning_service::Access`], the same keys,
+//! - [`Web`] holds the services, the access rules ([`kenning_gateway::Access`], the same keys,
 //!   limits and audit log as `serve --http`), the read-only switch and the per-process CSRF
 //!   secret; [`router`] builds the routes and [`serve`] runs them on a bound listener;
 //!   [`routes`] are the same routes for `serve --http --ui`, beside the MCP endpoint.
 //! - `guard` applies the shared rules to every request: the Host and Origin rules of a
-//!   loopback server ([`kenning_service::is_loopback_host`],
-//!   [`kenning_service::is_loopback_origin`]), then the API-key check (a key sent as
+//!   loopback server ([`kenning_gateway::is_loopback_host`],
+//!   [`kenning_gateway::is_loopback_origin`]), then the API-key check (a key sent as
 //!   `Authorization: Bearer`, or a session the sign-in page opened), the key's rate limits
 //!   and its scope (a read-only key changes nothing, a key limited to some domains sees only
 //!   their memories), and the audit log; it also sets the content policy and the headers
@@ -37,7 +37,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
 use kenning_engine::{DecisionService, MemoryService};
-use kenning_service::Access;
+use kenning_gateway::Access;
 
 pub use error::Error;
 

@@ -56,7 +56,7 @@ impl Sessions {
     pub(crate) fn start(&self, key_id: &str, now: Instant) -> Result<String, Error> {
         let mut random = [0u8; TOKEN_BYTES];
         getrandom::fill(&mut random).map_err(|error| Error::Random(error.to_string()))?;
-        let token: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
+        let token = kenning_core::hex(&random);
         let mut open = self.open();
         open.retain(|_, session| !session.expired(now));
         if open.len() >= MAX_SESSIONS

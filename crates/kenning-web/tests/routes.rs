@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kenning_core::decision::{CaptureDecision, DecisionStore, ModuleList, OutcomeInput, SignalInput};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
 use kenning_engine::{DecisionDomain, DecisionService, DomainStore, MemoryService};
-use kenning_service::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits, Scope};
+use kenning_gateway::{Access, AuditLog, Authenticator, KeyStore, RateLimiter, RateLimits, Scope};
 use kenning_sqlite::SqliteStore;
 use kenning_web::{Web, WebOptions};
 
@@ -591,11 +591,13 @@ fn calibration_shows_the_diagram_table_skills_and_warnings() {
 #[test]
 fn events_announce_changes_from_the_store() {
     let server = server();
-    let mut stream = TcpStream::connect(server.address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    write!(stream, "GET /events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n", server.address).unwrap();
-    let mut seen = String::new();
-    let mut read_until = |needle: &str, seen: &mut String| {
+    let listen = || {
+        let mut stream = TcpStream::connect(server.address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        write!(stream, "GET /events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n", server.address).unwrap();
+        stream
+    };
+    let read_until = |stream: &mut TcpStream, needle: &str, seen: &mut String| {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut buffer = [0u8; 4096];
         while !seen.contains(needle) && Instant::now() < deadline {
@@ -605,16 +607,29 @@ fn events_announce_changes_from_the_store() {
         }
         seen.contains(needle)
     };
-    assert!(read_until("event: ready", &mut seen), "{seen}");
+    let mut stream = listen();
+    let mut seen = String::new();
+    // `ready` comes once the poller has read the marks with this stream listening.
+    assert!(read_until(&mut stream, "event: ready", &mut seen), "{seen}");
     assert!(seen.contains("text/event-stream"));
-    // Give the poller a first look at the store, then change it from outside the web view, as
-    // a hook or another process would.
-    std::thread::sleep(Duration::from_millis(1200));
+    // Reads, then a second stream's `ready`: the poller has looked at the store after them, and
+    // announced to the first stream whatever that look found.
+    assert_eq!(server.get("/").status, 200);
+    assert_eq!(server.get("/memories?q=pool").status, 200);
+    let mut probe = listen();
+    let mut probed = String::new();
+    assert!(read_until(&mut probe, "event: ready", &mut probed), "{probed}");
+    // What the first stream was sent, read until it goes quiet for one read timeout.
+    let mut buffer = [0u8; 4096];
+    while let Ok(count @ 1..) = stream.read(&mut buffer) {
+        seen.push_str(&String::from_utf8_lossy(&buffer[..count]));
+    }
     assert!(!seen.contains("event: change"), "reads alone announce nothing: {seen}");
+    // A change from outside the web view, as a hook or another process would make.
     let other = SqliteStore::open(&server.dir.path().join("user.db")).unwrap();
     let memory = MemoryService::new(vec![DomainStore { domain: Domain::User, store: Arc::new(other) }], None);
     memory.capture(CaptureInput { content: "Captured by another process.".to_owned(), ..CaptureInput::default() }, None).unwrap();
-    assert!(read_until("event: change", &mut seen), "a capture is announced: {seen}");
+    assert!(read_until(&mut stream, "event: change", &mut seen), "a capture is announced: {seen}");
 }
 
 #[test]

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kenning_llm::ProviderSettings;
-use kenning_core::dynamics::{DecayPolicy, Deduplication};
-use kenning_service::RateLimits;
+use kenning_core::confidence::{DecayPolicy, Deduplication};
+use kenning_gateway::RateLimits;
+use kenning_mcp::Toolset;
 use kenning_sqlite::Durability;
 use serde::Deserialize;
 
@@ -67,7 +68,7 @@ pub struct Config {
 ///
 /// - `project.id`: the name of the project domain in URNs; its memories stay in the
 ///   repository's own git notes whatever it is called.
-/// - `server.toolsets` (naming only [`REPOSITORY_TOOLSETS`]), `server.read_only`: which tools the
+/// - `server.toolsets` (naming no toolset that [`Toolset::acts_beyond_the_stores`]), `server.read_only`: which tools the
 ///   agent is offered, and whether those that write are left out. A tool still acts only on the
 ///   stores and services the user set up.
 /// - `decisions.modules`: the project's vocabulary for filing decisions.
@@ -85,10 +86,16 @@ pub struct Config {
 /// offers tools that push to the repository's own remotes or run its code.
 pub const REPOSITORY_KEYS: &[&str] = &["project.id", "server.toolsets", "server.read_only", "decisions.modules", "dynamics", "recall.synonyms"];
 
-/// The toolsets a repository may turn on: their tools read and write the user's stores and look at
-/// the code, on this machine. `sync` pushes the project's notes to remotes the repository names and
-/// `test` runs the repository's code, so turning those on is the user's call.
-pub const REPOSITORY_TOOLSETS: &[&str] = &["memory", "decisions", "org", "workflows", "protocols", "repo", "docs", "dynamics"];
+/// Whether a repository may turn on every toolset `list` names: those whose tools read and write
+/// the user's stores and look at the code, on this machine. Turning on one that acts beyond them
+/// (`sync`, `test`), or `all`, is the user's call.
+fn only_repository_toolsets(list: &toml::Value) -> bool {
+    list.as_array().is_some_and(|names| {
+        names.iter().all(|name| {
+            name.as_str().and_then(|name| Toolset::named(name.trim())).is_some_and(|toolset| !toolset.acts_beyond_the_stores())
+        })
+    })
+}
 
 /// The largest kenning.toml read from a repository.
 const MAX_REPOSITORY_FILE_BYTES: u64 = 1 << 20;
@@ -639,10 +646,6 @@ fn split_allowed(table: toml::Table, prefix: &str, refused: &mut Vec<String>) ->
         }
     }
     allowed
-}
-
-fn only_repository_toolsets(list: &toml::Value) -> bool {
-    list.as_array().is_some_and(|names| names.iter().all(|name| name.as_str().is_some_and(|name| REPOSITORY_TOOLSETS.contains(&name.trim()))))
 }
 
 pub fn split_list(text: &str) -> Vec<String> {

@@ -176,7 +176,7 @@ fn log(event: &str, message: &str) {
 
 fn append(path: &Path, line: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
-        kenning_service::create_private_dir(parent)?;
+        kenning_gateway::create_private_dir(parent)?;
     }
     if std::fs::metadata(path).is_ok_and(|metadata| metadata.len() > MAX_LOG_BYTES) {
         let text = std::fs::read_to_string(path)?;
@@ -185,6 +185,6 @@ fn append(path: &Path, line: &str) -> std::io::Result<()> {
         std::fs::write(path, &text[from..])?;
     }
     // The log quotes what failed, which may name a prompt's words: the user's alone.
-    let mut file = kenning_service::private_options().create(true).append(true).open(path)?;
+    let mut file = kenning_gateway::private_options().create(true).append(true).open(path)?;
     file.write_all(line.as_bytes())
 }

@@ -101,7 +101,7 @@ fn private_folder() -> Option<PathBuf> {
         None => Config::data_dir().ok()?.join("run"),
     };
     if !folder.is_dir() {
-        kenning_service::create_private_dir(&folder).ok()?;
+        kenning_gateway::create_private_dir(&folder).ok()?;
     }
     let metadata = std::fs::symlink_metadata(&folder).ok()?;
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use kenning_service::{ApiKey, KeyStore, Scope};
+use kenning_gateway::{ApiKey, KeyStore, Scope};
 use serde::Serialize;
 
 use crate::cli::KeysCommand;

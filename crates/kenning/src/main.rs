@@ -29,7 +29,7 @@ use clap::Parser;
 use kenning_core::{CaptureInput, LinkInput, PurgeMode, UpdateInput};
 use kenning_engine::{ExportLine, RecallRequest};
 use kenning_mcp::{HttpAccess, KenningServer, ServerOptions};
-use kenning_service::{AuditLog, Authenticator, KeyStore, RateLimiter};
+use kenning_gateway::{AuditLog, Authenticator, KeyStore, RateLimiter};
 use serde::Serialize;
 
 use crate::cli::{Cli, Command, ServeArgs};
@@ -218,7 +218,7 @@ fn run_with_stores(json: bool, command: Command) -> Result<()> {
             let mut writer: Box<dyn Write> = match &output {
                 // An export holds every memory: readable by its owner alone, as the stores are.
                 Some(path) => Box::new(BufWriter::new(
-                    kenning_service::private_options()
+                    kenning_gateway::private_options()
                         .write(true)
                         .create(true)
                         .truncate(true)

@@ -116,7 +116,7 @@ impl TrustList {
 
 /// The hex SHA-256 of `bytes`: a file's content, or a hook socket's identity.
 pub fn digest(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|byte| format!("{byte:02x}")).collect()
+    kenning_core::hex(&Sha256::digest(bytes))
 }
 
 /// What `kenning trust` did to one file.

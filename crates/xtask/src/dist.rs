@@ -465,7 +465,7 @@ fn write_checksums(out: &Path, files: &[PathBuf]) -> Result<()> {
             .file_name()
             .and_then(|name| name.to_str())
             .context("a package's file name")?;
-        text.push_str(&format!("{}  {name}\n", crate::distil::hex(&digest)));
+        text.push_str(&format!("{}  {name}\n", kenning_core::hex(&digest)));
     }
     fs::write(out.join("SHA256SUMS"), text).context("writing SHA256SUMS")
 }

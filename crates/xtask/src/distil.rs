@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
-use kenning_core::Embedder;
+use kenning_core::{Embedder, hex};
 use kenning_embed::{StaticModelParts, TransformerEmbedder, encode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -308,10 +308,6 @@ fn write(path: &Path, bytes: &[u8]) -> Result<()> {
         fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     }
     fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn round(x: f64, digits: i32) -> f64 {

@@ -24,6 +24,7 @@
 use std::collections::BTreeSet;
 
 use super::ContradictionKind;
+use crate::decision::similarity::dice;
 
 /// Sentences whose content words are at least this alike (Dice) state the same claim, so that
 /// one of them negated is a contradiction. High on purpose: "tests run on forks" and "tests do
@@ -205,13 +206,6 @@ fn stem(token: &str) -> String {
         return token[..token.len() - 1].to_owned();
     }
     token.to_owned()
-}
-
-fn dice(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 0.0;
-    }
-    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
 }
 
 // ---------------------------------------------------------------------------------------------

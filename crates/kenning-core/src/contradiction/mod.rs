@@ -20,7 +20,7 @@ pub mod judge;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::dynamics::add_contradicting;
+use crate::confidence::add_contradicting;
 use crate::error::FieldError;
 use crate::input::{MAX_LINKS, default_confidence, supersede};
 use crate::memory::{Link, Memory, MemoryVersion, vocabulary};
@@ -212,20 +212,17 @@ impl Contradiction {
     }
 }
 
-/// The relation of the link a memory settled against by supersession gets to its replacement.
-pub const SUPERSEDED_BY: &str = "superseded-by";
-
 /// The next version of a memory a contradiction was settled against: one more contradicting
-/// observation ([`crate::dynamics::add_contradicting`]) and, when a newer memory replaced it, a
-/// [`SUPERSEDED_BY`] link to that one (unless the memory already has it or has no room for
+/// observation ([`crate::confidence::add_contradicting`]) and, when a newer memory replaced it, a
+/// [`crate::relation::SUPERSEDED_BY`] link to that one (unless the memory already has it or has no room for
 /// another link). `reason` is kept in the memory's history, cut to what a reason may hold.
 pub fn settled_against(current: &Memory, replaced_by: Option<&MemoryUrn>, reason: &str, now: DateTime<Utc>) -> (Memory, MemoryVersion) {
     let mut next = current.clone();
     add_contradicting(&mut next);
     if let Some(target) = replaced_by {
-        let linked = next.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == target);
+        let linked = next.links.iter().any(|link| link.relation == crate::relation::SUPERSEDED_BY && &link.target == target);
         if !linked && next.links.len() < MAX_LINKS {
-            next.links.push(Link { target: target.clone(), relation: SUPERSEDED_BY.to_owned() });
+            next.links.push(Link { target: target.clone(), relation: crate::relation::SUPERSEDED_BY.to_owned() });
         }
     }
     let reason: String = reason.trim().chars().take(1000).collect();
@@ -233,34 +230,34 @@ pub fn settled_against(current: &Memory, replaced_by: Option<&MemoryUrn>, reason
 }
 
 /// The next version of a memory a newer one contradicts while the contradiction is open: a
-/// [`SUPERSEDED_BY`] link to the newer one, so that recall prefers it, and no evidence yet.
+/// [`crate::relation::SUPERSEDED_BY`] link to the newer one, so that recall prefers it, and no evidence yet.
 /// `None` when the memory already has the link or no room for it.
 pub fn marked_superseded(current: &Memory, replaced_by: &MemoryUrn, reason: &str, now: DateTime<Utc>) -> Option<(Memory, MemoryVersion)> {
-    let linked = current.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == replaced_by);
+    let linked = current.links.iter().any(|link| link.relation == crate::relation::SUPERSEDED_BY && &link.target == replaced_by);
     if linked || current.links.len() >= MAX_LINKS {
         return None;
     }
     let mut next = current.clone();
-    next.links.push(Link { target: replaced_by.clone(), relation: SUPERSEDED_BY.to_owned() });
+    next.links.push(Link { target: replaced_by.clone(), relation: crate::relation::SUPERSEDED_BY.to_owned() });
     let reason: String = reason.trim().chars().take(1000).collect();
     Some(supersede(current, next, reason, now))
 }
 
 /// The next version of a memory that won a contradiction against the one it was marked
-/// superseded by: the [`SUPERSEDED_BY`] link to that one goes. `None` when it has none.
+/// superseded by: the [`crate::relation::SUPERSEDED_BY`] link to that one goes. `None` when it has none.
 pub fn no_longer_superseded(current: &Memory, by: &MemoryUrn, reason: &str, now: DateTime<Utc>) -> Option<(Memory, MemoryVersion)> {
-    if !current.links.iter().any(|link| link.relation == SUPERSEDED_BY && &link.target == by) {
+    if !current.links.iter().any(|link| link.relation == crate::relation::SUPERSEDED_BY && &link.target == by) {
         return None;
     }
     let mut next = current.clone();
-    next.links.retain(|link| !(link.relation == SUPERSEDED_BY && &link.target == by));
+    next.links.retain(|link| !(link.relation == crate::relation::SUPERSEDED_BY && &link.target == by));
     let reason: String = reason.trim().chars().take(1000).collect();
     Some(supersede(current, next, reason, now))
 }
 
-/// Whether a memory was replaced by a newer one (it carries a [`SUPERSEDED_BY`] link).
+/// Whether a memory was replaced by a newer one (it carries a [`crate::relation::SUPERSEDED_BY`] link).
 pub fn is_superseded(memory: &Memory) -> bool {
-    memory.links.iter().any(|link| link.relation == SUPERSEDED_BY)
+    memory.links.iter().any(|link| link.relation == crate::relation::SUPERSEDED_BY)
 }
 
 /// Checks a contradiction id a caller gave.

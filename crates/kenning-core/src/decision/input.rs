@@ -272,11 +272,7 @@ pub fn context_hash(decision: &Decision) -> String {
     if !decision.risks.is_empty() {
         known["risks"] = decision.risks.clone().into();
     }
-    hex(&Sha256::digest(known.to_string().as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::hex(&Sha256::digest(known.to_string().as_bytes()))
 }
 
 /// Applies an update, returning the next revision. A status change must be a legal transition.
@@ -692,7 +688,7 @@ pub fn lesson_memory_input(decision: &Decision, decision_urn: &MemoryUrn, outcom
         confidence: None,
         salience: Some(0.7),
         event_time: None,
-        links: vec![LinkInput { target: decision_urn.to_string(), relation: Some("derived-from".to_owned()) }],
+        links: vec![LinkInput { target: decision_urn.to_string(), relation: Some(crate::relation::DERIVED_FROM.to_owned()) }],
         metadata: BTreeMap::from([
             ("decision_id".to_owned(), decision.id.to_string()),
             ("module".to_owned(), decision.module.clone()),

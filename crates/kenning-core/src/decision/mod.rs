@@ -25,7 +25,7 @@ pub use model::{
     Decision, DecisionContext, DecisionId, DecisionRecord, DecisionStatus, Note, Outcome, OutcomeStatus, RiskLevel,
     Signal, SignalType, Valence,
 };
-pub use store::{normalise_decision_path, 
-    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, outcome_with_lessons,
-    relation, taught_edges,
+pub use store::{normalise_decision_path, paths_under_pattern,
+    DecisionChange, DecisionFilter, DecisionStore, Edge, Hop, MemoryChange, Node, NodeKind, SkillSync, outcome_with_lessons, purged_nodes,
+    taught_edges,
 };

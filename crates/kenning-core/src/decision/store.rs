@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::decision::model::{Decision, DecisionId, DecisionRecord, DecisionStatus, Outcome, Signal};
-use crate::error::Result;
+use crate::error::{Refusal, Result};
 use crate::memory::{Memory, MemoryId, MemoryVersion};
 use crate::store::{Embedding, Inserted, MemoryStore};
 
@@ -64,22 +64,6 @@ impl Node {
     }
 }
 
-/// The relations the decision graph uses, in causal order.
-pub mod relation {
-    /// decision -> signal
-    pub const OBSERVED: &str = "observed";
-    /// decision -> outcome
-    pub const RESULTED_IN: &str = "resulted-in";
-    /// signal -> outcome: the signal preceded the outcome.
-    pub const PRECEDED: &str = "preceded";
-    /// outcome -> lesson memory
-    pub const TAUGHT: &str = "taught";
-    /// outcome -> skill memory (a success of the skill's pattern)
-    pub const SUPPORTS: &str = "supports";
-    /// outcome -> antipattern memory (a failure of the pattern, or a success against it)
-    pub const EVIDENCES: &str = "evidences";
-}
-
 /// A directed, typed edge of the decision graph.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Edge {
@@ -87,6 +71,36 @@ pub struct Edge {
     pub relation: String,
     pub to: Node,
     pub created_at: DateTime<Utc>,
+}
+
+impl Edge {
+    /// An edge read back from the text columns the SQL backends keep it in. The error is the
+    /// reason a backend reports the row as corrupt.
+    pub fn from_columns(
+        from_kind: &str,
+        from_id: String,
+        relation: String,
+        to_kind: &str,
+        to_id: String,
+        created_at: &str,
+    ) -> std::result::Result<Edge, String> {
+        let kind = |text: &str| NodeKind::parse(text).ok_or_else(|| format!("unknown graph node kind `{text}`"));
+        Ok(Edge {
+            from: Node { kind: kind(from_kind)?, id: from_id },
+            relation,
+            to: Node { kind: kind(to_kind)?, id: to_id },
+            created_at: crate::store::parse_time_key(created_at)?,
+        })
+    }
+}
+
+/// The graph nodes whose edges a purge of one memory removes: the memory, and the signals and
+/// outcome of the decision it is, if it is one.
+pub fn purged_nodes(memory: &str, signals: &[String], outcomes: &[String]) -> Vec<Node> {
+    std::iter::once(Node { kind: NodeKind::Memory, id: memory.to_owned() })
+        .chain(signals.iter().map(|signal| Node::signal(signal)))
+        .chain(outcomes.iter().map(|outcome| Node::outcome(outcome)))
+        .collect()
 }
 
 /// The outcome as a store records it: its `lesson_ids` name the memories its lessons became,
@@ -112,7 +126,7 @@ pub fn taught_edges(outcome: &Outcome) -> Vec<Edge> {
         .iter()
         .map(|lesson| Edge {
             from: Node::outcome(&outcome.id),
-            relation: relation::TAUGHT.to_owned(),
+            relation: crate::relation::TAUGHT.to_owned(),
             to: Node::memory(lesson),
             created_at: outcome.completed_at,
         })
@@ -156,6 +170,21 @@ pub struct DecisionChange {
     /// Compare-and-swap: the stored revision must still be this one.
     pub expected_revision: u32,
     pub memory: Option<MemoryChange>,
+}
+
+impl DecisionChange {
+    /// The compare-and-swap every backend applies before writing the change: the decision must
+    /// exist (`stored` is its revision as the store holds it now) at the expected revision.
+    pub fn check_revision(&self, stored: Option<u32>) -> std::result::Result<(), Refusal> {
+        let id = self.next.id.as_str();
+        match stored {
+            None => Err(Refusal::NotFound(id.to_owned())),
+            Some(stored) if stored != self.expected_revision => {
+                Err(Refusal::Conflict { id: id.to_owned(), expected: self.expected_revision })
+            }
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// The mined skill and antipattern memories of one module, brought up to date at once.
@@ -226,4 +255,18 @@ pub fn normalise_decision_path(path: &str) -> &str {
     let path = path.trim();
     let path = path.strip_prefix("./").unwrap_or(path);
     path.strip_suffix('/').unwrap_or(path)
+}
+
+/// The SQL `LIKE` pattern, with `\` as its escape character, of every decision file path under
+/// the folder `path` (already normalised): `%`, `_` and `\` in the path match only themselves.
+pub fn paths_under_pattern(path: &str) -> String {
+    let mut pattern = String::with_capacity(path.len() + 2);
+    for c in path.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str("/%");
+    pattern
 }

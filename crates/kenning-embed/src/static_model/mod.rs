@@ -15,6 +15,8 @@ use std::path::Path;
 
 pub use asset::{StaticModelParts, encode};
 
+use kenning_core::hex;
+
 use crate::Error;
 use asset::Layout;
 use tokenizer::Vocabulary;
@@ -169,10 +171,6 @@ impl fmt::Debug for StaticEmbedder {
             .field("vocab_size", &self.layout.vocab_size)
             .finish_non_exhaustive()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ fn single_tokens_match_the_distillation() {
     let fixture: serde_json::Value =
         serde_json::from_str(include_str!("../fixtures/static_reference.json")).expect("the fixture is JSON");
     let asset = std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/all-MiniLM-L6-v2-static.kns")).unwrap();
-    let asset_sha256: String = Sha256::digest(&asset).iter().map(|byte| format!("{byte:02x}")).collect();
+    let asset_sha256 = kenning_core::hex(&Sha256::digest(&asset));
     assert_eq!(fixture["asset_sha256"], asset_sha256, "the fixture was written with another asset; rerun the distillation");
 
     let tokens = fixture["tokens"].as_array().expect("tokens");

@@ -25,10 +25,11 @@ use kenning_core::calibration::{MIN_OUTCOMES, calibrate};
 use kenning_core::decision::mining::{SkillKind, mine};
 use kenning_core::decision::similarity::{relate, DecisionWords, Relation, SIMILAR_SIMILARITY};
 use kenning_core::decision::{
-    relation, CaptureDecision, Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStatus,
+    CaptureDecision, Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStatus,
     DecisionStore, Edge, MemoryChange, ModuleList, Node, NodeKind, Outcome, OutcomeInput, SignalInput, UpdateDecision,
 };
 use kenning_core::input::build_memory;
+use kenning_core::relation;
 use kenning_core::{CaptureInput, Cursor, Domain, FieldError, Inserted, Memory, MemoryId, MemoryUrn, Namespace, SearchFilter};
 
 use crate::error::{Error, Result};
@@ -254,7 +255,7 @@ impl DecisionService {
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(Error::Busy { urn: id.to_owned() })
+        Err(Error::Busy { target: id.to_owned() })
     }
 
     /// The next version of a decision's memory after `next`, embedded if its text changed.
@@ -656,6 +657,6 @@ impl DecisionService {
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(Error::Busy { urn: id.to_owned() })
+        Err(Error::Busy { target: id.to_owned() })
     }
 }

@@ -7,7 +7,8 @@ use kenning_core::decision::mining::{
     MINED_TAG, MinedSkill, SKILLS_NAMESPACE, SkillKind, applicability, mine, skill_memory_input,
 };
 use kenning_core::decision::similarity::DecisionWords;
-use kenning_core::decision::{Edge, MemoryChange, Node, SkillSync, relation};
+use kenning_core::decision::{Edge, MemoryChange, Node, SkillSync};
+use kenning_core::relation;
 use kenning_core::input::build_memory;
 use kenning_core::{Domain, FieldError, MemoryId, MemoryUrn, Namespace, SearchFilter, Status};
 
@@ -218,6 +219,6 @@ impl DecisionService {
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(crate::Error::Busy { urn: format!("kenning://{}/{SKILLS_NAMESPACE}", entry.domain) })
+        Err(crate::Error::Busy { target: format!("kenning://{}/{SKILLS_NAMESPACE}", entry.domain) })
     }
 }

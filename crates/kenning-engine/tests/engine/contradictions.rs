@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kenning_core::dynamics::evidence_counts;
+use kenning_core::confidence::evidence_counts;
 use kenning_core::{CaptureInput, Domain, Embedder, MemoryStore};
 use kenning_engine::{Clock, DomainStore, Error, MemoryService, RecallRequest};
 use kenning_sqlite::SqliteStore;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use kenning_core::dynamics::{Deduplication, evidence_counts};
+use kenning_core::confidence::{Deduplication, evidence_counts};
 use kenning_core::{CaptureInput, Domain, MemoryStore};
 use kenning_engine::views::RecallPage;
 use kenning_engine::{Clock, DomainStore, MemoryService, RecallRequest};

@@ -13,7 +13,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
-use kenning_service::{LimitClass, Outcome, Verdict};
+use kenning_gateway::{LimitClass, Outcome, Verdict};
 
 use crate::Web;
 use crate::csrf;

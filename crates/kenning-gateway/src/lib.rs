@@ -1,5 +1,5 @@
-//! What running kenning as a shared service needs beyond the protocol: API keys, per-key rate
-//! limits, an audit log and metrics. Nothing here knows MCP or HTTP; the transport in
+//! What a shared kenning server applies at its gate, beyond the protocol: API keys, per-key
+//! rate limits, an audit log and metrics. Nothing here knows MCP or HTTP; the transport in
 //! `kenning-mcp` applies these to requests, and the binary creates, lists and revokes keys.
 //!
 //! - [`KeyStore`] keeps [`ApiKey`]s hashed in a JSON file in the user's data directory;
@@ -20,7 +20,7 @@
 //! - [`Metrics`] counts tool calls into latency histograms and error counters per tool, and
 //!   rejected requests per reason, and renders them in the Prometheus text format.
 
-mod access;
+mod rules;
 mod audit;
 mod error;
 mod files;
@@ -28,7 +28,7 @@ mod keys;
 mod limits;
 mod metrics;
 
-pub use access::{Access, is_loopback_host, is_loopback_origin};
+pub use rules::{Access, is_loopback_host, is_loopback_origin};
 pub use audit::{AuditEntry, AuditLog, Outcome};
 pub use error::Error;
 pub use files::{create_private_dir, private_options};

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
-use kenning_core::{Domain, FieldError, closest, validate_author};
+use kenning_core::{Domain, FieldError, closest, hex, validate_author};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -327,16 +327,6 @@ fn validate_name(name: &str) -> Result<String, Error> {
         name,
         "use a short label such as `ci` or `laptop-alice`",
     )))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    text
 }
 
 /// The keys read from the file at one moment.

@@ -17,8 +17,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use git2::{Oid, Repository, RepositoryOpenFlags};
 use kenning_core::decision::{
     Decision, DecisionChange, DecisionFilter, DecisionId, DecisionRecord, DecisionStore, Edge, Hop, MemoryChange, Node,
-    Outcome, Signal, SkillSync, relation,
+    Outcome, Signal, SkillSync,
 };
+use kenning_core::{Refusal, relation};
 use kenning_core::{
     Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryStore, MemoryVersion, PurgeCounts, PurgeMode, ScoredId, SearchFilter,
     StoreStats, SyncReport,
@@ -26,8 +27,15 @@ use kenning_core::{
 use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, VersionedEmbedding};
 
 use crate::error::{Error, Result};
+use crate::journal::Flush;
 use crate::note::{DecisionDoc, EdgeDoc, Note, edges_key, note_key};
 use crate::notes::{self, NOTES_REF};
+
+mod decision_store;
+mod draft;
+mod memory_store;
+
+use draft::Draft;
 
 /// How many times a write starts again after losing the race for the notes ref.
 const WRITE_ATTEMPTS: u32 = 200;
@@ -48,6 +56,8 @@ pub struct GitNotesStore {
     /// The notes commit the index was last seen to reflect, so that a read whose ref has not
     /// moved costs one ref read and no database query.
     reflected: Mutex<Option<Oid>>,
+    /// How writes survive a power loss.
+    flush: Flush,
 }
 
 /// The branch and commit checked out when a memory is captured.
@@ -63,16 +73,25 @@ impl GitNotesStore {
     /// Opens the notes of the repository at `repo_path` (a work tree, a git directory or a bare
     /// repository) indexed in `index_path`, catching the index up and migrating into notes any
     /// records the index file held from before it was an index. With
-    /// [`Durability::PowerLoss`] every object and ref write is flushed to disk before it is
-    /// acknowledged; the index itself only needs to survive the process, because it is
-    /// rebuilt from the notes after any loss.
+    /// [`Durability::PowerLoss`] a write is on disk before it is acknowledged (through the
+    /// notes journal where the platform has `syncfs`, which opening replays; elsewhere by
+    /// flushing every object and ref); the index itself only needs to survive the process,
+    /// because it is rebuilt from the notes after any loss.
     pub fn open(repo_path: &Path, index_path: &Path, durability: Durability) -> Result<GitNotesStore> {
-        configure_libgit2(durability);
         let repo = Repository::open_ext(repo_path, RepositoryOpenFlags::NO_SEARCH, std::iter::empty::<&std::ffi::OsStr>())
             .map_err(|error| Error::Repository { path: repo_path.to_owned(), reason: error.message().to_owned() })?;
+        let flush = match durability {
+            Durability::ProcessCrash => Flush::Never,
+            #[cfg(target_os = "linux")]
+            Durability::PowerLoss => Flush::Journal(crate::journal::Journal::new(&repo)),
+            #[cfg(not(target_os = "linux"))]
+            Durability::PowerLoss => Flush::EveryFile,
+        };
+        configure_libgit2(&flush);
+        flush.recover(&repo)?;
         let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
         let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
-        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None) };
+        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush };
         store.migrate()?;
         store.catch_up(&lock(&store.repo), &[])?;
         store.merge_fetched();
@@ -110,6 +129,11 @@ impl GitNotesStore {
         });
         let commit = head.and_then(|head| head.target()).map(|oid| oid.to_string());
         Provenance { branch, commit }
+    }
+
+    /// How writes survive a power loss, for sync's merges.
+    pub(crate) fn flush(&self) -> &Flush {
+        &self.flush
     }
 
     /// Runs `work` with the repository, for sync and status.
@@ -178,8 +202,11 @@ impl GitNotesStore {
                 .chain(draft.staged_purges.iter().map(|(id, note)| encode(note_key(id), id, note)))
                 .collect::<Result<Vec<_>>>()?;
             let order: Vec<MemoryId> = draft.staged.iter().map(|(id, _, _)| id.clone()).collect();
-            let commit = notes::commit(&repo, base, &encoded, message)?;
-            if notes::advance(&repo, NOTES_REF, base, commit, message)? {
+            let written = notes::commit(&repo, base, &encoded, message)?;
+            let moved = self.flush.advance(&repo, base, written.commit, &written.objects, || {
+                notes::advance(&repo, NOTES_REF, base, written.commit, message)
+            })?;
+            if moved {
                 let embeddings = std::mem::take(&mut draft.embeddings);
                 drop(draft);
                 self.catch_up_ordered(&repo, &embeddings, &order)?;
@@ -248,6 +275,8 @@ impl GitNotesStore {
             }
             Ok(())
         })?;
+        // The journal holds copies of the notes the tombstones replaced.
+        self.flush.checkpoint()?;
         Ok(counts)
     }
 
@@ -288,10 +317,14 @@ impl GitNotesStore {
     }
 }
 
-/// libgit2's global settings: flush objects and refs to disk when power-loss durability is
-/// asked for (the settings are per process, so the last store opened decides).
-fn configure_libgit2(durability: Durability) {
-    let fsync = i32::from(durability == Durability::PowerLoss);
+/// libgit2's global settings: flush every object and ref to disk when that is how writes
+/// survive a power loss (the settings are per process, so the last store opened decides).
+fn configure_libgit2(flush: &Flush) {
+    let fsync = match flush {
+        #[cfg(not(target_os = "linux"))]
+        Flush::EveryFile => 1,
+        _ => 0,
+    };
     // SAFETY: GIT_OPT_ENABLE_FSYNC_GITDIR takes a single int argument; libgit2 is initialised
     // by git2 before any repository is opened, and this runs before the first one is.
     unsafe {
@@ -424,435 +457,4 @@ fn legacy_note(index: &SqliteStore, record: &MemoryRecord) -> Result<Note> {
     Ok(note)
 }
 
-/// The notes a write reads and stages, on top of the state the index reflects.
-struct Draft<'r> {
-    repo: &'r Repository,
-    tree: Option<git2::Tree<'r>>,
-    index: &'r SqliteStore,
-    /// Notes to write, with the memory each holds now.
-    staged: Vec<(MemoryId, Note, Memory)>,
-    /// Edges notes to write, by the memory their edges point at.
-    staged_edges: Vec<(MemoryId, Note)>,
-    /// Tombstones to write over the notes of purged memories.
-    staged_purges: Vec<(MemoryId, Note)>,
-    embeddings: Vec<VersionedEmbedding>,
-}
-
-impl Draft<'_> {
-    /// The note of `id` as this write sees it: staged, or as the base state holds it.
-    fn note(&self, id: &MemoryId) -> Result<Option<Note>> {
-        if let Some((_, note, _)) = self.staged.iter().find(|(staged, _, _)| staged == id) {
-            return Ok(Some(note.clone()));
-        }
-        let Some(tree) = &self.tree else { return Ok(None) };
-        let Some(bytes) = notes::read_note(self.repo, tree, note_key(id))? else { return Ok(None) };
-        Note::decode(&bytes).map(Some).map_err(|reason| Error::Note { id: id.to_string(), reason })
-    }
-
-    fn stage(&mut self, id: &MemoryId, note: Note, memory: Memory) {
-        self.staged.retain(|(staged, _, _)| staged != id);
-        self.staged.push((id.clone(), note, memory));
-    }
-
-    fn embed(&mut self, memory: &Memory, embedding: Option<&Embedding>) {
-        if let Some(embedding) = embedding {
-            self.embeddings.push(VersionedEmbedding { id: memory.id.clone(), version: memory.version, embedding: embedding.clone() });
-        }
-    }
-
-    /// An active memory other than `except` holding the content of `memory`, as this write
-    /// would leave the notes.
-    fn active_duplicate(&self, memory: &Memory, except: Option<&MemoryId>) -> Result<Option<MemoryId>> {
-        if memory.status != kenning_core::Status::Active {
-            return Ok(None);
-        }
-        let hash = memory.content_hash();
-        let others = |id: &MemoryId| id != &memory.id && Some(id) != except;
-        for (id, _, staged) in &self.staged {
-            if others(id) && staged.status == kenning_core::Status::Active && staged.namespace == memory.namespace && staged.content_hash() == hash {
-                return Ok(Some(id.clone()));
-            }
-        }
-        // A staged memory was checked above as this write leaves it, so the index's copy of it
-        // no longer counts.
-        let found = self.index.active_duplicate(memory, except)?;
-        Ok(found.filter(|found| !self.staged.iter().any(|(id, _, _)| id == found)))
-    }
-
-    fn insert(&mut self, memory: &Memory, embedding: Option<&Embedding>) -> Result<Inserted> {
-        // Checked before the id, so that retrying a capture whose acknowledgement was lost
-        // reports the duplicate instead of failing.
-        if let Some(existing) = self.active_duplicate(memory, None)? {
-            return Ok(Inserted::Duplicate(existing));
-        }
-        if self.note(&memory.id)?.is_some() {
-            return Err(Error::IdTaken(memory.id.to_string()));
-        }
-        let note = Note::new(memory).map_err(|reason| Error::Note { id: memory.id.to_string(), reason })?;
-        self.stage(&memory.id, note, memory.clone());
-        self.embed(memory, embedding);
-        Ok(Inserted::Created)
-    }
-
-    /// The note of `id` and the memory it holds, or not-found.
-    fn existing(&self, id: &MemoryId) -> Result<(Note, Memory)> {
-        let note = self.note(id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
-        let memory = note.memory().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
-        Ok((note, memory))
-    }
-
-    fn replace(&mut self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> Result<()> {
-        let id = &next.id;
-        let (mut note, current) = self.existing(id)?;
-        if current.version != previous.version {
-            return Err(Error::Conflict { id: id.to_string(), expected: previous.version });
-        }
-        if let Some(existing) = self.active_duplicate(next, Some(id))? {
-            return Err(Error::Duplicate { id: id.to_string(), existing: existing.to_string() });
-        }
-        let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
-        note.push_history(previous).map_err(invalid)?;
-        note.set_memory(next).map_err(invalid)?;
-        self.stage(id, note, next.clone());
-        self.embed(next, embedding);
-        Ok(())
-    }
-
-    /// The note of decision `id` with its decision part, or not-found.
-    fn decision(&self, id: &DecisionId) -> Result<(Note, DecisionDoc)> {
-        let memory_id = MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?;
-        let note = self.note(&memory_id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
-        let doc = note
-            .decision()
-            .map_err(|reason| Error::Note { id: id.to_string(), reason })?
-            .ok_or_else(|| Error::NotFound(id.to_string()))?;
-        Ok((note, doc))
-    }
-
-    fn update_decision(&mut self, change: &DecisionChange) -> Result<()> {
-        let id = &change.next.id;
-        let (_, mut doc) = self.decision(id)?;
-        if doc.record.revision != change.expected_revision {
-            return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
-        }
-        if let Some(memory) = &change.memory {
-            self.replace(&memory.next, &memory.previous, memory.embedding.as_ref())?;
-        }
-        doc.record = change.next.clone();
-        self.put_decision(id, &doc)
-    }
-
-    /// Stages the decision part of a decision's note, over the note as it stands (staged or not).
-    fn put_decision(&mut self, id: &DecisionId, doc: &DecisionDoc) -> Result<()> {
-        let (mut note, memory) = self.existing(&MemoryId::parse(id.as_str()).map_err(|error| Error::NotFound(error.to_string()))?)?;
-        note.set_decision(doc).map_err(|reason| Error::Note { id: id.to_string(), reason })?;
-        self.stage(&memory.id.clone(), note, memory);
-        Ok(())
-    }
-}
-
 type CoreResult<T> = kenning_core::Result<T>;
-
-impl MemoryStore for GitNotesStore {
-    fn insert(&self, batch: &[(Memory, Option<Embedding>)]) -> CoreResult<Vec<Inserted>> {
-        Ok(self.write("kenning: capture", |draft| {
-            batch.iter().map(|(memory, embedding)| draft.insert(memory, embedding.as_ref())).collect()
-        })?)
-    }
-
-    fn active_holders(&self, memories: &[&Memory]) -> CoreResult<Vec<Option<MemoryId>>> {
-        self.refresh()?;
-        self.index.active_holders(memories)
-    }
-
-    fn get(&self, id: &MemoryId) -> CoreResult<Option<Memory>> {
-        self.refresh()?;
-        self.index.get(id)
-    }
-
-    fn get_many(&self, ids: &[MemoryId]) -> CoreResult<Vec<Memory>> {
-        self.refresh()?;
-        self.index.get_many(ids)
-    }
-
-    fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> CoreResult<()> {
-        Ok(self.write("kenning: update", |draft| draft.replace(next, previous, embedding))?)
-    }
-
-    fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
-        self.refresh()?;
-        self.index.history(id)
-    }
-
-    /// Reads are this machine's statistics: they go to the index only, never into notes.
-    fn record_access(&self, ids: &[MemoryId], at: DateTime<Utc>) -> CoreResult<()> {
-        self.index.record_access(ids, at)
-    }
-
-    fn list(&self, filter: &SearchFilter, offset: usize, limit: usize) -> CoreResult<Vec<Memory>> {
-        self.refresh()?;
-        self.index.list(filter, offset, limit)
-    }
-
-    fn count(&self, filter: &SearchFilter) -> CoreResult<u64> {
-        self.refresh()?;
-        self.index.count(filter)
-    }
-
-    fn search_text(&self, query: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
-        self.refresh()?;
-        self.index.search_text(query, filter, limit)
-    }
-
-    fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<ScoredId>> {
-        self.refresh()?;
-        self.index.search_vector(vector, model, filter, limit)
-    }
-
-    fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
-        self.refresh()?;
-        self.index.neighbours(ids, filter, window)
-    }
-
-    fn missing_embeddings(&self, model: &str, limit: usize) -> CoreResult<Vec<Memory>> {
-        self.refresh()?;
-        self.index.missing_embeddings(model, limit)
-    }
-
-    /// Vectors are derived from the text and kept in the index only.
-    fn set_embeddings(&self, items: &[(MemoryId, Embedding)]) -> CoreResult<()> {
-        self.refresh()?;
-        self.index.set_embeddings(items)
-    }
-
-    fn export(&self, offset: usize, limit: usize) -> CoreResult<Vec<MemoryRecord>> {
-        self.refresh()?;
-        self.index.export(offset, limit)
-    }
-
-    fn import(&self, records: &[MemoryRecord]) -> CoreResult<usize> {
-        Ok(self.write("kenning: import", |draft| {
-            let mut written = 0;
-            for record in records {
-                let memory = &record.memory;
-                let id = &memory.id;
-                let current = draft.note(id)?;
-                let current_memory = current.as_ref().map(Note::memory).transpose().map_err(|reason| Error::Note { id: id.to_string(), reason })?;
-                if current_memory.as_ref().is_some_and(|current| current.version >= memory.version) {
-                    continue;
-                }
-                if let Some(existing) = draft.active_duplicate(memory, Some(id))? {
-                    tracing::info!(%id, %existing, "import skipped a duplicate of an active memory");
-                    continue;
-                }
-                let invalid = |reason: String| Error::Note { id: id.to_string(), reason };
-                let mut note = match current {
-                    Some(mut note) => {
-                        note.set_memory(memory).map_err(invalid)?;
-                        note
-                    }
-                    None => Note::new(memory).map_err(invalid)?,
-                };
-                for version in &record.history {
-                    note.push_history(version).map_err(invalid)?;
-                }
-                if let Some(current) = current_memory
-                    && !note.has_history_version(current.version)
-                {
-                    // The version being overwritten stays in the history, as the index keeps it.
-                    let overwritten = MemoryVersion {
-                        version: current.version,
-                        superseded_at: memory.updated_at,
-                        reason: format!("replaced by imported version {}", memory.version),
-                        memory: current,
-                    };
-                    note.push_history(&overwritten).map_err(invalid)?;
-                }
-                draft.stage(id, note, memory.clone());
-                draft.embed(memory, record.embedding.as_ref());
-                written += 1;
-            }
-            Ok(written)
-        })?)
-    }
-
-    fn stats(&self) -> CoreResult<StoreStats> {
-        self.refresh()?;
-        let mut stats = self.index.stats()?;
-        stats.backend = "git-notes".to_owned();
-        stats.location = self.location.clone();
-        stats.warnings.extend(self.skipped_warnings()?);
-        Ok(stats)
-    }
-
-    /// The index's mark once it has caught up with the notes, so that a write by another
-    /// process (or a sync) moves it too.
-    fn change_mark(&self) -> CoreResult<Option<String>> {
-        self.refresh()?;
-        self.index.change_mark()
-    }
-
-    fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
-        Ok(self.purge(author, mode)?)
-    }
-
-    /// The index database (and its index file) is rewritten; the notes commits from before a
-    /// purge keep their notes, which only a rewrite of the notes history on every clone erases.
-    fn erase_deleted(&self) -> CoreResult<()> {
-        Ok(self.index.erase_purged()?)
-    }
-
-    fn rebuild_index(&self) -> CoreResult<u64> {
-        Ok(self.rebuild()?)
-    }
-
-    fn warm_up(&self, model: Option<&str>) -> CoreResult<()> {
-        self.refresh()?;
-        self.index.warm_up(model)
-    }
-
-    fn sync(&self, remote: &str) -> CoreResult<SyncReport> {
-        Ok(self.sync_with(remote)?)
-    }
-
-    /// Working state stays in this clone's index database, beside the access counts: it is
-    /// the state of work in progress here, not knowledge to share, so it never enters the notes
-    /// and no sync carries it. It survives the process (the index's durability) and an index
-    /// rebuild, which only touches the mirrored memories.
-    fn state(&self) -> Option<&dyn kenning_core::state::StateStore> {
-        self.index.state()
-    }
-
-    /// The branch (`git_branch`, absent on a detached HEAD) and commit (`git_commit`, absent
-    /// before the first commit) checked out at capture.
-    fn capture_context(&self) -> BTreeMap<String, String> {
-        let provenance = self.provenance();
-        let mut context = BTreeMap::new();
-        if let Some(branch) = provenance.branch {
-            context.insert(BRANCH_KEY.to_owned(), branch);
-        }
-        if let Some(commit) = provenance.commit {
-            context.insert(COMMIT_KEY.to_owned(), commit);
-        }
-        context
-    }
-}
-
-impl DecisionStore for GitNotesStore {
-    fn insert_decision(&self, decision: &Decision, memory: &Memory, embedding: Option<&Embedding>) -> CoreResult<()> {
-        Ok(self.write("kenning: decision", |draft| {
-            match draft.insert(memory, embedding)? {
-                Inserted::Created => {}
-                Inserted::Duplicate(_) => return Err(Error::IdTaken(memory.id.to_string())),
-            }
-            let doc = DecisionDoc { record: decision.clone(), signals: Vec::new(), outcome: None, edges: Vec::new() };
-            draft.put_decision(&decision.id, &doc)
-        })?)
-    }
-
-    fn get_decision(&self, id: &DecisionId) -> CoreResult<Option<DecisionRecord>> {
-        self.refresh()?;
-        self.index.get_decision(id)
-    }
-
-    fn update_decision(&self, change: &DecisionChange) -> CoreResult<()> {
-        Ok(self.write("kenning: decision update", |draft| draft.update_decision(change))?)
-    }
-
-    fn list_decisions(&self, filter: &DecisionFilter, offset: usize, limit: usize) -> CoreResult<Vec<DecisionRecord>> {
-        self.refresh()?;
-        self.index.list_decisions(filter, offset, limit)
-    }
-
-    fn count_decisions(&self, filter: &DecisionFilter) -> CoreResult<u64> {
-        self.refresh()?;
-        self.index.count_decisions(filter)
-    }
-
-    fn add_signal(&self, signal: &Signal) -> CoreResult<()> {
-        Ok(self.write("kenning: signal", |draft| {
-            let (_, mut doc) = draft.decision(&signal.decision_id)?;
-            if doc.signals.iter().any(|existing| existing.id == signal.id) {
-                return Err(Error::IdTaken(signal.id.clone()));
-            }
-            doc.signals.push(signal.clone());
-            doc.signals.sort_by(|a, b| (a.recorded_at, &a.id).cmp(&(b.recorded_at, &b.id)));
-            draft.put_decision(&signal.decision_id, &doc)
-        })?)
-    }
-
-    fn record_outcome(
-        &self,
-        change: &DecisionChange,
-        outcome: &Outcome,
-        lessons: &[(Memory, Option<Embedding>)],
-        edges: &[Edge],
-    ) -> CoreResult<Vec<Inserted>> {
-        Ok(self.write("kenning: outcome", |draft| {
-            let id = &outcome.decision_id;
-            let (_, existing) = draft.decision(id)?;
-            if existing.outcome.is_some() {
-                return Err(Error::Conflict { id: id.to_string(), expected: change.expected_revision });
-            }
-            draft.update_decision(change)?;
-            let inserted = lessons
-                .iter()
-                .map(|(memory, embedding)| draft.insert(memory, embedding.as_ref()))
-                .collect::<Result<Vec<_>>>()?;
-            let mut stored = outcome.clone();
-            stored.lesson_ids = lessons
-                .iter()
-                .zip(&inserted)
-                .map(|((memory, _), inserted)| match inserted {
-                    Inserted::Created => memory.id.clone(),
-                    Inserted::Duplicate(existing) => existing.clone(),
-                })
-                .collect();
-            let (_, mut doc) = draft.decision(id)?;
-            doc.outcome = Some(stored);
-            doc.edges = edges.iter().map(EdgeDoc::from_edge).collect();
-            draft.put_decision(id, &doc)?;
-            Ok(inserted)
-        })?)
-    }
-
-    fn outcomes(&self, module: Option<&str>) -> CoreResult<Vec<(Decision, Outcome)>> {
-        self.refresh()?;
-        self.index.outcomes(module)
-    }
-
-    fn sync_skills(&self, sync: &SkillSync) -> CoreResult<()> {
-        Ok(self.write("kenning: skills", |draft| {
-            for (memory, embedding) in &sync.inserts {
-                if let Inserted::Duplicate(existing) = draft.insert(memory, embedding.as_ref())? {
-                    return Err(Error::IdTaken(existing.to_string()));
-                }
-            }
-            for MemoryChange { next, previous, embedding } in &sync.replaces {
-                draft.replace(next, previous, embedding.as_ref())?;
-            }
-            for (skill, edges) in &sync.edges_to {
-                let Some(mut note) = draft.note(skill)? else {
-                    // Edges to a memory without a note are kept in an edges note of their own.
-                    draft.staged_edges.retain(|(id, _)| id != skill);
-                    draft.staged_edges.push((skill.clone(), Note::edges_only(skill, edges)));
-                    continue;
-                };
-                let memory = note.memory().map_err(|reason| Error::Note { id: skill.to_string(), reason })?;
-                note.edges_to = Some(edges.iter().map(EdgeDoc::from_edge).collect());
-                draft.stage(skill, note, memory);
-            }
-            Ok(())
-        })?)
-    }
-
-    fn causal_chain(&self, start: &Node, max_depth: u32) -> CoreResult<Vec<Hop>> {
-        self.refresh()?;
-        self.index.causal_chain(start, max_depth)
-    }
-
-    fn edges_to(&self, node: &Node) -> CoreResult<Vec<Edge>> {
-        self.refresh()?;
-        self.index.edges_to(node)
-    }
-}

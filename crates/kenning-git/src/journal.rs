@@ -1,0 +1,343 @@
+//! How a write to the notes becomes durable with one disk flush: the notes journal.
+//!
+//! A notes commit is four or more loose objects (a blob per note, the fan-out tree, the root
+//! tree, the commit) and a ref. Flushing each of them and the directory holding it, as libgit2
+//! does when asked, took 12 flushes per capture. With [`Flush::Journal`], libgit2 flushes
+//! nothing; instead, while holding the journal's lock, the writer moves the ref and appends to
+//! `.git/kenning/notes-journal` one record holding every object the commit added and the ref's
+//! move (`base` to `commit`), then flushes that one file. A write is acknowledged only after
+//! that flush.
+//!
+//! After a power loss, the objects and the ref may be gone or torn while the journal holds
+//! them: opening the store ([`Journal::recover`]) writes back every journaled object that is
+//! missing or unreadable, and moves the ref along the chain of journaled moves that starts at
+//! the ref's current commit. Holding the lock from the ref's move to the flush keeps that chain
+//! whole: no other writer can move the ref on top of a move that is not journaled yet.
+//!
+//! The journal is emptied at a checkpoint ([`Journal::checkpoint`]): once it passes
+//! [`CHECKPOINT_BYTES`], and after a sync's merge, everything written so far is flushed with
+//! one `syncfs` of the repository's file system, and the journal is cut to nothing. A crash
+//! during a checkpoint leaves the journal whole, and replaying it is harmless.
+//!
+//! Record layout: the magic `KNJ1`, the payload's length (u32, little-endian), the payload, and
+//! the SHA-1 of the payload hashed as a git blob. Payload: the base commit (20 bytes, zeros for
+//! none), the new commit (20 bytes), the object count (u32), then per object its type (1
+//! commit, 2 tree, 3 blob), its length (u32) and its bytes. A record cut short or failing its
+//! checksum ends the journal: it was never acknowledged.
+
+#[cfg(target_os = "linux")]
+use std::collections::HashMap;
+#[cfg(target_os = "linux")]
+use std::fs::{File, OpenOptions};
+#[cfg(target_os = "linux")]
+use std::io::{Read, Seek, SeekFrom, Write};
+#[cfg(target_os = "linux")]
+use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
+use std::path::{Path, PathBuf};
+
+#[cfg(target_os = "linux")]
+use git2::ObjectType;
+use git2::{Oid, Repository};
+
+#[cfg(target_os = "linux")]
+use crate::error::Error;
+use crate::error::Result;
+#[cfg(target_os = "linux")]
+use crate::notes::{self, NOTES_REF};
+
+/// The journal's size past which a write checkpoints it.
+#[cfg(target_os = "linux")]
+const CHECKPOINT_BYTES: u64 = 4 << 20;
+#[cfg(target_os = "linux")]
+const MAGIC: &[u8; 4] = b"KNJ1";
+#[cfg(target_os = "linux")]
+const OID_BYTES: usize = 20;
+
+/// How a notes store makes its writes survive a power loss.
+pub(crate) enum Flush {
+    /// Nothing is flushed: writes survive the process, not the machine.
+    Never,
+    /// libgit2 flushes every object and ref it writes (platforms without `syncfs`).
+    #[cfg(not(target_os = "linux"))]
+    EveryFile,
+    /// One flush of the journal per write.
+    #[cfg(target_os = "linux")]
+    Journal(Journal),
+}
+
+impl Flush {
+    /// Moves the ref with `advance` (compare-and-swap: `false` when another writer moved it
+    /// first) and, when it moved, makes the move and `objects`, those `commit` added, durable
+    /// before returning.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+    pub fn advance(&self, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Flush::Journal(journal) => {
+                let mut file = journal.lock()?;
+                if !advance()? {
+                    return Ok(false);
+                }
+                journal.append(&mut file, repo, base, commit, objects)?;
+                let size = file.0.metadata().map_err(|error| journal.io("reading the size of", &error))?.len();
+                if size > CHECKPOINT_BYTES {
+                    journal.checkpoint_locked(&mut file)?;
+                }
+                Ok(true)
+            }
+            _ => advance(),
+        }
+    }
+
+    /// Moves the ref with `advance`, and when it moved flushes everything written so far: for
+    /// a move whose objects the writer does not list (a merge over fetched objects).
+    pub fn advance_flushed(&self, advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Flush::Journal(journal) => {
+                let mut file = journal.lock()?;
+                if !advance()? {
+                    return Ok(false);
+                }
+                journal.checkpoint_locked(&mut file)?;
+                Ok(true)
+            }
+            _ => advance(),
+        }
+    }
+
+    /// Flushes everything written so far and empties the journal, so that it no longer holds a
+    /// copy of notes a purge replaced.
+    pub fn checkpoint(&self) -> Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Flush::Journal(journal) => journal.checkpoint_locked(&mut journal.lock()?),
+            _ => Ok(()),
+        }
+    }
+
+    /// See [`Journal::recover`]; nothing to do without a journal.
+    pub fn recover(&self, repo: &Repository) -> Result<usize> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Flush::Journal(journal) => journal.recover(repo),
+            _ => {
+                let _ = repo;
+                Ok(0)
+            }
+        }
+    }
+}
+
+/// The journal file of one repository.
+#[cfg(target_os = "linux")]
+pub(crate) struct Journal {
+    path: PathBuf,
+}
+
+#[cfg(target_os = "linux")]
+/// One journaled move of the ref with the objects it needs.
+struct Record {
+    base: Option<Oid>,
+    commit: Oid,
+    objects: Vec<(ObjectType, Vec<u8>)>,
+}
+
+#[cfg(target_os = "linux")]
+/// The journal held under its exclusive lock; the lock goes with the file.
+struct Locked(File);
+
+#[cfg(target_os = "linux")]
+impl Journal {
+    pub fn new(repo: &Repository) -> Journal {
+        Journal { path: repo.commondir().join("kenning").join("notes-journal") }
+    }
+
+    /// Opens the journal and takes its exclusive lock, which every process writing the notes
+    /// of this repository takes before moving the ref.
+    fn lock(&self) -> Result<Locked> {
+        if let Some(folder) = self.path.parent() {
+            std::fs::create_dir_all(folder).map_err(|error| self.io("creating the folder of", &error))?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&self.path)
+            .map_err(|error| self.io("opening", &error))?;
+        file.lock().map_err(|error| self.io("locking", &error))?;
+        Ok(Locked(file))
+    }
+
+    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid]) -> Result<()> {
+        let odb = repo.odb()?;
+        let mut payload = Vec::with_capacity(4096);
+        payload.extend_from_slice(base.unwrap_or_else(Oid::zero).as_bytes());
+        payload.extend_from_slice(commit.as_bytes());
+        payload.extend_from_slice(&u32::try_from(objects.len()).unwrap_or(u32::MAX).to_le_bytes());
+        for oid in objects {
+            let object = odb.read(*oid)?;
+            let kind = match object.kind() {
+                ObjectType::Commit => 1u8,
+                ObjectType::Tree => 2,
+                _ => 3,
+            };
+            payload.push(kind);
+            payload.extend_from_slice(&u32::try_from(object.data().len()).unwrap_or(u32::MAX).to_le_bytes());
+            payload.extend_from_slice(object.data());
+        }
+        let checksum = Oid::hash_object(ObjectType::Blob, &payload)?;
+        let mut record = Vec::with_capacity(payload.len() + 28);
+        record.extend_from_slice(MAGIC);
+        record.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(u32::MAX).to_le_bytes());
+        record.extend_from_slice(&payload);
+        record.extend_from_slice(checksum.as_bytes());
+        file.0.write_all(&record).map_err(|error| self.io("writing", &error))?;
+        file.0.sync_data().map_err(|error| self.io("flushing", &error))
+    }
+
+    /// Flushes everything written to the repository's file system, then empties the journal.
+    fn checkpoint_locked(&self, file: &mut Locked) -> Result<()> {
+        // SAFETY: syncfs takes an open file descriptor, which `file` holds for the call.
+        if unsafe { libc::syncfs(file.0.as_raw_fd()) } != 0 {
+            return Err(self.io("flushing the file system of", &std::io::Error::last_os_error()));
+        }
+        file.0.set_len(0).map_err(|error| self.io("emptying", &error))?;
+        file.0.sync_data().map_err(|error| self.io("flushing", &error))
+    }
+
+    /// Brings the repository back to every acknowledged write after a power loss (see the
+    /// module's documentation), then checkpoints if anything had to be restored. Returns how
+    /// many objects and ref moves were restored.
+    pub fn recover(&self, repo: &Repository) -> Result<usize> {
+        if !self.path.exists() {
+            return Ok(0);
+        }
+        let mut file = self.lock()?;
+        let mut bytes = Vec::new();
+        file.0.seek(SeekFrom::Start(0)).map_err(|error| self.io("reading", &error))?;
+        file.0.read_to_end(&mut bytes).map_err(|error| self.io("reading", &error))?;
+        let (records, whole) = parse(&bytes);
+        if whole < bytes.len() {
+            tracing::warn!(journal = %self.path.display(), dropped = bytes.len() - whole, "the notes journal ends in a record cut short; it was never acknowledged and is dropped");
+            file.0.set_len(whole as u64).map_err(|error| self.io("cutting", &error))?;
+        }
+        let mut restored = 0;
+        let odb = repo.odb()?;
+        for record in &records {
+            for (kind, data) in &record.objects {
+                let oid = Oid::hash_object(*kind, data)?;
+                if odb.read(oid).is_ok() {
+                    continue;
+                }
+                // A torn loose object exists but cannot be read; libgit2 would not overwrite it.
+                let _ = std::fs::remove_file(loose_path(repo, oid));
+                let written = odb.write(*kind, data)?;
+                if written != oid {
+                    return Err(Error::Journal { path: self.path.clone(), reason: format!("object {oid} was written back as {written}") });
+                }
+                restored += 1;
+            }
+        }
+        let next: HashMap<Option<Oid>, Oid> = records.iter().map(|record| (record.base, record.commit)).collect();
+        let current = notes::resolve(repo, NOTES_REF).ok().flatten().filter(|oid| repo.find_commit(*oid).is_ok());
+        let mut tip = current;
+        let mut steps = 0;
+        while let Some(&commit) = next.get(&tip) {
+            tip = Some(commit);
+            steps += 1;
+            if steps > records.len() {
+                break;
+            }
+        }
+        if tip == current && current.is_none() {
+            // The ref is unreadable and no journaled move starts from nothing: the newest
+            // journaled commit, the one no other move starts from, is where the ref was.
+            tip = records.iter().rev().map(|record| record.commit).find(|commit| !next.contains_key(&Some(*commit)));
+        }
+        if let Some(tip) = tip.filter(|tip| Some(*tip) != current) {
+            tracing::warn!(notes = %tip, "restored the notes ref from the journal after a power loss");
+            repo.reference(NOTES_REF, tip, true, "kenning: restore the notes from the journal")?;
+            restored += 1;
+        }
+        if restored > 0 {
+            self.checkpoint_locked(&mut file)?;
+        }
+        Ok(restored)
+    }
+
+    fn io(&self, doing: &str, error: &std::io::Error) -> Error {
+        Error::Journal { path: self.path.clone(), reason: format!("{doing} the notes journal: {error}") }
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// The records of a journal's bytes, and how many bytes they take: the rest is a record cut
+/// short or torn.
+fn parse(bytes: &[u8]) -> (Vec<Record>, usize) {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while let Some((record, next)) = parse_record(bytes, at) {
+        records.push(record);
+        at = next;
+    }
+    (records, at)
+}
+
+#[cfg(target_os = "linux")]
+fn parse_record(bytes: &[u8], at: usize) -> Option<(Record, usize)> {
+    let mut reader = Reader { bytes, at };
+    if reader.take(4)? != MAGIC {
+        return None;
+    }
+    let length = reader.u32()? as usize;
+    let payload = reader.take(length)?;
+    let checksum = reader.take(OID_BYTES)?;
+    if Oid::hash_object(ObjectType::Blob, payload).ok()?.as_bytes() != checksum {
+        return None;
+    }
+    let end = reader.at;
+    let mut reader = Reader { bytes: payload, at: 0 };
+    let base = Oid::from_bytes(reader.take(OID_BYTES)?).ok().filter(|oid| !oid.is_zero());
+    let commit = Oid::from_bytes(reader.take(OID_BYTES)?).ok()?;
+    let count = reader.u32()?;
+    let mut objects = Vec::new();
+    for _ in 0..count {
+        let kind = match reader.take(1)?[0] {
+            1 => ObjectType::Commit,
+            2 => ObjectType::Tree,
+            3 => ObjectType::Blob,
+            _ => return None,
+        };
+        let length = reader.u32()? as usize;
+        objects.push((kind, reader.take(length)?.to_vec()));
+    }
+    Some((Record { base, commit, objects }, end))
+}
+
+#[cfg(target_os = "linux")]
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+#[cfg(target_os = "linux")]
+impl<'a> Reader<'a> {
+    fn take(&mut self, count: usize) -> Option<&'a [u8]> {
+        let taken = self.bytes.get(self.at..self.at.checked_add(count)?)?;
+        self.at += count;
+        Some(taken)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// Where git keeps `oid` as a loose object.
+fn loose_path(repo: &Repository, oid: Oid) -> PathBuf {
+    let hex = oid.to_string();
+    Path::new(repo.commondir()).join("objects").join(&hex[..2]).join(&hex[2..])
+}
