@@ -215,9 +215,9 @@ impl TextIndex {
         for slot in touched {
             let score = f64::from(scores[slot as usize]);
             if best.admits(score)
-                && let Some(meta) = filter.admit(slot)
+                && let Some(id) = filter.admit_id(slot)
             {
-                best.push(score, slot, meta.id);
+                best.push(score, slot, id);
             }
         }
         best.into_sorted()

@@ -15,7 +15,8 @@ pub(crate) struct TopK<'a> {
 struct Candidate<'a> {
     score: f64,
     slot: Slot,
-    id: &'a str,
+    /// The memory id's bytes, which order as the id does.
+    id: &'a [u8],
 }
 
 impl PartialEq for Candidate<'_> {
@@ -50,7 +51,7 @@ impl<'a> TopK<'a> {
             && (self.heap.len() < self.k || self.heap.peek().is_some_and(|Reverse(worst)| score >= worst.score))
     }
 
-    pub fn push(&mut self, score: f64, slot: Slot, id: &'a str) {
+    pub fn push(&mut self, score: f64, slot: Slot, id: &'a [u8]) {
         if self.k == 0 {
             return;
         }
@@ -75,7 +76,7 @@ mod tests {
         let mut top = TopK::new(2);
         for (score, slot, id) in [(0.1, 0, "a"), (0.9, 1, "b"), (0.5, 2, "d"), (0.5, 3, "c"), (0.2, 4, "e")] {
             if top.admits(score) {
-                top.push(score, slot, id);
+                top.push(score, slot, id.as_bytes());
             }
         }
         assert_eq!(top.into_sorted(), [(0.9, 1), (0.5, 3)]);

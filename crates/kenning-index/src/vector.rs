@@ -160,8 +160,8 @@ impl VectorIndex {
             let score = f64::from(row_dot(&rows, self.base_rows, self.dims, query, row));
             if best.admits(score) {
                 let slot = row_slots[row];
-                if let Some(meta) = filter.admit(slot) {
-                    best.push(score, slot, meta.id);
+                if let Some(id) = filter.admit_id(slot) {
+                    best.push(score, slot, id);
                 }
             }
         }
