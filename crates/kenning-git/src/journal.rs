@@ -19,8 +19,19 @@
 //! one `syncfs` of the repository's file system, and the journal is cut to nothing. A crash
 //! during a checkpoint leaves the journal whole, and replaying it is harmless.
 //!
-//! Record layout: the magic `KNJ1`, the payload's length (u32, little-endian), the payload, and
-//! the SHA-1 of the payload hashed as a git blob. Payload: the base commit (20 bytes, zeros for
+//! Replaying reads every record and every object it names, which would cost each process that
+//! opens the store (a hook) tens of milliseconds on a full journal. It is needed only when the
+//! machine went down since the records were written: a process that crashed leaves its writes in
+//! the page cache, where the next process reads them. So each record carries the kernel's boot
+//! id, and a journal whose first record was written in this boot is not replayed. After a
+//! reboot the first process to open the store replays the journal and checkpoints it.
+//!
+//! Record layout: the magic `KNJ1`, the payload's length (u32, little-endian), the boot id it
+//! was written in (36 bytes; outside the checksum, so that it can be read alone), the payload,
+//! the SHA-1 of the payload hashed as a git blob, and the record's whole length (u32), by which
+//! a writer checks from the end that the journal ends in a whole record before it appends: a
+//! writer killed in the middle of its record (or stopped by a full disk) leaves part of one,
+//! which the next writer cuts off rather than append after it, where replay would never reach. Payload: the base commit (20 bytes, zeros for
 //! none), the new commit (20 bytes), the object count (u32), then per object its type (1
 //! commit, 2 tree, 3 blob), its length (u32) and its bytes. A record cut short or failing its
 //! checksum ends the journal: it was never acknowledged.
@@ -33,6 +44,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
+use std::os::unix::fs::FileExt;
 #[cfg(target_os = "linux")]
 use std::path::{Path, PathBuf};
 
@@ -53,6 +66,14 @@ const CHECKPOINT_BYTES: u64 = 4 << 20;
 const MAGIC: &[u8; 4] = b"KNJ1";
 #[cfg(target_os = "linux")]
 const OID_BYTES: usize = 20;
+#[cfg(target_os = "linux")]
+const BOOT_BYTES: usize = 36;
+/// A record's bytes besides its payload: magic, length, boot id, checksum, whole length.
+#[cfg(target_os = "linux")]
+const FRAME_BYTES: u64 = 4 + 4 + BOOT_BYTES as u64 + OID_BYTES as u64 + 4;
+/// Where Linux says which boot this is: a random UUID made at each boot.
+#[cfg(target_os = "linux")]
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// How a notes store makes its writes survive a power loss.
 pub(crate) enum Flush {
@@ -188,13 +209,51 @@ impl Journal {
             payload.extend_from_slice(object.data());
         }
         let checksum = Oid::hash_object(ObjectType::Blob, &payload)?;
-        let mut record = Vec::with_capacity(payload.len() + 28);
+        let mut record = Vec::with_capacity(payload.len() + FRAME_BYTES as usize);
         record.extend_from_slice(MAGIC);
         record.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(u32::MAX).to_le_bytes());
+        record.extend_from_slice(&boot_id().unwrap_or([0; BOOT_BYTES]));
         record.extend_from_slice(&payload);
         record.extend_from_slice(checksum.as_bytes());
-        file.0.write_all(&record).map_err(|error| self.io("writing", &error))?;
+        let total = u32::try_from(record.len() + 4).unwrap_or(u32::MAX);
+        record.extend_from_slice(&total.to_le_bytes());
+        let end = self.whole_end(file)?;
+        if let Err(error) = file.0.write_all(&record) {
+            let _ = file.0.set_len(end);
+            return Err(self.io("writing", &error));
+        }
         file.0.sync_data().map_err(|error| self.io("flushing", &error))
+    }
+
+    /// Where the journal's last whole record ends, cutting off whatever follows it.
+    fn whole_end(&self, file: &mut Locked) -> Result<u64> {
+        let end = file.0.metadata().map_err(|error| self.io("reading the size of", &error))?.len();
+        if end == 0 || self.ends_in_a_whole_record(&file.0, end) {
+            return Ok(end);
+        }
+        let mut bytes = Vec::new();
+        file.0.seek(SeekFrom::Start(0)).map_err(|error| self.io("reading", &error))?;
+        file.0.read_to_end(&mut bytes).map_err(|error| self.io("reading", &error))?;
+        let whole = parse(&bytes).1 as u64;
+        tracing::warn!(journal = %self.path.display(), dropped = end - whole, "the notes journal ends in part of a record a writer did not finish; cutting it off");
+        file.0.set_len(whole).map_err(|error| self.io("cutting", &error))?;
+        Ok(whole)
+    }
+
+    /// Whether the `end` of the journal is the end of a record: its last four bytes give a
+    /// length at whose distance back a record starts with the magic and a payload length that
+    /// adds up to it.
+    fn ends_in_a_whole_record(&self, file: &File, end: u64) -> bool {
+        let mut tail = [0u8; 4];
+        if end < 4 || file.read_exact_at(&mut tail, end - 4).is_err() {
+            return false;
+        }
+        let total = u64::from(u32::from_le_bytes(tail));
+        let mut head = [0u8; 8];
+        if total > end || total < FRAME_BYTES || file.read_exact_at(&mut head, end - total).is_err() {
+            return false;
+        }
+        &head[..4] == MAGIC && u64::from(u32::from_le_bytes([head[4], head[5], head[6], head[7]])) + FRAME_BYTES == total
     }
 
     /// Flushes everything written to the repository's file system, then empties the journal.
@@ -208,10 +267,10 @@ impl Journal {
     }
 
     /// Brings the repository back to every acknowledged write after a power loss (see the
-    /// module's documentation), then checkpoints if anything had to be restored. Returns how
-    /// many objects and ref moves were restored.
+    /// module's documentation), unless the journal was written in this boot, then checkpoints.
+    /// Returns how many objects and ref moves were restored.
     pub fn recover(&self, repo: &Repository) -> Result<usize> {
-        if !self.path.exists() {
+        if !self.path.exists() || self.written_in_this_boot() {
             return Ok(0);
         }
         let mut file = self.lock()?;
@@ -261,10 +320,33 @@ impl Journal {
             repo.reference(NOTES_REF, tip, true, "kenning: restore the notes from the journal")?;
             restored += 1;
         }
-        if restored > 0 {
+        // Replayed once after a reboot: the next process to open the store starts afresh.
+        if !records.is_empty() {
             self.checkpoint_locked(&mut file)?;
         }
         Ok(restored)
+    }
+
+    /// Whether the journal is empty or its first record was written in this boot. Read without
+    /// the lock: a checkpoint emptying the journal meanwhile makes this say no, which costs a
+    /// replay of nothing.
+    fn written_in_this_boot(&self) -> bool {
+        let mut head = [0u8; 8 + BOOT_BYTES];
+        let read = File::open(&self.path).and_then(|mut file| {
+            let mut filled = 0;
+            while filled < head.len() {
+                match file.read(&mut head[filled..])? {
+                    0 => break,
+                    count => filled += count,
+                }
+            }
+            Ok(filled)
+        });
+        match read {
+            Ok(0) => true,
+            Ok(filled) => filled == head.len() && &head[..4] == MAGIC && boot_id().is_some_and(|boot| head[8..] == boot),
+            Err(_) => false,
+        }
     }
 
     fn io(&self, doing: &str, error: &std::io::Error) -> Error {
@@ -292,9 +374,13 @@ fn parse_record(bytes: &[u8], at: usize) -> Option<(Record, usize)> {
         return None;
     }
     let length = reader.u32()? as usize;
+    reader.take(BOOT_BYTES)?;
     let payload = reader.take(length)?;
     let checksum = reader.take(OID_BYTES)?;
     if Oid::hash_object(ObjectType::Blob, payload).ok()?.as_bytes() != checksum {
+        return None;
+    }
+    if u64::from(reader.u32()?) != length as u64 + FRAME_BYTES {
         return None;
     }
     let end = reader.at;
@@ -336,6 +422,12 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(target_os = "linux")]
+/// This boot's id, `None` where the kernel does not say (then every open replays the journal).
+#[cfg(target_os = "linux")]
+fn boot_id() -> Option<[u8; BOOT_BYTES]> {
+    std::fs::read(BOOT_ID).ok()?.get(..BOOT_BYTES)?.try_into().ok()
+}
+
 /// Where git keeps `oid` as a loose object.
 fn loose_path(repo: &Repository, oid: Oid) -> PathBuf {
     let hex = oid.to_string();

@@ -1,7 +1,8 @@
 //! The notes journal: captures acknowledged with power-loss durability survive the loss of
 //! every object and ref write the journal stood in for. A power loss is played by doing to the
 //! repository what the disk may do to writes that were never flushed: the ref goes back to where
-//! it was, new loose objects are gone or left empty, and the index (a cache) is lost.
+//! it was, new loose objects are gone or left empty, and the index (a cache) is lost; and by
+//! the reboot that follows it, which gives the journal's records another boot id than this one.
 
 use std::collections::BTreeSet;
 
@@ -27,6 +28,20 @@ fn loose_objects(repo: &Path) -> BTreeSet<PathBuf> {
     found
 }
 
+/// Rewrites the boot id of every whole record of the journal, as if it had been written before
+/// the machine last started. Layout: magic (4), payload length (4), boot id (36), payload,
+/// checksum (20), record length (4).
+fn reboot(repo: &Path) {
+    let mut bytes = std::fs::read(journal(repo)).unwrap();
+    let mut at = 0;
+    while at + 44 <= bytes.len() && &bytes[at..at + 4] == b"KNJ1" {
+        let length = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        bytes[at + 8..at + 44].copy_from_slice(b"00000000-0000-0000-0000-000000000000");
+        at += 44 + length + 24;
+    }
+    std::fs::write(journal(repo), bytes).unwrap();
+}
+
 /// Undoes, as a power loss may, every write since `durable` (the loose objects then on disk)
 /// and `ref_before` (the notes ref then): alternately deletes new loose objects and leaves them
 /// empty, moves the ref back, and deletes the index.
@@ -47,6 +62,7 @@ fn lose_unflushed_writes(repo: &Path, durable: &BTreeSet<PathBuf>, ref_before: O
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", index_path(repo).display()));
     }
+    reboot(repo);
 }
 
 fn notes_ref(repo: &Path) -> Option<String> {
@@ -98,7 +114,8 @@ fn a_journal_record_cut_short_is_dropped_and_the_records_around_it_kept() {
             store.insert(&[(numbered("before", n), None)]).unwrap();
         }
     }
-    // A record whose write the power loss cut: its header promises more than is there.
+    // A record its writer did not finish (killed, or stopped by a full disk): its header
+    // promises more than is there. The next writer must not append after it.
     let mut file = std::fs::OpenOptions::new().append(true).open(journal(&repo)).unwrap();
     file.write_all(b"KNJ1\xe8\x03\x00\x00partial").unwrap();
     drop(file);
@@ -140,4 +157,26 @@ fn a_sync_s_merge_flushes_everything_and_empties_the_journal() {
     assert_eq!(std::fs::metadata(journal(&repo)).unwrap().len(), 0, "the merging sync flushed all and emptied the journal");
     assert_all_present(&repo, &store, "synced", 2);
     assert_all_present(&repo, &store, "theirs", 1);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_journal_is_replayed_once_after_a_reboot_and_not_in_the_boot_that_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    init_repo(&repo);
+    {
+        let store = power_loss_store(&repo);
+        for n in 0..5 {
+            store.insert(&[(numbered("kept", n), None)]).unwrap();
+        }
+    }
+    let written = std::fs::read(journal(&repo)).unwrap();
+    assert!(!written.is_empty());
+    drop(power_loss_store(&repo));
+    assert_eq!(std::fs::read(journal(&repo)).unwrap(), written, "an open in the boot that wrote the journal leaves it alone");
+    reboot(&repo);
+    let store = power_loss_store(&repo);
+    assert_eq!(std::fs::metadata(journal(&repo)).unwrap().len(), 0, "the first open after a reboot replays and empties it");
+    assert_all_present(&repo, &store, "kept", 5);
 }
