@@ -342,7 +342,9 @@ fn row_dot(rows: &[RowView<'_>; 2], base_rows: usize, dims: usize, query: &[f32]
     total * rows.scales.get(row).copied().unwrap_or_default()
 }
 
-/// Asks the CPU to bring the 8-bit vector and the scale of `row` into its cache; a hint only.
+/// Asks the CPU to bring the 8-bit vector and the scale of `row` into its cache; a hint only,
+/// given where the instruction exists.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn prefetch_row(rows: &[RowView<'_>; 2], base_rows: usize, dims: usize, row: usize) {
     #[cfg(target_arch = "x86_64")]
     {
