@@ -30,7 +30,7 @@
 //! and "communicates with"), which the words alone cannot judge: [`Judgement::Unsure`]. A caller
 //! stores and links such a pair, or asks a model that can tell paraphrases apart.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -105,15 +105,17 @@ const NEGATION: &str = "¬";
 /// The rules, with the stemmer and the synonym phrases they use.
 pub struct ClaimRules {
     stemmer: Stemmer,
-    /// Synonym phrases as stem sequences, longest first, with the token each becomes.
-    phrases: Vec<(Vec<String>, String)>,
+    /// Synonym phrases as stem sequences with the token each becomes, by their first stem and
+    /// longest first: a word is checked only against the phrases it can begin. Reading a
+    /// statement looks each word up here, and a bulk capture reads thousands of statements.
+    phrases: HashMap<String, Vec<(Vec<String>, String)>>,
     /// Stems of the words that narrow, widen or turn a claim.
     scope: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for ClaimRules {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClaimRules").field("phrases", &self.phrases.len()).finish_non_exhaustive()
+        f.debug_struct("ClaimRules").field("phrases", &self.phrases.values().map(Vec::len).sum::<usize>()).finish_non_exhaustive()
     }
 }
 
@@ -205,6 +207,11 @@ impl ClaimRules {
             }
         }
         phrases.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        let mut by_first: HashMap<String, Vec<(Vec<String>, String)>> = HashMap::new();
+        for (words, canonical) in phrases {
+            by_first.entry(words[0].clone()).or_default().push((words, canonical));
+        }
+        let phrases = by_first;
         let scope = SCOPE_WORDS.iter().map(|word| stem_word(&stemmer, word)).collect();
         ClaimRules { stemmer, phrases, scope }
     }
@@ -380,7 +387,7 @@ impl ClaimRules {
         let mut index = 0;
         'tokens: while index < tokens.len() {
             if tokens[index].kind == Kind::Word {
-                for (phrase, canonical) in &self.phrases {
+                for (phrase, canonical) in self.phrases.get(&tokens[index].canon).into_iter().flatten() {
                     let end = index + phrase.len();
                     if end <= tokens.len() && tokens[index..end].iter().zip(phrase).all(|(token, word)| token.kind == Kind::Word && token.canon == *word) {
                         let named = tokens[index..end].iter().any(|token| token.named);
