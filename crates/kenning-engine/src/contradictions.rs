@@ -16,7 +16,7 @@
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
 use kenning_core::contradiction::{
-    Contradiction, ContradictionKind, ContradictionState, Detection, ID_PREFIX, Resolution, Verdict, check_id, detect,
+    Contradiction, ContradictionKind, ContradictionState, Detection, ID_PREFIX, Reading, Resolution, Verdict, check_id, detect_read,
     marked_superseded, no_longer_superseded, rule_resolution, settled_against, supersession_resolution,
 };
 use kenning_core::llm::LlmUse;
@@ -72,11 +72,12 @@ impl MemoryService {
         // Oldest first, so the report reads in the order things were said.
         candidates.sort_by(|a, b| a.memory.created_at.cmp(&b.memory.created_at).then_with(|| a.memory.id.cmp(&b.memory.id)));
         let mut found = Vec::new();
+        let newer = Reading::new(&memory.content);
         for Neighbour { memory: older, similarity } in candidates {
             if older.status != kenning_core::Status::Active || DERIVED_NAMESPACES.contains(&older.namespace.as_str()) {
                 continue;
             }
-            let Some(mut detection) = detect(&older.content, &memory.content, *similarity) else { continue };
+            let Some(mut detection) = detect_read(&Reading::new(&older.content), &newer, *similarity) else { continue };
             if let Some(llm) = self.llm() {
                 let (older_time, newer_time) = (timestamp(older.created_at), timestamp(memory.created_at));
                 let request = judge_request(note(older, &older_time), note(memory, &newer_time), &detection);

@@ -39,11 +39,9 @@ fn rules() -> &'static ClaimRules {
     RULES.get_or_init(ClaimRules::default)
 }
 
-/// Whether `newer` changes what `older` states, and the words of each that show it.
-pub(super) fn update(older: &str, newer: &str) -> Option<Detection> {
-    let rules = rules();
-    let olds: Vec<Statement> = rules.statements(older).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect();
-    let news: Vec<Statement> = rules.statements(newer).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect();
+/// Whether the newer statements change what the older ones state, and the words of each that
+/// show it.
+pub(super) fn update(olds: &[Statement], news: &[Statement]) -> Option<Detection> {
     for new in news.iter().filter(|new| !new.words.is_empty()) {
         for old in olds.iter().filter(|old| !old.words.is_empty() && !old.past && !old.change) {
             let found = replaced(old, new).or_else(|| moved(old, new)).or_else(|| cued(old, new));
@@ -58,7 +56,12 @@ pub(super) fn update(older: &str, newer: &str) -> Option<Detection> {
     None
 }
 
-struct Statement {
+/// The statements of `text` as [`update`] compares them.
+pub(super) fn statements(text: &str) -> Vec<Statement> {
+    rules().statements(text).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect()
+}
+
+pub(super) struct Statement {
     words: Vec<Word>,
     /// It tells of a past event rather than stating a fact.
     past: bool,
@@ -488,7 +491,7 @@ mod tests {
     use super::*;
 
     fn kind(older: &str, newer: &str) -> Option<ContradictionKind> {
-        update(older, newer).map(|found| found.kind)
+        update(&statements(older), &statements(newer)).map(|found| found.kind)
     }
 
     #[test]

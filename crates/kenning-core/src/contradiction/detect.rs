@@ -21,6 +21,7 @@
 //! Precision matters more than recall: a contradiction an agent is told of must be one. The
 //! corpus in `tests/fixtures/contradictions.json` holds true conflicts and near-misses.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
 use super::ContradictionKind;
@@ -67,16 +68,44 @@ pub struct Detection {
 /// Compares a newer memory's text with an older one's. `vector_similarity` is the cosine of
 /// their embeddings when the caller has them.
 pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Option<Detection> {
-    if older.trim() == newer.trim() {
+    detect_read(&Reading::new(older), &Reading::new(newer), vector_similarity)
+}
+
+/// A memory's text read once for comparison with several others: reading (splitting,
+/// tokenising, stemming) costs more than comparing, and a capture is compared with each of its
+/// neighbours.
+pub struct Reading<'a> {
+    text: &'a str,
+    sentences: OnceCell<Vec<Sentence>>,
+    statements: OnceCell<Vec<super::change::Statement>>,
+}
+
+impl<'a> Reading<'a> {
+    pub fn new(text: &'a str) -> Reading<'a> {
+        Reading { text, sentences: OnceCell::new(), statements: OnceCell::new() }
+    }
+
+    fn sentences(&self) -> &[Sentence] {
+        self.sentences.get_or_init(|| sentences(self.text).into_iter().take(MAX_SENTENCES).collect())
+    }
+
+    fn statements(&self) -> &[super::change::Statement] {
+        self.statements.get_or_init(|| super::change::statements(self.text))
+    }
+}
+
+/// [`detect`] on texts already read.
+pub fn detect_read(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<f64>) -> Option<Detection> {
+    if older.text.trim() == newer.text.trim() {
         return None;
     }
-    by_words(older, newer, vector_similarity).or_else(|| super::change::update(older, newer))
+    by_words(older, newer, vector_similarity).or_else(|| super::change::update(older.statements(), newer.statements()))
 }
 
 /// The detections of the module documentation, from the shared words of the two texts.
-fn by_words(older: &str, newer: &str, vector_similarity: Option<f64>) -> Option<Detection> {
-    let olds: Vec<Sentence> = sentences(older).into_iter().take(MAX_SENTENCES).collect();
-    let news: Vec<Sentence> = sentences(newer).into_iter().take(MAX_SENTENCES).collect();
+fn by_words(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<f64>) -> Option<Detection> {
+    let olds = older.sentences();
+    let news = newer.sentences();
     let close = vector_similarity.is_some_and(|value| value >= VECTOR_SUBJECT);
     let subject = |sentences: &[Sentence]| sentences.iter().flat_map(Sentence::subject).collect::<BTreeSet<String>>();
     if !close && dice(&subject(&olds), &subject(&news)) < MEMORY_SUBJECT {

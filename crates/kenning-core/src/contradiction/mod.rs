@@ -26,7 +26,7 @@ use crate::input::{MAX_LINKS, default_confidence, supersede};
 use crate::memory::{Link, Memory, MemoryVersion, vocabulary};
 use crate::urn::MemoryUrn;
 
-pub use detect::{Detection, detect};
+pub use detect::{Detection, Reading, detect, detect_read};
 
 /// Ids of contradiction records start with this.
 pub const ID_PREFIX: &str = "ctr_";
