@@ -137,17 +137,18 @@ impl Flush {
             _ => Ok(()),
         }
     }
+}
 
-    /// See [`Journal::recover`]; nothing to do without a journal.
-    pub fn recover(&self, repo: &Repository) -> Result<usize> {
-        match self {
-            #[cfg(target_os = "linux")]
-            Flush::Journal(journal) => journal.recover(repo),
-            _ => {
-                let _ = repo;
-                Ok(0)
-            }
-        }
+/// Replays the repository's journal if it needs it (see [`Journal::recover`]), whatever the
+/// durability of the store opening it: a store that does not journal its own writes must still
+/// not write on top of a ref that lost journaled moves. Nothing to do where there is no journal.
+pub(crate) fn recover(repo: &Repository) -> Result<usize> {
+    #[cfg(target_os = "linux")]
+    return Journal::new(repo).recover(repo);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = repo;
+        Ok(0)
     }
 }
 

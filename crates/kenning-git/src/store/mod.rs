@@ -88,7 +88,7 @@ impl GitNotesStore {
             Durability::PowerLoss => Flush::EveryFile,
         };
         configure_libgit2(&flush);
-        flush.recover(&repo)?;
+        crate::journal::recover(&repo)?;
         let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
         let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
         let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush };

@@ -180,3 +180,21 @@ fn a_journal_is_replayed_once_after_a_reboot_and_not_in_the_boot_that_wrote_it()
     assert_eq!(std::fs::metadata(journal(&repo)).unwrap().len(), 0, "the first open after a reboot replays and empties it");
     assert_all_present(&repo, &store, "kept", 5);
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_store_that_does_not_journal_still_replays_the_journal_others_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    init_repo(&repo);
+    let durable = loose_objects(&repo);
+    {
+        let store = power_loss_store(&repo);
+        for n in 0..5 {
+            store.insert(&[(numbered("journaled", n), None)]).unwrap();
+        }
+    }
+    lose_unflushed_writes(&repo, &durable, None);
+    let store = open(&repo);
+    assert_all_present(&repo, &store, "journaled", 5);
+}
