@@ -95,18 +95,12 @@ impl Flush {
     pub fn advance(&self, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
         match self {
             #[cfg(target_os = "linux")]
-            Flush::Journal(journal) => {
-                let mut file = journal.lock()?;
-                if !advance()? {
-                    return Ok(false);
+            Flush::Journal(journal) => journal.advance(advance, |file| {
+                if journal.append(file, repo, base, commit, objects)? > CHECKPOINT_BYTES {
+                    journal.checkpoint_locked(file)?;
                 }
-                journal.append(&mut file, repo, base, commit, objects)?;
-                let size = file.0.metadata().map_err(|error| journal.io("reading the size of", &error))?.len();
-                if size > CHECKPOINT_BYTES {
-                    journal.checkpoint_locked(&mut file)?;
-                }
-                Ok(true)
-            }
+                Ok(())
+            }),
             _ => advance(),
         }
     }
@@ -116,14 +110,7 @@ impl Flush {
     pub fn advance_flushed(&self, advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
         match self {
             #[cfg(target_os = "linux")]
-            Flush::Journal(journal) => {
-                let mut file = journal.lock()?;
-                if !advance()? {
-                    return Ok(false);
-                }
-                journal.checkpoint_locked(&mut file)?;
-                Ok(true)
-            }
+            Flush::Journal(journal) => journal.advance(advance, |file| journal.checkpoint_locked(file)),
             _ => advance(),
         }
     }
@@ -192,7 +179,19 @@ impl Journal {
         Ok(Locked(file))
     }
 
-    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid]) -> Result<()> {
+    /// Moves the ref with `advance` while holding the lock and, when it moved, makes the move
+    /// durable with `durable` before letting go.
+    fn advance(&self, advance: impl FnOnce() -> Result<bool>, durable: impl FnOnce(&mut Locked) -> Result<()>) -> Result<bool> {
+        let mut file = self.lock()?;
+        if !advance()? {
+            return Ok(false);
+        }
+        durable(&mut file)?;
+        Ok(true)
+    }
+
+    /// Appends and flushes the record of a move; returns the journal's length after it.
+    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid]) -> Result<u64> {
         let odb = repo.odb()?;
         let mut payload = Vec::with_capacity(4096);
         payload.extend_from_slice(base.unwrap_or_else(Oid::zero).as_bytes());
@@ -223,7 +222,8 @@ impl Journal {
             let _ = file.0.set_len(end);
             return Err(self.io("writing", &error));
         }
-        file.0.sync_data().map_err(|error| self.io("flushing", &error))
+        file.0.sync_data().map_err(|error| self.io("flushing", &error))?;
+        Ok(end + record.len() as u64)
     }
 
     /// Where the journal's last whole record ends, cutting off whatever follows it.
@@ -332,21 +332,11 @@ impl Journal {
     /// the lock: a checkpoint emptying the journal meanwhile makes this say no, which costs a
     /// replay of nothing.
     fn written_in_this_boot(&self) -> bool {
+        let Ok(file) = File::open(&self.path) else { return false };
         let mut head = [0u8; 8 + BOOT_BYTES];
-        let read = File::open(&self.path).and_then(|mut file| {
-            let mut filled = 0;
-            while filled < head.len() {
-                match file.read(&mut head[filled..])? {
-                    0 => break,
-                    count => filled += count,
-                }
-            }
-            Ok(filled)
-        });
-        match read {
-            Ok(0) => true,
-            Ok(filled) => filled == head.len() && &head[..4] == MAGIC && boot_id().is_some_and(|boot| head[8..] == boot),
-            Err(_) => false,
+        match file.read_exact_at(&mut head, 0) {
+            Ok(()) => &head[..4] == MAGIC && boot_id().is_some_and(|boot| head[8..] == boot),
+            Err(_) => file.metadata().is_ok_and(|meta| meta.len() == 0),
         }
     }
 

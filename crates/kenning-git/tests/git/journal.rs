@@ -12,6 +12,14 @@ fn power_loss_store(repo: &Path) -> GitNotesStore {
     GitNotesStore::open(repo, &index_path(repo), Durability::PowerLoss).unwrap()
 }
 
+/// Captures `count` numbered memories through a store with power-loss durability, then closes it.
+fn capture_journaled(repo: &Path, prefix: &str, count: usize) {
+    let store = power_loss_store(repo);
+    for n in 0..count {
+        assert_eq!(store.insert(&[(numbered(prefix, n), None)]).unwrap(), [Inserted::Created]);
+    }
+}
+
 fn journal(repo: &Path) -> PathBuf {
     repo.join(".git/kenning/notes-journal")
 }
@@ -86,12 +94,7 @@ fn acknowledged_captures_survive_a_power_loss_through_the_journal() {
     let repo = dir.path().join("repo");
     init_repo(&repo);
     let durable = loose_objects(&repo);
-    {
-        let store = power_loss_store(&repo);
-        for n in 0..20 {
-            assert_eq!(store.insert(&[(numbered("flushed", n), None)]).unwrap(), [Inserted::Created]);
-        }
-    }
+    capture_journaled(&repo, "flushed", 20);
     assert!(std::fs::metadata(journal(&repo)).unwrap().len() > 0, "each capture is journaled");
     lose_unflushed_writes(&repo, &durable, None);
     assert_eq!(notes_ref(&repo), None);
@@ -108,23 +111,13 @@ fn a_journal_record_cut_short_is_dropped_and_the_records_around_it_kept() {
     let repo = dir.path().join("repo");
     init_repo(&repo);
     let durable = loose_objects(&repo);
-    {
-        let store = power_loss_store(&repo);
-        for n in 0..10 {
-            store.insert(&[(numbered("before", n), None)]).unwrap();
-        }
-    }
+    capture_journaled(&repo, "before", 10);
     // A record its writer did not finish (killed, or stopped by a full disk): its header
     // promises more than is there. The next writer must not append after it.
     let mut file = std::fs::OpenOptions::new().append(true).open(journal(&repo)).unwrap();
     file.write_all(b"KNJ1\xe8\x03\x00\x00partial").unwrap();
     drop(file);
-    {
-        let store = power_loss_store(&repo);
-        for n in 0..10 {
-            store.insert(&[(numbered("after", n), None)]).unwrap();
-        }
-    }
+    capture_journaled(&repo, "after", 10);
     lose_unflushed_writes(&repo, &durable, None);
 
     let store = power_loss_store(&repo);
@@ -165,12 +158,7 @@ fn a_journal_is_replayed_once_after_a_reboot_and_not_in_the_boot_that_wrote_it()
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     init_repo(&repo);
-    {
-        let store = power_loss_store(&repo);
-        for n in 0..5 {
-            store.insert(&[(numbered("kept", n), None)]).unwrap();
-        }
-    }
+    capture_journaled(&repo, "kept", 5);
     let written = std::fs::read(journal(&repo)).unwrap();
     assert!(!written.is_empty());
     drop(power_loss_store(&repo));
@@ -188,12 +176,7 @@ fn a_store_that_does_not_journal_still_replays_the_journal_others_left() {
     let repo = dir.path().join("repo");
     init_repo(&repo);
     let durable = loose_objects(&repo);
-    {
-        let store = power_loss_store(&repo);
-        for n in 0..5 {
-            store.insert(&[(numbered("journaled", n), None)]).unwrap();
-        }
-    }
+    capture_journaled(&repo, "journaled", 5);
     lose_unflushed_writes(&repo, &durable, None);
     let store = open(&repo);
     assert_all_present(&repo, &store, "journaled", 5);
