@@ -6,7 +6,8 @@
 //! time and caller metadata; everything else left to the tool's defaults), one call per turn:
 //! the content is `Speaker: text`, the event time the session's date, the turn id rides along
 //! as the `turn_id` metadata and the session (`conv-26:D1`) as `session_id`, as an agent's
-//! session would. Every question of the conversation is then recalled through
+//! session would, and the speaker is the author, as when each participant writes under their own
+//! identity (an API key each over HTTP; characters an author may not hold become `-`). Every question of the conversation is then recalled through
 //! `MemoryService::recall` with no filters, as of the conversation's last session (the
 //! reference time relative expressions such as "last week" count from), and the top
 //! [`RANKING_DEPTH`] hits are mapped back to turn ids through that metadata. The rankings go to a file, one `{"qid", "ranked"}` per
@@ -208,12 +209,20 @@ pub(crate) fn turn_input(turn: &Turn) -> CaptureInput {
     CaptureInput {
         content: format!("{}: {}", turn.speaker, turn.text),
         event_time: Some(turn.event_time.clone()),
+        author: Some(author_of(&turn.speaker)),
         metadata: BTreeMap::from([
             (TURN_ID_KEY.to_owned(), turn.id.clone()),
             (SESSION_KEY.to_owned(), locomo::session_of(&turn.id).to_owned()),
         ]),
         ..CaptureInput::default()
     }
+}
+
+/// A speaker's name as an author: the characters an author may not hold (see
+/// `kenning_core::memory::validate_author`) become `-`.
+fn author_of(speaker: &str) -> String {
+    let author: String = speaker.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | ':' | '-') { c } else { '-' }).take(128).collect();
+    if author.is_empty() { "-".to_owned() } else { author }
 }
 
 /// The turn ids of the top hits for `question` asked at `as_of`, best first.
@@ -327,7 +336,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_turn_is_captured_as_speaker_and_text_at_its_session_time_with_its_id_and_session() {
+    fn a_turn_is_captured_as_speaker_and_text_at_its_session_time_with_its_id_session_and_author() {
         let turn = Turn {
             line: 3,
             id: "conv-26:D1:3".into(),
@@ -340,6 +349,7 @@ mod tests {
         let expected = CaptureInput {
             content: "Caroline: I went to a LGBTQ support group yesterday.".into(),
             event_time: Some("2023-05-08T13:56:00Z".into()),
+            author: Some("Caroline".into()),
             metadata: BTreeMap::from([
                 ("turn_id".to_owned(), "conv-26:D1:3".to_owned()),
                 ("session_id".to_owned(), "conv-26:D1".to_owned()),
@@ -347,5 +357,6 @@ mod tests {
             ..CaptureInput::default()
         };
         assert_eq!(turn_input(&turn), expected);
+        assert_eq!(turn_input(&Turn { speaker: "David Håsäther".into(), ..turn }).author.as_deref(), Some("David-H-s-ther"));
     }
 }

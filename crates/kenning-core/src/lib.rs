@@ -17,7 +17,8 @@
 //! - [`claim`] tells whether two statements make the same claim: order, roles, numbers with
 //!   their units, negation and scope words decide, not the set of words they share.
 //! - [`expansion`] widens a query by the other names of what it names (built-in and project
-//!   synonyms, or a model's rewrite); [`confidence`] assesses a memory's confidence now.
+//!   synonyms, or a model's rewrite); [`question`] cuts a compound question into the parts that
+//!   ask something of their own; [`confidence`] assesses a memory's confidence now.
 //! - [`when`] finds time expressions in queries ("last May", "on 13 October, 2023") and the
 //!   span of time each names.
 //! - [`MemoryStore`] and [`Embedder`] are the seams to storage and to embedding models;
@@ -51,6 +52,7 @@ pub mod interrupt;
 pub mod llm;
 pub mod memory;
 pub mod provenance;
+pub mod question;
 pub mod relation;
 pub mod search;
 pub mod secrets;

@@ -1,7 +1,7 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
-//! scores; the best hits then lend part of their score to the memories captured next to them in
-//! the same session, and the best candidates gain part of the best score among the other
-//! candidates of their session. Each candidate's relevance is then weighed by its confidence now
+//! scores, plus those of each part of a compound question; the best hits then lend part of their
+//! score to the memories another author captured next to them in the same session, and the best
+//! candidates gain part of the best score among the other candidates of their session. Each candidate's relevance is then weighed by its confidence now
 //! ([`kenning_core::confidence`]): dormant memories and those under `min_confidence` drop out. The
 //! ranking is paged by cursor and cut to a token budget.
 //!
@@ -24,6 +24,7 @@ use kenning_core::confidence::{Assessment, assess, ranking_factor};
 use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
 use kenning_core::input::{MAX_TAGS, parse_time};
 use kenning_core::provenance::{repository_path, session_of};
+use kenning_core::question::question_parts;
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::{asks_about_the_past, find_time_expression};
 use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
@@ -41,11 +42,14 @@ pub const DEFAULT_MAX_TOKENS: usize = 4000;
 const SNIPPET_CHARS: usize = 240;
 /// The most candidates one leg contributes; deeper pages than this are not reachable.
 const MAX_CANDIDATES: usize = 1000;
-/// The share of its score a hit passes on to each memory captured next to it in its session.
-/// What was captured around a relevant memory in the same session often completes it (the
-/// answer after a question, the fix after a failure), yet it is less likely to be relevant than
-/// the hit itself: half is the neutral choice. Memories of other sessions get nothing, however
-/// close in time: two agents' notes captured a minute apart are not about one thing.
+/// The share of its score a hit passes on to each memory another author captured next to it in
+/// its session. A reply completes what it answers (the answer after a question, "Yes, last
+/// week!" after "Have you been to the lake?"), yet it is less likely to be relevant than the hit
+/// itself: half is the neutral choice. The hit's own author's next memory gets nothing: an
+/// agent's next note in its session, like a maintainer's next commit, is a statement of its own
+/// about whatever it names, and lending to it put unrelated notes above the evidence. Neither
+/// does a memory of unknown author, nor one of another session, however close in time: two
+/// agents' notes captured a minute apart are not about one thing.
 const NEIGHBOUR_SHARE: f64 = 0.5;
 /// How many of the best hits pass score on to their neighbours.
 const NEIGHBOUR_SOURCES: usize = 10;
@@ -65,6 +69,14 @@ const SESSION_POOL: usize = 2 * NEIGHBOUR_SOURCES;
 /// How much a memory from the span of time a query names gains, times its relevance among the
 /// memories of that span: half the range of a fused score.
 const TIME_PREFERENCE: f64 = 0.5;
+
+/// The share of its score each part of a compound question ([`question_parts`]) adds to the
+/// whole question's: the whole question's best match is one part's best too, and the other
+/// part's best, which shares few of the whole question's words, gains enough to reach the
+/// first page beside it. Added, not the larger of the two: a part's best match taken alone
+/// would rank any memory that shares a part's two common words level with the whole question's
+/// best.
+const PART_SHARE: f64 = 0.5;
 
 /// The share of the full-text weight that goes to the query's expansion (its synonyms, or a
 /// model's rewrite): enough that a note using another name for the same thing is found, not so
@@ -166,7 +178,9 @@ impl MemoryService {
         // from everything: the vector leg would only add noise, so the recall is text-only.
         let query_vector =
             self.embed_one(&plan.query)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
-        let fused = score_fusion(&self.legs(&plan, &plan.filter, query_vector.as_deref(), depth)?);
+        let fused = score_fusion(&self.legs(&plan, &plan.query, &plan.expansion, &plan.filter, query_vector.as_deref(), depth)?);
+        check_interrupt()?;
+        let fused = self.add_question_parts(&plan, fused, depth)?;
         check_interrupt()?;
         let fused = self.prefer_time_span(&plan, fused, query_vector.as_deref(), depth)?;
         check_interrupt()?;
@@ -237,9 +251,18 @@ impl MemoryService {
         })
     }
 
-    /// The weighted legs of a search: full text and, with a query vector, vectors, each merged
-    /// across stores and cut to `depth`.
-    fn legs(&self, plan: &RecallPlan<'_>, filter: &SearchFilter, query_vector: Option<&[f32]>, depth: usize) -> Result<Vec<FusionList<(usize, MemoryId)>>> {
+    /// The weighted legs of a search for `query` (with its `expansion`, and `query_vector`, its
+    /// embedding): full text and, with a query vector, vectors, each merged across stores and cut
+    /// to `depth`.
+    fn legs(
+        &self,
+        plan: &RecallPlan<'_>,
+        query: &str,
+        expansion: &[String],
+        filter: &SearchFilter,
+        query_vector: Option<&[f32]>,
+        depth: usize,
+    ) -> Result<Vec<FusionList<(usize, MemoryId)>>> {
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut expansion_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
@@ -248,12 +271,12 @@ impl MemoryService {
             if !plan.is_available(index) {
                 continue;
             }
-            let Some(hits) = plan.answer(index, entry.store.search_text(&plan.query, filter, depth))? else { continue };
+            let Some(hits) = plan.answer(index, entry.store.search_text(query, filter, depth))? else { continue };
             for hit in hits {
                 text_leg.push((hit.score, (index, hit.id)));
             }
-            if !plan.expansion.is_empty() {
-                let Some(hits) = plan.answer(index, entry.store.search_text(&plan.expansion.join(" "), filter, depth))? else { continue };
+            if !expansion.is_empty() {
+                let Some(hits) = plan.answer(index, entry.store.search_text(&expansion.join(" "), filter, depth))? else { continue };
                 for hit in hits {
                     expansion_leg.push((hit.score, (index, hit.id)));
                 }
@@ -282,6 +305,23 @@ impl MemoryService {
         Ok(legs)
     }
 
+    /// When the query asks two things or more ([`question_parts`]: "what did we decide about the
+    /// auth flow, and why did the first attempt fail"), adds to each memory [`PART_SHARE`] times
+    /// its fused score for each part searched alone (its own words and embedding, without the
+    /// expansion). The memory answering the part whose words are fewer or rarer then reaches the
+    /// first page, where the whole question's scores leave it below lone matches of the other
+    /// part. A question that asks one thing costs nothing more.
+    fn add_question_parts(&self, plan: &RecallPlan<'_>, fused: Ranking, depth: usize) -> Result<Ranking> {
+        let mut ranking = fused;
+        for part in question_parts(&plan.query) {
+            check_interrupt()?;
+            let part_vector = self.embed_one(&part)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
+            let scores = score_fusion(&self.legs(plan, &part, &[], &plan.filter, part_vector.as_deref(), depth)?);
+            ranking = add_scores(ranking, scores.into_iter().map(|(key, score)| (key, PART_SHARE * score)).collect());
+        }
+        Ok(ranking)
+    }
+
     /// When the query names a span of time ("last May", "on 13 October, 2023"), adds to the
     /// score of each memory that occurred in it [`TIME_PREFERENCE`] times its relevance among
     /// the memories of that span (the same legs and fusion, restricted to the span). So the
@@ -297,7 +337,7 @@ impl MemoryService {
             return Ok(fused);
         }
         let in_span = SearchFilter { since: Some(since), until: Some(until), ..plan.filter.clone() };
-        let preferred: Ranking = score_fusion(&self.legs(plan, &in_span, query_vector, depth)?)
+        let preferred: Ranking = score_fusion(&self.legs(plan, &plan.query, &plan.expansion, &in_span, query_vector, depth)?)
             .into_iter()
             .map(|(key, score)| (key, TIME_PREFERENCE * score))
             .collect();
@@ -466,8 +506,8 @@ impl MemoryService {
     }
 
     /// Gives the memories captured just before and after each of the best hits, in the hit's
-    /// session, a share of that hit's score on top of their own, and ranks again. A hit of no
-    /// known session lends nothing. A memory between two hits gets the larger of their shares,
+    /// session and by another author, a share of that hit's score on top of their own, and ranks
+    /// again. A hit of no known session or author lends nothing. A memory between two hits gets the larger of their shares,
     /// not both: with both, a middling match between two good ones could outrank the best of
     /// them.
     fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
@@ -475,9 +515,16 @@ impl MemoryService {
         // The records confidence weighing reads first are read with these, in one call.
         let first_weighed = (plan.offset + plan.limit).max(CONFIDENCE_BATCH) + CONFIDENCE_BATCH;
         fetch(plan, fused.iter().take(NEIGHBOUR_SOURCES.max(first_weighed)).map(|(key, _)| key))?;
-        let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
-        for ((index, id), score) in sources {
-            let session = plan.fetched.borrow().get(&(*index, id.clone())).and_then(session_of).map(str::to_owned);
+        let mut lenders: Vec<(&(usize, MemoryId), f64, Vec<MemoryId>)> = Vec::new();
+        for (key, score) in sources {
+            let (index, id) = key;
+            let session = plan
+                .fetched
+                .borrow()
+                .get(key)
+                .filter(|memory| memory.author.is_some())
+                .and_then(session_of)
+                .map(str::to_owned);
             let Some(session) = session else { continue };
             if !plan.is_available(*index) {
                 continue;
@@ -487,11 +534,27 @@ impl MemoryService {
             let Some(neighbours) = plan.answer(*index, store.neighbours(std::slice::from_ref(id), &in_session, NEIGHBOUR_WINDOW))? else {
                 continue;
             };
-            for neighbour in neighbours.into_iter().flatten() {
-                let share = shares.entry((*index, neighbour)).or_default();
+            lenders.push((key, *score, neighbours.into_iter().flatten().collect()));
+        }
+        // The neighbours' records, for their authors, in one read; most are candidates whose
+        // records confidence weighing reads anyway.
+        let neighbour_keys: Vec<(usize, MemoryId)> =
+            lenders.iter().flat_map(|((index, _), _, neighbours)| neighbours.iter().map(|neighbour| (*index, neighbour.clone()))).collect();
+        fetch(plan, neighbour_keys.iter())?;
+        let fetched = plan.fetched.borrow();
+        let mut shares: HashMap<(usize, MemoryId), f64> = HashMap::new();
+        for (key, score, neighbours) in lenders {
+            let Some(hit) = fetched.get(key) else { continue };
+            for neighbour in neighbours {
+                let neighbour = (key.0, neighbour);
+                if !fetched.get(&neighbour).is_some_and(|memory| by_another_author(hit, memory)) {
+                    continue;
+                }
+                let share = shares.entry(neighbour).or_default();
                 *share = share.max(NEIGHBOUR_SHARE * score);
             }
         }
+        drop(fetched);
         let mut shares: Vec<((usize, MemoryId), f64)> = shares.into_iter().collect();
         // In id order, so that equal scores rank the same way every time.
         shares.sort_by(|a, b| a.0.cmp(&b.0));
@@ -624,6 +687,12 @@ fn lift_sessions(plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         ranking.sort_by(|a, b| b.1.total_cmp(&a.1));
     }
     Ok(ranking)
+}
+
+/// Whether both memories name their author and the authors differ: whether `reply` can answer
+/// or complete `said` in a conversation, rather than being its author's next statement.
+fn by_another_author(said: &Memory, reply: &Memory) -> bool {
+    matches!((&said.author, &reply.author), (Some(first), Some(second)) if first != second)
 }
 
 /// The largest weight [`MemoryService::weigh_by_confidence`] gives a candidate's relevance.

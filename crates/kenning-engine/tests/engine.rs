@@ -203,11 +203,19 @@ fn builtin_embedder() -> Option<Arc<dyn Embedder>> {
 
 /// Captures `(content, namespace, event time, session)` notes in one batch and returns their URNs.
 fn capture_in_sessions(memory: &MemoryService, notes: &[(&str, &str, &str, Option<&str>)]) -> Vec<String> {
+    let notes: Vec<_> = notes.iter().map(|(content, namespace, time, session)| (*content, *namespace, *time, *session, None)).collect();
+    capture_authored(memory, &notes)
+}
+
+/// Captures `(content, namespace, event time, session, author)` notes in one batch and returns
+/// their URNs.
+fn capture_authored(memory: &MemoryService, notes: &[(&str, &str, &str, Option<&str>, Option<&str>)]) -> Vec<String> {
     let inputs = notes
         .iter()
-        .map(|(content, namespace, time, session)| CaptureInput {
+        .map(|(content, namespace, time, session, author)| CaptureInput {
             event_time: Some((*time).into()),
             metadata: session.map(|session| [("session_id".to_owned(), session.to_owned())].into()).unwrap_or_default(),
+            author: author.map(str::to_owned),
             ..note(content, namespace)
         })
         .collect();
@@ -219,18 +227,18 @@ fn score_of(page: &kenning_engine::views::RecallPage, urn: &str) -> f64 {
 }
 
 #[test]
-fn recall_brings_along_what_was_captured_next_to_a_strong_hit_in_its_session() {
+fn recall_brings_along_the_reply_captured_next_to_a_strong_hit_in_its_session() {
     let dir = tempfile::tempdir().unwrap();
     let memory = two_domains(&dir, builtin_embedder());
-    let captured = capture_in_sessions(
+    let captured = capture_authored(
         &memory,
         &[
-            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", Some("agent-a")),
+            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", Some("agent-a"), Some("ana")),
             // Another agent's note, captured between the question and its answer.
-            ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", Some("agent-b")),
-            ("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z", Some("agent-a")),
-            ("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z", Some("agent-a")),
-            ("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z", Some("agent-a")),
+            ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", Some("agent-b"), Some("ben")),
+            ("It is 5433 since the upgrade; 5432 is the old cluster", "context", "2026-03-02T10:01:00Z", Some("agent-a"), Some("ben")),
+            ("Renamed the billing queue", "progress", "2026-03-02T10:02:00Z", Some("agent-a"), Some("ana")),
+            ("Unrelated: the linter config moved to the workspace root", "context", "2026-03-02T18:00:00Z", Some("agent-a"), Some("ana")),
         ],
     );
     let page = memory.recall(RecallRequest { limit: Some(5), ..recall("staging database port") }).unwrap();
@@ -242,18 +250,18 @@ fn recall_brings_along_what_was_captured_next_to_a_strong_hit_in_its_session() {
 
 /// Regression: any memory captured within the hour next to a hit was its neighbour, so two
 /// agents' unrelated notes lent each other score. Without a session nothing is lent; the same
-/// two notes in one session are neighbours.
+/// two notes in one session, by two authors, are neighbours.
 #[test]
 fn memories_of_no_session_lend_nothing() {
     let query = RecallRequest { limit: Some(5), ..recall("staging database port") };
     let cache_note_score = |session: Option<&str>| {
         let dir = tempfile::tempdir().unwrap();
         let memory = two_domains(&dir, builtin_embedder());
-        let captured = capture_in_sessions(
+        let captured = capture_authored(
             &memory,
             &[
-                ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", session),
-                ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", session),
+                ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", session, Some("ana")),
+                ("Bumped the session cache lifetime to ten minutes", "context", "2026-03-02T10:00:30Z", session, Some("ben")),
             ],
         );
         let page = memory.recall(query.clone()).unwrap();
@@ -264,6 +272,40 @@ fn memories_of_no_session_lend_nothing() {
     assert!(lent >= 0.5 * hit, "in one session the note is the hit's neighbour: {lent} vs {hit}");
     let (alone, _) = cache_note_score(None);
     assert!(alone < lent - 0.25, "without a session it is not: {alone} vs {lent}");
+}
+
+/// Regression, from commit histories kept as memories: a maintainer's or an agent's next note
+/// in its session is a statement of its own, yet it took half the score of the strong hit
+/// before it and ranked above the evidence ("when did CI move to GitHub Actions" put the next
+/// two unrelated commits of that week above the second commit that answers it). The same note
+/// by another author, a reply in a conversation, is still lifted.
+#[test]
+fn a_self_contained_note_beside_a_strong_hit_is_not_lifted_above_the_evidence() {
+    let query = RecallRequest { limit: Some(3), ..recall("when did the CI builds move to GitHub Actions") };
+    let ranks = |next_author: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = two_domains(&dir, builtin_embedder());
+        let captured = capture_authored(
+            &memory,
+            &[
+                ("ci: move the CI builds from Travis to GitHub Actions", "progress", "2026-03-02T10:00:00Z", Some("week-10"), Some("ana")),
+                ("ignore: fix a typo in a doc comment", "progress", "2026-03-02T10:05:00Z", Some("week-10"), Some(next_author)),
+                ("Renamed the release workflow", "progress", "2026-03-05T09:00:00Z", Some("week-10"), Some("ana")),
+                ("The linter runs before every commit", "progress", "2026-03-05T11:00:00Z", Some("week-10"), Some("ana")),
+                ("ci: drop the last Travis configuration now that Actions builds every platform", "progress", "2026-03-20T09:00:00Z", Some("week-12"), Some("ana")),
+                ("Docs moved into the workspace root", "progress", "2026-03-21T10:00:00Z", Some("week-12"), Some("ana")),
+                ("Upgraded the runners to larger disks", "progress", "2026-03-22T11:00:00Z", Some("week-12"), Some("ana")),
+            ],
+        );
+        let page = memory.recall(query.clone()).unwrap();
+        let found = urns(&page);
+        assert_eq!(found[0], captured[0], "the move itself matches best");
+        (found.iter().position(|urn| *urn == captured[1]), found.iter().position(|urn| *urn == captured[4]))
+    };
+    let (note, evidence) = ranks("ana");
+    assert!(evidence.is_some() && (note.is_none() || note > evidence), "the author's next note stays below the evidence: {note:?} {evidence:?}");
+    let (reply, _) = ranks("ben");
+    assert_eq!(reply, Some(1), "another author's reply right after the hit comes along with it");
 }
 
 /// A question in two parts ("what did we decide and why did the first attempt fail") whose
@@ -292,6 +334,36 @@ fn both_parts_of_a_compound_question_noted_in_one_session_reach_the_first_page()
     let found = urns(&page);
     assert_eq!(found[0], captured[0], "the decision matches best");
     assert!(found.contains(&captured[2]), "the failure noted in the decision's session is on the first page: {found:?}");
+}
+
+/// A question in two parts whose answers were noted in sessions days apart (each note in its
+/// own): neither the session lift nor the neighbour spread joins them, and the whole question's words favour the
+/// first part's many matches. The second part, searched on its own, brings its answer to the
+/// first page; the same words asked as one question (", and so why" opens no new question)
+/// leave it fourth.
+#[test]
+fn both_parts_of_a_compound_question_noted_in_different_sessions_reach_the_first_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_in_sessions(
+        &memory,
+        &[
+            ("Decided: the CLI auth flow uses OAuth device codes", "context", "2026-03-02T10:00:00Z", Some("auth-decision")),
+            ("The OAuth device code flow of the CLI polls every five seconds", "context", "2026-03-03T10:00:00Z", Some("polling")),
+            ("The CLI auth flow stores the OAuth device code in the keyring", "context", "2026-03-04T10:00:00Z", Some("keyring")),
+            ("The web app auth flow uses OAuth with session cookies", "context", "2026-03-05T10:00:00Z", Some("web")),
+            ("The token refresh failed: it raced the logout in another tab", "context", "2026-03-06T10:00:00Z", Some("rollout")),
+            ("Rotated the deploy token", "context", "2026-03-07T10:00:00Z", Some("deploy")),
+            ("Refresh the docs index nightly", "context", "2026-03-08T10:00:00Z", Some("docs")),
+            ("The first build failed on the new runner", "context", "2026-03-09T10:00:00Z", Some("ci")),
+        ],
+    );
+    let first_page = |question: &str| urns(&memory.recall(RecallRequest { limit: Some(3), ..recall(question) }).unwrap());
+    let found = first_page("what did we decide about the OAuth device code auth flow of the CLI, and why did the token refresh fail");
+    assert_eq!(found[0], captured[0], "the decision matches best");
+    assert!(found.contains(&captured[4]), "the failure, noted in another session, is on the first page: {found:?}");
+    let as_one = first_page("what did we decide about the OAuth device code auth flow of the CLI, and so why did the token refresh fail");
+    assert!(!as_one.contains(&captured[4]), "asked as one question, the failure is not on the first page: {as_one:?}");
 }
 
 #[test]
