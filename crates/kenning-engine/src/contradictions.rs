@@ -53,7 +53,7 @@ impl MemoryService {
     /// Checks a memory just captured against its nearest neighbours and records each
     /// contradiction found. A failure here does not fail the capture, which is already stored:
     /// it becomes a warning.
-    pub(crate) fn contradictions_at_capture(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour], warnings: &mut Vec<String>) -> Vec<ContradictionNote> {
+    pub(crate) fn contradictions_at_capture(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<ContradictionNote> {
         let Some(state) = entry.store.state() else { return Vec::new() };
         let mut notes = Vec::new();
         for conflict in self.find_conflicts(memory, neighbours, warnings) {
@@ -67,17 +67,18 @@ impl MemoryService {
 
     /// The nearest active memories (of the capture's neighbours, which its judgement read)
     /// that the new one contradicts, by the rules and, with a model, confirmed by it.
-    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour], warnings: &mut Vec<String>) -> Vec<Found> {
-        let mut candidates: Vec<&Neighbour> = neighbours.iter().filter(|neighbour| neighbour.memory.id != memory.id).take(CANDIDATES).collect();
+    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Found> {
+        let mut candidates: Vec<&Neighbour<'_>> = neighbours.iter().filter(|neighbour| neighbour.known.memory.id != memory.id).take(CANDIDATES).collect();
         // Oldest first, so the report reads in the order things were said.
-        candidates.sort_by(|a, b| a.memory.created_at.cmp(&b.memory.created_at).then_with(|| a.memory.id.cmp(&b.memory.id)));
+        candidates.sort_by(|a, b| a.known.memory.created_at.cmp(&b.known.memory.created_at).then_with(|| a.known.memory.id.cmp(&b.known.memory.id)));
         let mut found = Vec::new();
         let newer = Reading::new(&memory.content);
-        for Neighbour { memory: older, similarity } in candidates {
+        for Neighbour { known, similarity } in candidates {
+            let older = known.memory;
             if older.status != kenning_core::Status::Active || DERIVED_NAMESPACES.contains(&older.namespace.as_str()) {
                 continue;
             }
-            let Some(mut detection) = detect_read(&Reading::new(&older.content), &newer, *similarity) else { continue };
+            let Some(mut detection) = detect_read(&known.reading, &newer, *similarity) else { continue };
             if let Some(llm) = self.llm() {
                 let (older_time, newer_time) = (timestamp(older.created_at), timestamp(memory.created_at));
                 let request = judge_request(note(older, &older_time), note(memory, &newer_time), &detection);

@@ -20,7 +20,7 @@ use kenning_core::{
 use crate::access_counts::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
-use crate::judgment::{Earlier, Neighbour, Plan, link_views};
+use crate::judgment::{Earlier, Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
@@ -330,15 +330,17 @@ impl MemoryService {
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`); the same neighbours are checked for
         // contradictions once it is stored.
+        let judged: Vec<Option<(&Memory, Option<&Embedding>)>> =
+            memories.iter().zip(&embeddings).zip(&holders).map(|((memory, embedding), holder)| holder.is_none().then_some((memory, embedding.as_ref()))).collect();
+        let nearby = self.neighbours_of(entry, &judged)?;
+        let known = nearby.known();
+        let neighbours = nearby.lists(&known);
         let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
-        let mut neighbours: Vec<Vec<Neighbour>> = Vec::with_capacity(memories.len());
-        for (index, (memory, embedding)) in memories.iter().zip(&embeddings).enumerate() {
+        for (index, memory) in memories.iter().enumerate() {
             if holders[index].is_some() {
                 plans.push(Plan::Store(Vec::new()));
-                neighbours.push(Vec::new());
                 continue;
             }
-            let near = self.neighbours_of(entry, memory, embedding.as_ref())?;
             let earlier: Vec<Earlier<'_>> = (0..index)
                 .map(|before| Earlier {
                     memory: &memories[before],
@@ -346,8 +348,7 @@ impl MemoryService {
                     stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
                 })
                 .collect();
-            plans.push(self.plan_capture(memory, &claims[index], &earlier, &near));
-            neighbours.push(near);
+            plans.push(self.plan_capture(memory, &claims[index], &earlier, &neighbours[index]));
         }
         // Captures merged into an earlier one of the batch are kept beside it, forgotten; the
         // earlier one is stored already confirmed.
