@@ -20,6 +20,7 @@ use kenning_core::{
 use crate::access_counts::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::contradictions::SettledRecords;
 use crate::judgment::{Earlier, Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
@@ -385,6 +386,7 @@ impl MemoryService {
         let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
         let mut stored = batch.iter().zip(inserted).zip(batch_links);
         let mut near = neighbours.into_iter();
+        let settled = SettledRecords::default();
         outcomes
             .into_iter()
             .zip(redactions)
@@ -420,7 +422,7 @@ impl MemoryService {
                         }
                     }
                     Inserted::Created => {
-                        let contradictions = self.contradictions_at_capture(entry, memory, &neighbours, &mut warnings);
+                        let contradictions = self.contradictions_at_capture(entry, &settled, memory, &neighbours, &mut warnings);
                         CaptureOutcome {
                             urn: memory.urn().to_string(),
                             title: memory.title.clone(),
