@@ -46,26 +46,35 @@ pub const DEFAULT_CONTRADICTION_LIMIT: usize = 20;
 pub const MAX_CONTRADICTION_LIMIT: usize = 100;
 
 /// A contradiction found at capture, before it is recorded.
-struct Found {
+pub(crate) struct Conflict {
     older: Memory,
     detection: Detection,
 }
 
 impl MemoryService {
-    /// Checks a memory just captured against its nearest neighbours and records each
-    /// contradiction found. A failure here does not fail the capture, which is already stored:
-    /// it becomes a warning.
-    pub(crate) fn contradictions_at_capture(
+    /// The contradictions a capture makes with its nearest neighbours, found before it is
+    /// stored and recorded by [`MemoryService::record_conflicts`] once it is. A domain that keeps
+    /// no records is not checked.
+    pub(crate) fn conflicts_of(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
+        if entry.store.state().is_none() {
+            return Vec::new();
+        }
+        self.find_conflicts(memory, neighbours, warnings)
+    }
+
+    /// Records each contradiction found for a memory just stored. A failure here does not fail
+    /// the capture, which is already stored: it becomes a warning.
+    pub(crate) fn record_conflicts(
         &self,
         entry: &DomainStore,
         settled: &SettledRecords,
         memory: &Memory,
-        neighbours: &[Neighbour<'_>],
+        conflicts: Vec<Conflict>,
         warnings: &mut Vec<String>,
     ) -> Vec<ContradictionNote> {
         let Some(state) = entry.store.state() else { return Vec::new() };
         let mut notes = Vec::new();
-        for conflict in self.find_conflicts(memory, neighbours, warnings) {
+        for conflict in conflicts {
             match self.record_conflict(state, settled, memory, conflict) {
                 Ok(note) => notes.push(note),
                 Err(error) => {
@@ -80,7 +89,7 @@ impl MemoryService {
 
     /// The nearest active memories (of the capture's neighbours, which its judgement read)
     /// that the new one contradicts, by the rules and, with a model, confirmed by it.
-    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Found> {
+    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
         let mut candidates: Vec<&Neighbour<'_>> = neighbours.iter().filter(|neighbour| neighbour.known.memory.id != memory.id).take(CANDIDATES).collect();
         // Oldest first, so the report reads in the order things were said.
         candidates.sort_by(|a, b| a.known.memory.created_at.cmp(&b.known.memory.created_at).then_with(|| a.known.memory.id.cmp(&b.known.memory.id)));
@@ -112,7 +121,7 @@ impl MemoryService {
                     )),
                 }
             }
-            found.push(Found { older: older.clone(), detection });
+            found.push(Conflict { older: older.clone(), detection });
         }
         found
     }
@@ -120,7 +129,7 @@ impl MemoryService {
     /// Writes the record of one contradiction found at capture; settles it at once when the new
     /// memory states the change itself, and otherwise reopens the settled contradictions the
     /// contradicted memory had won.
-    fn record_conflict(&self, state: &dyn StateStore, settled: &SettledRecords, memory: &Memory, found: Found) -> Result<ContradictionNote> {
+    fn record_conflict(&self, state: &dyn StateStore, settled: &SettledRecords, memory: &Memory, found: Conflict) -> Result<ContradictionNote> {
         let now = self.now();
         let (older_urn, newer_urn) = (found.older.urn(), memory.urn());
         let id = format!("{ID_PREFIX}{}", new_memory_id(now));
