@@ -193,6 +193,15 @@ pub trait MemoryStore: Send + Sync {
     /// Nearest neighbours by cosine similarity among vectors made by `model`.
     fn search_vector(&self, vector: &[f32], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>>;
 
+    /// The nearest neighbours of each of several vectors, one list per vector in their order,
+    /// for the checks of a batch of captures rather than for recall. A backend may answer them
+    /// together at a lower search effort than [`MemoryStore::search_vector`]'s, and may leave out
+    /// vectors it has not indexed yet (the backlog of a bulk load that is still running), which
+    /// the batch's own comparisons cover. The default searches for each vector in turn.
+    fn search_vector_many(&self, vectors: &[&[f32]], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Vec<ScoredId>>> {
+        vectors.iter().map(|vector| self.search_vector(vector, model, filter, limit)).collect()
+    }
+
     /// The context each of `ids` was captured in: the memories captured just before and just
     /// after it. On each side, among the [`NEIGHBOUR_REACH`] memories captured next to it, the
     /// nearest in capture order that shares its namespace and passes `filter` counts, if it

@@ -17,7 +17,11 @@
 //! (`memory_restore`) undoes the merge: it becomes an active memory of its own and the
 //! confirmation is withdrawn.
 
-use kenning_core::claim::{Claim, Judgement};
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
+
+use kenning_core::claim::{Claim, ClaimRules, Judgement};
+use kenning_core::contradiction::Reading;
 use kenning_core::relation::{MERGED_INTO, POSSIBLY_DUPLICATE_OF, RELATED_TO};
 use kenning_core::confidence::{SUPPORTING_KEY, evidence_counts};
 use kenning_core::input::{EvidenceKind, MAX_LINKS, apply_update, change_status, record_evidence};
@@ -41,11 +45,50 @@ const QUOTED_CHARS: usize = 600;
 /// The longest prefix of a memory's content used as a full-text query for its neighbours.
 const QUERY_BYTES: usize = 512;
 
+/// The stored memories near the captures of one batch, each read from the store once however
+/// many captures it is near.
+pub(crate) struct Nearby {
+    memories: Vec<Memory>,
+    /// Per capture, best first: the position of each neighbour in `memories`, with their
+    /// vector similarity when there is one.
+    lists: Vec<Vec<(usize, Option<f64>)>>,
+}
+
+/// A stored memory near one or more captures of a batch, with what the checks make of its text
+/// (its claim, its reading for the contradiction rules), made on first use and shared by every
+/// capture it is near: in a bulk load each memory is the neighbour of several captures.
+pub(crate) struct Known<'a> {
+    pub memory: &'a Memory,
+    claim: OnceCell<Claim>,
+    pub reading: Reading<'a>,
+}
+
+impl<'a> Known<'a> {
+    fn new(memory: &'a Memory) -> Known<'a> {
+        Known { memory, claim: OnceCell::new(), reading: Reading::new(&memory.content) }
+    }
+
+    fn claim(&self, rules: &ClaimRules) -> &Claim {
+        self.claim.get_or_init(|| rules.claim(&self.memory.content))
+    }
+}
+
 /// A stored memory near a capture, with their vector similarity when there is one.
-#[derive(Debug, Clone)]
-pub(crate) struct Neighbour {
-    pub memory: Memory,
+pub(crate) struct Neighbour<'a> {
+    pub known: &'a Known<'a>,
     pub similarity: Option<f64>,
+}
+
+impl Nearby {
+    /// One [`Known`] per neighbour, for the checks of the whole batch to share.
+    pub(crate) fn known(&self) -> Vec<Known<'_>> {
+        self.memories.iter().map(Known::new).collect()
+    }
+
+    /// Each capture's neighbours, best first, as `known` (made by [`Nearby::known`]) holds them.
+    pub(crate) fn lists<'a>(&self, known: &'a [Known<'a>]) -> Vec<Vec<Neighbour<'a>>> {
+        self.lists.iter().map(|list| list.iter().map(|&(at, similarity)| Neighbour { known: &known[at], similarity }).collect()).collect()
+    }
 }
 
 /// What to do with one capture.
@@ -67,31 +110,43 @@ pub(crate) struct Earlier<'a> {
 }
 
 impl MemoryService {
-    /// The active memories nearest to a capture, best first, with their similarity: by vector
-    /// with an embedder, else by full text.
-    pub(crate) fn neighbours_of(&self, entry: &DomainStore, memory: &Memory, embedding: Option<&Embedding>) -> Result<Vec<Neighbour>> {
+    /// The active memories nearest to each capture of a batch, best first, with their
+    /// similarity: by vector with an embedder (one search for the batch), else by full text.
+    /// `None` stands for a capture that is not judged. The neighbours of all captures are read
+    /// in one look-up.
+    pub(crate) fn neighbours_of(&self, entry: &DomainStore, captures: &[Option<(&Memory, Option<&Embedding>)>]) -> Result<Nearby> {
         let filter = SearchFilter::active();
-        let hits = match embedding {
-            Some(embedding) => entry.store.search_vector(&embedding.vector, &embedding.model, &filter, NEIGHBOURS)?,
-            None => entry.store.search_text(prefix(&memory.content, QUERY_BYTES), &filter, NEIGHBOURS)?,
-        };
-        if hits.is_empty() {
-            return Ok(Vec::new());
+        let mut hits: Vec<Vec<(MemoryId, Option<f64>)>> = vec![Vec::new(); captures.len()];
+        let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (at, capture) in captures.iter().enumerate() {
+            match capture {
+                Some((_, Some(embedding))) => by_model.entry(embedding.model.as_str()).or_default().push(at),
+                Some((memory, None)) => {
+                    let found = entry.store.search_text(prefix(&memory.content, QUERY_BYTES), &filter, NEIGHBOURS)?;
+                    hits[at] = found.into_iter().map(|hit| (hit.id, None)).collect();
+                }
+                None => {}
+            }
         }
-        let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.id.clone()).collect();
-        let mut found = entry.store.get_many(&ids)?;
-        Ok(hits
-            .iter()
-            .filter_map(|hit| {
-                let at = found.iter().position(|memory| memory.id == hit.id)?;
-                let memory = found.swap_remove(at);
-                (memory.status == Status::Active).then(|| Neighbour { memory, similarity: embedding.map(|_| hit.score) })
-            })
-            .collect())
+        for (model, positions) in by_model {
+            let vectors: Vec<&[f32]> = positions.iter().filter_map(|&at| Some(captures[at]?.1?.vector.as_slice())).collect();
+            let found = entry.store.search_vector_many(&vectors, model, &filter, NEIGHBOURS)?;
+            for (at, list) in positions.into_iter().zip(found) {
+                hits[at] = list.into_iter().map(|hit| (hit.id, Some(hit.score))).collect();
+            }
+        }
+        let mut wanted: Vec<MemoryId> = hits.iter().flatten().map(|(id, _)| id.clone()).collect();
+        wanted.sort();
+        wanted.dedup();
+        let mut memories = if wanted.is_empty() { Vec::new() } else { entry.store.get_many(&wanted)? };
+        memories.retain(|memory| memory.status == Status::Active);
+        let position: HashMap<&MemoryId, usize> = memories.iter().enumerate().map(|(at, memory)| (&memory.id, at)).collect();
+        let lists = hits.iter().map(|list| list.iter().filter_map(|(id, similarity)| Some((*position.get(id)?, *similarity))).collect()).collect();
+        Ok(Nearby { memories, lists })
     }
 
     /// Judges a capture against the earlier captures of its batch and its stored neighbours.
-    pub(crate) fn plan_capture(&self, memory: &Memory, claim: &Claim, earlier: &[Earlier<'_>], neighbours: &[Neighbour]) -> Plan {
+    pub(crate) fn plan_capture(&self, memory: &Memory, claim: &Claim, earlier: &[Earlier<'_>], neighbours: &[Neighbour<'_>]) -> Plan {
         let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Plan::Store(Vec::new()) };
         let alike = |other: &Memory| other.namespace == memory.namespace && other.kind == memory.kind && other.content.trim() != memory.content.trim();
         if let Some(index) = earlier.iter().position(|before| before.stored && alike(before.memory) && self.claims().compare(before.claim, claim) == Judgement::Same) {
@@ -99,22 +154,22 @@ impl MemoryService {
         }
         let paraphrase = self.embedder.as_ref().and_then(|embedder| embedder.paraphrase_similarity());
         let mut links: Vec<Link> = Vec::new();
-        for neighbour in neighbours.iter().filter(|neighbour| alike(&neighbour.memory)) {
-            let other = self.claims().claim(&neighbour.memory.content);
+        for neighbour in neighbours.iter().filter(|neighbour| alike(neighbour.known.memory)) {
+            let other = neighbour.known.claim(self.claims());
             let close = match neighbour.similarity {
                 Some(similarity) => similarity >= threshold,
                 None => other.overlap(claim) >= LEXICAL_LINK_OVERLAP,
             };
-            let relation = match self.claims().compare(&other, claim) {
-                Judgement::Same => return Plan::Merge(neighbour.memory.clone()),
+            let relation = match self.claims().compare(other, claim) {
+                Judgement::Same => return Plan::Merge(neighbour.known.memory.clone()),
                 Judgement::Unsure if paraphrase.zip(neighbour.similarity).is_some_and(|(least, similarity)| similarity >= least) => {
-                    return Plan::Merge(neighbour.memory.clone());
+                    return Plan::Merge(neighbour.known.memory.clone());
                 }
                 Judgement::Unsure => POSSIBLY_DUPLICATE_OF,
                 Judgement::Distinct(_) => RELATED_TO,
             };
             if close && links.len() < MAX_SIMILAR_LINKS && memory.links.len() + links.len() < MAX_LINKS {
-                links.push(Link { target: neighbour.memory.urn(), relation: relation.to_owned() });
+                links.push(Link { target: neighbour.known.memory.urn(), relation: relation.to_owned() });
             }
         }
         Plan::Store(links)
