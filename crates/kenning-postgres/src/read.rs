@@ -218,6 +218,79 @@ pub(crate) async fn search_vector(
     Ok(hits)
 }
 
+/// The search effort of [`search_vector_many`]: the graph candidates HNSW keeps per vector,
+/// against recall's 100 (set in every transaction's `BEGIN`, see `db.rs`). The checks of a
+/// batch want a capture's few nearest memories, which the smaller beam still finds, and
+/// compare the batch's own captures with each other exactly anyway.
+const CHECK_EF_SEARCH: usize = 40;
+
+/// Nearest neighbours of each of `queries` (see [`kenning_core::MemoryStore::search_vector_many`]),
+/// in one statement: the batch's vectors travel as one flat array, are cut into one row each,
+/// and each row searches the indexed parts of the store as [`search_vector`] does, through
+/// `LATERAL`. A running bulk load's backlog (the generations no index covers yet) is left out:
+/// comparing it exactly is what made a bulk load's checks grow with everything loaded before.
+/// Without indexes every vector is compared, as there is nothing else to search. Every query
+/// has the first one's dimension (the caller groups them).
+pub(crate) async fn search_vector_many(
+    tx: &Tx,
+    queries: &[&[f32]],
+    model: &str,
+    filter: &SearchFilter,
+    limit: usize,
+    layout: VectorLayout,
+) -> Result<Vec<Vec<ScoredId>>> {
+    let mut found: Vec<Vec<ScoredId>> = vec![Vec::new(); queries.len()];
+    let Some(dim) = queries.first().map(|query| query.len()) else { return Ok(found) };
+    if limit == 0 || dim == 0 {
+        return Ok(found);
+    }
+    if layout != VectorLayout::Exact {
+        tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {}", CHECK_EF_SEARCH.max(limit))).await?;
+    }
+    let mut params = Params::default();
+    let flat = params.push(queries.iter().flat_map(|query| query.iter().copied()).collect::<Vec<f32>>());
+    let count = params.push(sql_count(queries.len()));
+    let condition = filter::condition(filter, &mut params);
+    let per_vector = params.push(sql_count(limit));
+    let model = literal(model);
+    let exact = format!("e.vector::vector({dim}) <=> b.query");
+    let part = |generations: &str, order: &str| {
+        format!(
+            "(SELECT m.id, (1 - ({exact}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
+             WHERE e.model = {model} AND e.dim = {dim}{generations} AND {condition} ORDER BY {order} LIMIT {per_vector})"
+        )
+    };
+    let parts = match layout {
+        VectorLayout::Exact => part("", &exact),
+        VectorLayout::Indexed { bulk_through } => {
+            let mut parts = vec![part(" AND e.generation = 0", &exact)];
+            if bulk_through > 0 {
+                let halves = format!("e.vector::halfvec({dim}) <=> b.query::halfvec({dim})");
+                parts.push(part(&format!(" AND e.generation BETWEEN 1 AND {bulk_through}"), &halves));
+            }
+            parts.join(" UNION ALL ")
+        }
+    };
+    let sql = format!(
+        "WITH b AS MATERIALIZED ( \
+             SELECT i AS position, ({flat}::real[])[(i - 1) * {dim} + 1 : i * {dim}]::vector({dim}) AS query \
+             FROM generate_series(1, {count}) AS i) \
+         SELECT b.position, near.id, near.score FROM b CROSS JOIN LATERAL ({parts}) near"
+    );
+    for row in tx.query(&sql, &params.refs()).await? {
+        let position: i64 = row.get(0);
+        let id = MemoryId::parse(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        if let Some(hits) = usize::try_from(position - 1).ok().and_then(|index| found.get_mut(index)) {
+            hits.push(ScoredId { id, score: row.get(2) });
+        }
+    }
+    for hits in &mut found {
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit);
+    }
+    Ok(found)
+}
+
 /// See [`kenning_core::MemoryStore::neighbours`]: capture order is `seq`, and the rows within
 /// [`NEIGHBOUR_REACH`] keys on each side are looked through. One statement answers every id.
 pub(crate) async fn neighbours(tx: &Tx, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> Result<Vec<Vec<MemoryId>>> {
