@@ -13,6 +13,8 @@
 //! of the same fact with another value or the opposite sense is preferred (the older one gets
 //! the `superseded-by` link, which a settlement for the older one takes away again).
 
+use std::cell::RefCell;
+
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
 use kenning_core::contradiction::{
@@ -44,22 +46,42 @@ pub const DEFAULT_CONTRADICTION_LIMIT: usize = 20;
 pub const MAX_CONTRADICTION_LIMIT: usize = 100;
 
 /// A contradiction found at capture, before it is recorded.
-struct Found {
+pub(crate) struct Conflict {
     older: Memory,
     detection: Detection,
 }
 
 impl MemoryService {
-    /// Checks a memory just captured against its nearest neighbours and records each
-    /// contradiction found. A failure here does not fail the capture, which is already stored:
-    /// it becomes a warning.
-    pub(crate) fn contradictions_at_capture(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<ContradictionNote> {
+    /// The contradictions a capture makes with its nearest neighbours, found before it is
+    /// stored and recorded by [`MemoryService::record_conflicts`] once it is. A domain that keeps
+    /// no records is not checked.
+    pub(crate) fn conflicts_of(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
+        if entry.store.state().is_none() {
+            return Vec::new();
+        }
+        self.find_conflicts(memory, neighbours, warnings)
+    }
+
+    /// Records each contradiction found for a memory just stored. A failure here does not fail
+    /// the capture, which is already stored: it becomes a warning.
+    pub(crate) fn record_conflicts(
+        &self,
+        entry: &DomainStore,
+        settled: &SettledRecords,
+        memory: &Memory,
+        conflicts: Vec<Conflict>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<ContradictionNote> {
         let Some(state) = entry.store.state() else { return Vec::new() };
         let mut notes = Vec::new();
-        for conflict in self.find_conflicts(memory, neighbours, warnings) {
-            match self.record_conflict(state, memory, conflict) {
+        for conflict in conflicts {
+            match self.record_conflict(state, settled, memory, conflict) {
                 Ok(note) => notes.push(note),
-                Err(error) => warnings.push(format!("a contradiction could not be recorded: {error}")),
+                Err(error) => {
+                    // What the failed write left is not known: the next conflict reads afresh.
+                    settled.forget();
+                    warnings.push(format!("a contradiction could not be recorded: {error}"));
+                }
             }
         }
         notes
@@ -67,7 +89,7 @@ impl MemoryService {
 
     /// The nearest active memories (of the capture's neighbours, which its judgement read)
     /// that the new one contradicts, by the rules and, with a model, confirmed by it.
-    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Found> {
+    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
         let mut candidates: Vec<&Neighbour<'_>> = neighbours.iter().filter(|neighbour| neighbour.known.memory.id != memory.id).take(CANDIDATES).collect();
         // Oldest first, so the report reads in the order things were said.
         candidates.sort_by(|a, b| a.known.memory.created_at.cmp(&b.known.memory.created_at).then_with(|| a.known.memory.id.cmp(&b.known.memory.id)));
@@ -99,7 +121,7 @@ impl MemoryService {
                     )),
                 }
             }
-            found.push(Found { older: older.clone(), detection });
+            found.push(Conflict { older: older.clone(), detection });
         }
         found
     }
@@ -107,7 +129,7 @@ impl MemoryService {
     /// Writes the record of one contradiction found at capture; settles it at once when the new
     /// memory states the change itself, and otherwise reopens the settled contradictions the
     /// contradicted memory had won.
-    fn record_conflict(&self, state: &dyn StateStore, memory: &Memory, found: Found) -> Result<ContradictionNote> {
+    fn record_conflict(&self, state: &dyn StateStore, settled: &SettledRecords, memory: &Memory, found: Conflict) -> Result<ContradictionNote> {
         let now = self.now();
         let (older_urn, newer_urn) = (found.older.urn(), memory.urn());
         let id = format!("{ID_PREFIX}{}", new_memory_id(now));
@@ -116,8 +138,10 @@ impl MemoryService {
         if settle_now {
             record.settle(supersession_resolution(&found.detection), now)?;
         }
-        state.put_state(&StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() })?;
+        let stored = StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() };
+        state.put_state(&stored)?;
         if settle_now {
+            settled.add(stored, record.clone());
             let reason = format!("superseded by {newer_urn} (contradiction {})", record.id);
             self.change("urn", &older_urn.to_string(), |current, now| Ok(Some(settled_against(current, Some(&newer_urn), &reason, now))))?;
         } else {
@@ -127,20 +151,19 @@ impl MemoryService {
                 let reason = format!("superseded by {newer_urn} until contradiction {} is settled", record.id);
                 self.change("urn", &older_urn.to_string(), |current, now| Ok(marked_superseded(current, &newer_urn, &reason, now)))?;
             }
-            self.reopen_won_by(state, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
+            self.reopen_won_by(state, settled, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
         }
         Ok(ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() })
     }
 
     /// Reopens every settled contradiction that `contradicted` won, or that was found to depend
     /// on context with it, now that `by` contradicts it.
-    fn reopen_won_by(&self, state: &dyn StateStore, contradicted: &str, by: &str, except: &str) -> Result<()> {
-        for (stored, mut record) in read_records(state)? {
+    fn reopen_won_by(&self, state: &dyn StateStore, settled: &SettledRecords, contradicted: &str, by: &str, except: &str) -> Result<()> {
+        for (stored, mut record) in settled.take(state, |record| {
             let won = record.winner() == Some(contradicted);
             let context = record.state == ContradictionState::ContextDependent && record.involves(contradicted);
-            if record.id == except || !(won || context) {
-                continue;
-            }
+            record.id != except && (won || context)
+        })? {
             let now = self.now();
             record.reopen(by, now)?;
             match state.put_state(&StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored }) {
@@ -313,6 +336,44 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
     }
     let mut probe = record.clone();
     probe.transition(ContradictionState::Resolved, "probe", DateTime::<Utc>::UNIX_EPOCH).map_err(|error| FieldError { field: "contradiction_id".into(), ..error })
+}
+
+/// The settled contradiction records of one domain (won by one side, or found to depend on
+/// context), the only ones a new conflict can reopen, as the captures of one batch see them:
+/// read on the first conflict that looks, then kept current with what the batch settles and
+/// reopens, so that a bulk load reads them once rather than once per conflict found.
+#[derive(Default)]
+pub(crate) struct SettledRecords {
+    read: RefCell<Option<Vec<(StateRecord, Contradiction)>>>,
+}
+
+impl SettledRecords {
+    fn is_settled(record: &Contradiction) -> bool {
+        record.winner().is_some() || record.state == ContradictionState::ContextDependent
+    }
+
+    /// Takes out the records `reopened` picks, read first if they were not: the caller reopens them.
+    fn take(&self, state: &dyn StateStore, reopened: impl Fn(&Contradiction) -> bool) -> Result<Vec<(StateRecord, Contradiction)>> {
+        let mut read = self.read.borrow_mut();
+        if read.is_none() {
+            *read = Some(read_records(state)?.into_iter().filter(|(_, record)| Self::is_settled(record)).collect());
+        }
+        let records = read.as_mut().expect("read above");
+        let (taken, kept) = std::mem::take(records).into_iter().partition(|(_, record)| reopened(record));
+        *records = kept;
+        Ok(taken)
+    }
+
+    /// A record the batch has just written settled.
+    fn add(&self, stored: StateRecord, record: Contradiction) {
+        if let Some(records) = self.read.borrow_mut().as_mut() {
+            records.push((stored, record));
+        }
+    }
+
+    fn forget(&self) {
+        self.read.borrow_mut().take();
+    }
 }
 
 /// Every contradiction record of one domain, most recently changed first, up to [`MAX_RECORDS`].

@@ -20,6 +20,7 @@ use kenning_core::{
 use crate::access_counts::AccessRecorder;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
+use crate::contradictions::{Conflict, SettledRecords};
 use crate::judgment::{Earlier, Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
@@ -31,6 +32,10 @@ pub const RESOURCE_TEMPLATE: &str = "kenning://{domain}/{namespace}/{id}";
 
 /// How many times a write retries after losing a compare-and-swap race to another writer.
 pub(crate) const CAS_ATTEMPTS: u32 = 40;
+/// Captures of a batch whose neighbours are read and judged together: enough for the
+/// neighbours they share to be read once, few enough that what is held of them stays small
+/// (a capture's eight neighbours with their readings are tens of kilobytes).
+const CHECK_CHUNK: usize = 256;
 
 /// One domain and the store that keeps it.
 #[derive(Clone)]
@@ -328,27 +333,38 @@ impl MemoryService {
             .map(|(memory, holder)| if holder.is_some() { skipped.clone() } else { self.claims().claim(&memory.content) })
             .collect();
         // Each capture is judged against its nearest stored memories and the captures before
-        // it in the batch (see `crate::judgment`); the same neighbours are checked for
-        // contradictions once it is stored.
+        // it in the batch (see `crate::judgment`), and the same neighbours are checked for
+        // contradictions, recorded once it is stored. The neighbours are read a chunk of the
+        // batch at a time, so that what a large batch holds of them stays bounded.
         let judged: Vec<Option<(&Memory, Option<&Embedding>)>> =
             memories.iter().zip(&embeddings).zip(&holders).map(|((memory, embedding), holder)| holder.is_none().then_some((memory, embedding.as_ref()))).collect();
-        let nearby = self.neighbours_of(entry, &judged)?;
-        let known = nearby.known();
-        let neighbours = nearby.lists(&known);
         let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
-        for (index, memory) in memories.iter().enumerate() {
-            if holders[index].is_some() {
-                plans.push(Plan::Store(Vec::new()));
-                continue;
+        let mut conflicts: Vec<Vec<Conflict>> = Vec::with_capacity(memories.len());
+        let mut early_warnings: Vec<Vec<String>> = vec![Vec::new(); memories.len()];
+        for (chunk, judged) in judged.chunks(CHECK_CHUNK).enumerate() {
+            let nearby = self.neighbours_of(entry, judged)?;
+            let known = nearby.known();
+            for (offset, neighbours) in nearby.lists(&known).iter().enumerate() {
+                let index = chunk * CHECK_CHUNK + offset;
+                if holders[index].is_some() {
+                    plans.push(Plan::Store(Vec::new()));
+                    conflicts.push(Vec::new());
+                    continue;
+                }
+                let earlier: Vec<Earlier<'_>> = (0..index)
+                    .map(|before| Earlier {
+                        memory: &memories[before],
+                        claim: &claims[before],
+                        stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
+                    })
+                    .collect();
+                let plan = self.plan_capture(&memories[index], &claims[index], &earlier, neighbours);
+                conflicts.push(match plan {
+                    Plan::Store(_) => self.conflicts_of(entry, &memories[index], neighbours, &mut early_warnings[index]),
+                    Plan::Merge(_) | Plan::MergeIntoBatch(_) => Vec::new(),
+                });
+                plans.push(plan);
             }
-            let earlier: Vec<Earlier<'_>> = (0..index)
-                .map(|before| Earlier {
-                    memory: &memories[before],
-                    claim: &claims[before],
-                    stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
-                })
-                .collect();
-            plans.push(self.plan_capture(memory, &claims[index], &earlier, &neighbours[index]));
         }
         // Captures merged into an earlier one of the batch are kept beside it, forgotten; the
         // earlier one is stored already confirmed.
@@ -384,12 +400,12 @@ impl MemoryService {
         }
         let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
         let mut stored = batch.iter().zip(inserted).zip(batch_links);
-        let mut near = neighbours.into_iter();
+        let settled = SettledRecords::default();
         outcomes
             .into_iter()
             .zip(redactions)
-            .map(|(outcome, redacted)| {
-                let neighbours = near.next().expect("one list of neighbours per capture");
+            .zip(conflicts.into_iter().zip(early_warnings))
+            .map(|((outcome, redacted), (conflicts, early_warnings))| {
                 if let Some(outcome) = outcome {
                     return Ok(outcome);
                 }
@@ -420,7 +436,8 @@ impl MemoryService {
                         }
                     }
                     Inserted::Created => {
-                        let contradictions = self.contradictions_at_capture(entry, memory, &neighbours, &mut warnings);
+                        warnings.extend(early_warnings);
+                        let contradictions = self.record_conflicts(entry, &settled, memory, conflicts, &mut warnings);
                         CaptureOutcome {
                             urn: memory.urn().to_string(),
                             title: memory.title.clone(),

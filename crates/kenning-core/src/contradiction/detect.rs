@@ -22,7 +22,8 @@
 //! corpus in `tests/fixtures/contradictions.json` holds true conflicts and near-misses.
 
 use std::cell::OnceCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::LazyLock;
 
 use super::ContradictionKind;
 use crate::decision::similarity::dice;
@@ -77,16 +78,22 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
 pub struct Reading<'a> {
     text: &'a str,
     sentences: OnceCell<Vec<Sentence>>,
+    subject: OnceCell<BTreeSet<String>>,
     statements: OnceCell<Vec<super::change::Statement>>,
 }
 
 impl<'a> Reading<'a> {
     pub fn new(text: &'a str) -> Reading<'a> {
-        Reading { text, sentences: OnceCell::new(), statements: OnceCell::new() }
+        Reading { text, sentences: OnceCell::new(), subject: OnceCell::new(), statements: OnceCell::new() }
     }
 
     fn sentences(&self) -> &[Sentence] {
         self.sentences.get_or_init(|| sentences(self.text).into_iter().take(MAX_SENTENCES).collect())
+    }
+
+    /// The content words of all its sentences, values aside.
+    fn subject(&self) -> &BTreeSet<String> {
+        self.subject.get_or_init(|| self.sentences().iter().flat_map(|sentence| sentence.subject().iter().cloned()).collect())
     }
 
     fn statements(&self) -> &[super::change::Statement] {
@@ -107,8 +114,7 @@ fn by_words(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<
     let olds = older.sentences();
     let news = newer.sentences();
     let close = vector_similarity.is_some_and(|value| value >= VECTOR_SUBJECT);
-    let subject = |sentences: &[Sentence]| sentences.iter().flat_map(Sentence::subject).collect::<BTreeSet<String>>();
-    if !close && dice(&subject(&olds), &subject(&news)) < MEMORY_SUBJECT {
+    if !close && dice(older.subject(), newer.subject()) < MEMORY_SUBJECT {
         return None;
     }
     let pairs = || news.iter().flat_map(|new| olds.iter().map(move |old| (old, new)));
@@ -128,13 +134,18 @@ fn by_words(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<
         .map(|found| Detection { kind: ContradictionKind::Negation, older: found.0, newer: found.1, newer_states_change: false })
 }
 
-/// One sentence: its tokens (lower-cased words, numbers, `=` and `:`) and its content words.
+/// One sentence: its tokens (lower-cased words, numbers, `=` and `:`) and its content words,
+/// with what the rules read from it made on first use: a sentence of a memory is compared with
+/// every sentence of each memory it is checked against.
 #[derive(Debug)]
 struct Sentence {
     tokens: Vec<String>,
     /// Stemmed content words, values included.
     content: BTreeSet<String>,
     negated: bool,
+    subject: OnceCell<BTreeSet<String>>,
+    settings: OnceCell<Vec<Setting>>,
+    change: OnceCell<Option<Change>>,
 }
 
 impl Sentence {
@@ -142,12 +153,22 @@ impl Sentence {
         let tokens = tokens(text);
         let content = tokens.iter().filter(|token| is_content(token)).map(|token| stem(token)).collect();
         let negated = tokens.iter().any(|token| is_negation(token));
-        Sentence { tokens, content, negated }
+        Sentence { tokens, content, negated, subject: OnceCell::new(), settings: OnceCell::new(), change: OnceCell::new() }
     }
 
     /// Content words that are not values.
-    fn subject(&self) -> BTreeSet<String> {
-        self.content.iter().filter(|word| !has_digit(word)).cloned().collect()
+    fn subject(&self) -> &BTreeSet<String> {
+        self.subject.get_or_init(|| self.content.iter().filter(|word| !has_digit(word)).cloned().collect())
+    }
+
+    /// The keys it gives values to.
+    fn settings(&self) -> &[Setting] {
+        self.settings.get_or_init(|| settings(self))
+    }
+
+    /// The change of choice it tells of, if any.
+    fn change(&self) -> Option<&Change> {
+        self.change.get_or_init(|| change_of(self)).as_ref()
     }
 }
 
@@ -215,7 +236,9 @@ fn is_negation(token: &str) -> bool {
 }
 
 fn is_content(token: &str) -> bool {
-    !STOP_WORDS.contains(&token) && !is_negation(token) && (token.chars().count() >= 2 || has_digit(token))
+    // Every word of every sentence compared is looked up here: a set, not a scan of the list.
+    static STOP: LazyLock<HashSet<&str>> = LazyLock::new(|| STOP_WORDS.iter().copied().collect());
+    !STOP.contains(token) && !is_negation(token) && (token.chars().count() >= 2 || has_digit(token))
 }
 
 fn has_digit(token: &str) -> bool {
@@ -425,21 +448,21 @@ fn changed_value(old: &Sentence, new: &Sentence, close: bool) -> Option<(Vec<Str
     if old.negated != new.negated || from_to(old) || from_to(new) {
         return None;
     }
-    let old_settings = settings(old);
+    let old_settings = old.settings();
     if old_settings.is_empty() {
         return None;
     }
-    let new_settings = settings(new);
+    let new_settings = new.settings();
     let values = |settings: &[Setting]| settings.iter().map(|setting| setting.value.clone()).collect::<BTreeSet<_>>();
-    let (old_values, new_values) = (values(&old_settings), values(&new_settings));
-    for before in &old_settings {
+    let (old_values, new_values) = (values(old_settings), values(new_settings));
+    for before in old_settings {
         for after in new_settings.iter().filter(|after| after.key == before.key && after.value != before.value) {
             // A sentence naming both values ("from 30s to 60s") is not contradicted by either.
             if old_values.contains(&after.value) || new_values.contains(&before.value) {
                 continue;
             }
             let strip = |sentence: &Sentence, setting: &Setting| {
-                let mut words = sentence.subject();
+                let mut words = sentence.subject().clone();
                 words.remove(&stem(&setting.value));
                 words.retain(|word| stem(&setting.written) != *word && !setting.written.split(' ').any(|part| stem(part) == *word));
                 words
@@ -490,6 +513,7 @@ fn word_before(tokens: &[String], to: usize) -> Vec<String> {
 
 /// What a sentence says was replaced (`old`, empty when it does not say) and by what (`new`,
 /// empty for "no longer").
+#[derive(Debug)]
 struct Change {
     old: Vec<String>,
     new: Vec<String>,
@@ -593,9 +617,9 @@ fn stems(words: &[String]) -> BTreeSet<String> {
 /// appear in `old`, the words that replaced them do not, and the rest of their subject is
 /// shared. Returns the words of `old` and of `new` that conflict.
 fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String>)> {
-    let change = change_of(new)?;
+    let change = new.change()?;
     // An older sentence that states a change of its own is history, not a claim to replace.
-    if change_of(old).is_some() {
+    if old.change().is_some() {
         return None;
     }
     let new_words = stems(&change.new);
@@ -619,7 +643,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
         }
         let mut older = original(&replaced);
         older.dedup();
-        return Some((older, change.new));
+        return Some((older, change.new.clone()));
     }
     let old_words = stems(&change.old);
     let named: BTreeSet<String> = old_words.intersection(&old.content).cloned().collect();
@@ -635,7 +659,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
         }
         let mut older = original(&named);
         older.dedup();
-        return Some((older, vec!["no longer".to_owned()].into_iter().chain(change.old).collect()));
+        return Some((older, vec!["no longer".to_owned()].into_iter().chain(change.old.iter().cloned()).collect()));
     }
     // "from X to Y", "Y replaces X", "Y instead of X": the subject apart from X and Y is shared.
     let shared = old.content.iter().filter(|word| !old_words.contains(*word) && !new_words.contains(*word) && new.content.contains(*word)).count();
@@ -644,7 +668,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
     }
     let mut older = original(&named);
     older.dedup();
-    Some((older, change.new))
+    Some((older, change.new.clone()))
 }
 
 #[cfg(test)]

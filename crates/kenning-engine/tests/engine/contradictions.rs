@@ -157,6 +157,26 @@ fn a_new_conflict_with_the_winner_reopens_the_settled_contradiction() {
 }
 
 #[test]
+fn a_batch_of_conflicts_with_the_winner_reopens_the_settled_contradiction_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    capture(&memory, "The worker pool size is 4.", "inference");
+    let second = capture(&memory, "The worker pool size is 8.", "tool-result");
+    let first_id = second.contradictions[0].id.clone();
+    assert_eq!(memory.resolve_truth(&first_id).unwrap().resolution, "b_wins");
+    let inputs = ["The worker pool size is 16.", "The worker pool size is 32."]
+        .map(|content| CaptureInput { content: content.into(), namespace: Some("config".into()), source: Some("tool-result".into()), ..CaptureInput::default() });
+    let batch = memory.capture_many(inputs.to_vec(), None).unwrap();
+    for outcome in &batch {
+        assert!(outcome.contradictions.iter().any(|note| note.with == second.urn), "each capture of the batch reports its conflict: {outcome:?}");
+    }
+    let reopened = memory.contradiction(&first_id).unwrap();
+    assert_eq!(reopened.state, "reopened");
+    assert_eq!(reopened.history.len(), 3, "opened, resolved, reopened by the first of the batch only: {:?}", reopened.history);
+    assert!(reopened.history.last().unwrap().reason.contains(&batch[0].urn));
+}
+
+#[test]
 fn a_contradiction_survives_a_reopen_of_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (id, before) = {
