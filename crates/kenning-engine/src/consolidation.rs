@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 use kenning_core::consolidation::{
     Cluster, ClusterParams, EpisodeText, Principle, cluster, extractive_principle, parse_principle, principle_request,
 };
-use kenning_core::contradiction::{detect, is_superseded};
+use kenning_core::contradiction::{Reading, detect_read, is_superseded};
 use kenning_core::input::{apply_update, build_memory};
 use kenning_core::llm::LlmUse;
 use kenning_core::relation;
@@ -226,14 +226,19 @@ fn agreeing(episodes: &[Memory], clusters: Vec<Cluster>, min_size: usize) -> Vec
     clusters
         .into_iter()
         .filter_map(|cluster| {
+            // Each member is read once and compared with every member kept before it.
+            let readings: Vec<Reading<'_>> = cluster.members.iter().map(|&member| Reading::new(&episodes[member].content)).collect();
             let mut members: Vec<(usize, f64)> = Vec::with_capacity(cluster.members.len());
-            for (&member, &centrality) in cluster.members.iter().zip(&cluster.centrality) {
-                let conflicts = members.iter().any(|&(other, _)| {
-                    let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other, member) } else { (member, other) };
-                    detect(&episodes[older].content, &episodes[newer].content, None).is_some()
+            let mut kept: Vec<usize> = Vec::with_capacity(cluster.members.len());
+            for (at, (&member, &centrality)) in cluster.members.iter().zip(&cluster.centrality).enumerate() {
+                let conflicts = kept.iter().any(|&other_at| {
+                    let other = cluster.members[other_at];
+                    let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other_at, at) } else { (at, other_at) };
+                    detect_read(&readings[older], &readings[newer], None).is_some()
                 });
                 if !conflicts {
                     members.push((member, centrality));
+                    kept.push(at);
                 }
             }
             (members.len() >= min_size).then(|| Cluster {
