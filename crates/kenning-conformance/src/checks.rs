@@ -122,19 +122,20 @@ pub fn active_holders_are_the_duplicates_insert_would_skip(make: MakeStore) {
 /// `COPY`) keeps every promise a small one does: outcomes in order, the first of a content
 /// stored and the rest reported as its duplicates, an active memory's content refused again,
 /// vectors searchable, and a retry of the batch reporting duplicates rather than failing.
+/// Eight pseudo-random components (splitmix64) for memory `n`: far apart, as real vectors are.
+fn scattered(n: u64) -> Vec<f32> {
+    let mut state = n;
+    (0..8)
+        .map(|_| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
 pub fn a_large_batch_is_stored_as_a_small_one_is(make: MakeStore) {
-    // Eight pseudo-random components (splitmix64) per memory: far apart, as real vectors are.
-    let scattered = |n: u64| -> Vec<f32> {
-        let mut state = n;
-        (0..8)
-            .map(|_| {
-                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                let mut z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    };
     let store = make();
     let existing = memory("large-existing", "learnings", "Every service logs in JSON lines.");
     insert_all(&*store, std::slice::from_ref(&existing));
@@ -613,6 +614,48 @@ pub fn search_vector_ranks_by_cosine(make: MakeStore) {
     let top = store.search_vector(&unit(&[0.0, 1.0, 0.0, 0.0]), MODEL, &SearchFilter::active(), 2).unwrap();
     assert_eq!(hit_ids(&top), ["north", "north-east"]);
     assert!(store.search_vector(&unit(&[1.0, 0.0, 0.0, 0.0]), MODEL, &SearchFilter::active(), 0).unwrap().is_empty());
+}
+
+/// Once the store has indexed what it holds, the batched search of a capture batch's checks
+/// finds for each vector what a search for it alone finds: loaded in a large batch and one by
+/// one, under a filter, for stored vectors and new ones, and for an empty batch or no hits wanted.
+pub fn search_vector_many_finds_what_search_vector_finds(make: MakeStore) {
+    let store = make();
+    let batch: Vec<(Memory, Option<Embedding>)> = (0..150u64)
+        .map(|n| {
+            let mut stored = memory(&format!("many-{n:03}"), "learnings", &format!("Service {n} answers within {n} ms."));
+            if n % 7 == 0 {
+                stored.status = Status::Forgotten;
+            }
+            (stored, Some(embedding(MODEL, &scattered(n))))
+        })
+        .collect();
+    store.insert(&batch).unwrap();
+    for n in 150..160u64 {
+        let one = memory(&format!("many-{n:03}"), "learnings", &format!("Service {n} answers within {n} ms."));
+        store.insert(&[(one, Some(embedding(MODEL, &scattered(n))))]).unwrap();
+    }
+    store.insert(&[(memory("many-other", "learnings", "Embedded by another model."), Some(embedding(OTHER_MODEL, &scattered(3))))]).unwrap();
+    store.rebuild_index().unwrap();
+
+    let queries: Vec<Vec<f32>> = [3, 42, 149, 155, 1_000, 1_001, 7].into_iter().map(|n| embedding(MODEL, &scattered(n)).vector).collect();
+    let queries: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+    for (name, filter) in [("active", SearchFilter::active()), ("every status", all_statuses())] {
+        for limit in [1, 5, 12] {
+            let many = store.search_vector_many(&queries, MODEL, &filter, limit).unwrap();
+            assert_eq!(many.len(), queries.len(), "one list per vector ({name}, limit {limit})");
+            for (query, found) in queries.iter().zip(&many) {
+                let alone = store.search_vector(query, MODEL, &filter, limit).unwrap();
+                assert_eq!(hit_ids(found), hit_ids(&alone), "{name}, limit {limit}");
+                for (hit, want) in found.iter().zip(&alone) {
+                    assert!((hit.score - want.score).abs() < 1e-4, "{} scored {}, alone {}", hit.id, hit.score, want.score);
+                }
+            }
+        }
+    }
+    assert!(store.search_vector_many(&[], MODEL, &SearchFilter::active(), 5).unwrap().is_empty());
+    assert!(store.search_vector_many(&queries, MODEL, &SearchFilter::active(), 0).unwrap().iter().all(Vec::is_empty));
+    assert!(store.search_vector_many(&queries, "never-used-model", &SearchFilter::active(), 5).unwrap().iter().all(Vec::is_empty));
 }
 
 pub fn vectors_of_other_models_are_never_compared(make: MakeStore) {

@@ -130,6 +130,7 @@ macro_rules! conformance_tests {
             search_text_ranks_best_first,
             neighbours_are_the_memories_captured_next_to_one,
             search_vector_ranks_by_cosine,
+            search_vector_many_finds_what_search_vector_finds,
             vectors_of_other_models_are_never_compared,
             missing_and_set_embeddings,
             list_paginates_newest_first,

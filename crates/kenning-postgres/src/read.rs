@@ -23,6 +23,10 @@ const MAX_QUERY_WORDS: usize = 64;
 const MAX_CANDIDATE_WORDS: usize = 16;
 /// How many of its newest matches each word brings to be ranked (see [`search_text`]).
 const CANDIDATES_PER_WORD: usize = 200;
+/// The windows of capture order, newest first, in which [`search_text`] looks for each word's
+/// newest matches: the last thousand memories, then back to the last ten thousand, then a
+/// hundred thousand, then the rest.
+const RECENT_WINDOWS: [i64; 3] = [1_000, 10_000, 100_000];
 
 pub(crate) async fn get(tx: &Tx, id: &str) -> Result<Option<Memory>> {
     let row = tx.query_opt(&format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = $1"), &[&id]).await?;
@@ -113,28 +117,56 @@ pub(crate) async fn count(tx: &Tx, filter: &SearchFilter) -> Result<u64> {
 /// Only a bounded set of candidates is ranked: for each word, the newest
 /// [`CANDIDATES_PER_WORD`] memories (at least `limit`) holding it and passing the filter.
 /// Ranking every match read the `tsvector` of half the store for a query with one common word
-/// (1.2 s at 100,000 memories); each word's newest matches come from the index on capture order
-/// or the GIN index, whichever the planner finds cheaper. A word few memories hold brings all
-/// of them, so a rare, telling word is never crowded out by common ones, as inverse document
-/// frequency would have it; a common word brings its newest uses, which an agent wants first.
+/// (1.2 s at 100,000 memories). A word few memories hold brings all of them, so a rare, telling
+/// word is never crowded out by common ones, as inverse document frequency would have it; a
+/// common word brings its newest uses, which an agent wants first.
+///
+/// Each word's newest matches are looked for in windows of capture order going back from the
+/// newest memory ([`RECENT_WINDOWS`]), the next window only while fewer than wanted were found
+/// (`UNION ALL` under `LIMIT` runs its parts in order and stops when it has enough). Within a
+/// window the GIN index and the index on capture order are combined (`BitmapAnd`), so only the
+/// window's matches are read. Without windows, a word held by one memory in fifty was found by
+/// walking capture order backwards through thousands of rows (78 ms a call at 1M memories), and
+/// reading all its matches through the GIN index instead costs as much. A parallel plan would
+/// run the parts side by side and lose their order, so the statement runs without one.
 pub(crate) async fn search_text(tx: &Tx, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>> {
     let words = query_words(query);
     if words.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
+    let newest = tx
+        .simple_value("SET LOCAL max_parallel_workers_per_gather = 0; SELECT coalesce(max(seq), 0) FROM memories")
+        .await?
+        .and_then(|newest| newest.parse::<i64>().ok())
+        .unwrap_or(0);
     let mut params = Params::default();
     let tsquery = params.push(words.join(" | "));
     let condition = filter::condition_on("n", filter, &mut params);
     let per_word = params.push(sql_count(limit.max(CANDIDATES_PER_WORD)));
+    // Capture-order bounds, spliced in as literals so that the planner sees each window's size.
+    let mut bounds: Vec<String> = Vec::new();
+    let mut upper = String::new();
+    for window in RECENT_WINDOWS.iter().filter(|&&window| window < newest) {
+        let lower = newest - window;
+        bounds.push(format!("{upper} AND n.seq > {lower}"));
+        upper = format!(" AND n.seq <= {lower}");
+    }
+    bounds.push(upper);
     let candidates: Vec<String> = words
         .iter()
         .take(MAX_CANDIDATE_WORDS)
         .map(|word| {
             let word = params.push(word.clone());
-            format!(
-                "(SELECT n.seq FROM memories n WHERE n.search @@ to_tsquery('english', {word}) AND {condition} \
-                 ORDER BY n.seq DESC LIMIT {per_word})"
-            )
+            let windows: Vec<String> = bounds
+                .iter()
+                .map(|bound| {
+                    format!(
+                        "(SELECT n.seq FROM memories n WHERE n.search @@ to_tsquery('english', {word}){bound} AND {condition} \
+                         ORDER BY n.seq DESC)"
+                    )
+                })
+                .collect();
+            format!("(SELECT seq FROM ({}) windows LIMIT {per_word})", windows.join(" UNION ALL "))
         })
         .collect();
     let limit = params.push(sql_count(limit));
@@ -216,6 +248,79 @@ pub(crate) async fn search_vector(
     // An iterative index scan returns rows in nearly, not exactly, ascending distance.
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
     Ok(hits)
+}
+
+/// The search effort of [`search_vector_many`]: the graph candidates HNSW keeps per vector,
+/// against recall's 100 (set in every transaction's `BEGIN`, see `db.rs`). The checks of a
+/// batch want a capture's few nearest memories, which the smaller beam still finds, and
+/// compare the batch's own captures with each other exactly anyway.
+const CHECK_EF_SEARCH: usize = 40;
+
+/// Nearest neighbours of each of `queries` (see [`kenning_core::MemoryStore::search_vector_many`]),
+/// in one statement: the batch's vectors travel as one flat array, are cut into one row each,
+/// and each row searches the indexed parts of the store as [`search_vector`] does, through
+/// `LATERAL`. A running bulk load's backlog (the generations no index covers yet) is left out:
+/// comparing it exactly is what made a bulk load's checks grow with everything loaded before.
+/// Without indexes every vector is compared, as there is nothing else to search. Every query
+/// has the first one's dimension (the caller groups them).
+pub(crate) async fn search_vector_many(
+    tx: &Tx,
+    queries: &[&[f32]],
+    model: &str,
+    filter: &SearchFilter,
+    limit: usize,
+    layout: VectorLayout,
+) -> Result<Vec<Vec<ScoredId>>> {
+    let mut found: Vec<Vec<ScoredId>> = vec![Vec::new(); queries.len()];
+    let Some(dim) = queries.first().map(|query| query.len()) else { return Ok(found) };
+    if limit == 0 || dim == 0 {
+        return Ok(found);
+    }
+    if layout != VectorLayout::Exact {
+        tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {}", CHECK_EF_SEARCH.max(limit))).await?;
+    }
+    let mut params = Params::default();
+    let flat = params.push(queries.iter().flat_map(|query| query.iter().copied()).collect::<Vec<f32>>());
+    let count = params.push(sql_count(queries.len()));
+    let condition = filter::condition(filter, &mut params);
+    let per_vector = params.push(sql_count(limit));
+    let model = literal(model);
+    let exact = format!("e.vector::vector({dim}) <=> b.query");
+    let part = |generations: &str, order: &str| {
+        format!(
+            "(SELECT m.id, (1 - ({exact}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
+             WHERE e.model = {model} AND e.dim = {dim}{generations} AND {condition} ORDER BY {order} LIMIT {per_vector})"
+        )
+    };
+    let parts = match layout {
+        VectorLayout::Exact => part("", &exact),
+        VectorLayout::Indexed { bulk_through } => {
+            let mut parts = vec![part(" AND e.generation = 0", &exact)];
+            if bulk_through > 0 {
+                let halves = format!("e.vector::halfvec({dim}) <=> b.query::halfvec({dim})");
+                parts.push(part(&format!(" AND e.generation BETWEEN 1 AND {bulk_through}"), &halves));
+            }
+            parts.join(" UNION ALL ")
+        }
+    };
+    let sql = format!(
+        "WITH b AS MATERIALIZED ( \
+             SELECT i AS position, ({flat}::real[])[(i - 1) * {dim} + 1 : i * {dim}]::vector({dim}) AS query \
+             FROM generate_series(1, {count}) AS i) \
+         SELECT b.position, near.id, near.score FROM b CROSS JOIN LATERAL ({parts}) near"
+    );
+    for row in tx.query(&sql, &params.refs()).await? {
+        let position: i64 = row.get(0);
+        let id = MemoryId::parse(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string()))?;
+        if let Some(hits) = usize::try_from(position - 1).ok().and_then(|index| found.get_mut(index)) {
+            hits.push(ScoredId { id, score: row.get(2) });
+        }
+    }
+    for hits in &mut found {
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit);
+    }
+    Ok(found)
 }
 
 /// See [`kenning_core::MemoryStore::neighbours`]: capture order is `seq`, and the rows within

@@ -2,6 +2,7 @@
 //! call to a unit of work: a read (on the replica when one is configured and may answer) or a
 //! write transaction on the primary.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -180,6 +181,29 @@ impl MemoryStore for PostgresStore {
             let layout = vectors.layout(tx, model, vector.len()).await?;
             read::search_vector(tx, vector, model, filter, limit, layout).await
         })?)
+    }
+
+    fn search_vector_many(&self, vectors: &[&[f32]], model: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<Vec<ScoredId>>> {
+        // One statement per dimension (a model writes one, so one in practice), each with the
+        // layout of its vectors' indexes.
+        let mut by_dimension: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (at, vector) in vectors.iter().enumerate() {
+            by_dimension.entry(vector.len()).or_default().push(at);
+        }
+        let store = &self.vectors;
+        let mut found = vec![Vec::new(); vectors.len()];
+        for (dim, positions) in by_dimension {
+            let queries: Vec<&[f32]> = positions.iter().map(|&at| vectors[at]).collect();
+            // Of the primary: the batch's checks decide what it writes.
+            let lists = self.db.read_primary(async |tx: &Tx| {
+                let layout = store.layout(tx, model, dim).await?;
+                read::search_vector_many(tx, &queries, model, filter, limit, layout).await
+            })?;
+            for (at, list) in positions.into_iter().zip(lists) {
+                found[at] = list;
+            }
+        }
+        Ok(found)
     }
 
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
