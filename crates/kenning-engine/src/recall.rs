@@ -1,7 +1,8 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
 //! scores, plus those of each part of a compound question; the best hits then lend part of their
 //! score to the memories another author captured next to them in the same session, and the best
-//! candidates gain part of the best score among the other candidates of their session. Each candidate's relevance is then weighed by its confidence now
+//! candidates gain part of the best score among the other candidates of their session. Each
+//! candidate's relevance is then weighed by its confidence now
 //! ([`kenning_core::confidence`]): dormant memories and those under `min_confidence` drop out. The
 //! ranking is paged by cursor and cut to a token budget.
 //!
@@ -507,9 +508,9 @@ impl MemoryService {
 
     /// Gives the memories captured just before and after each of the best hits, in the hit's
     /// session and by another author, a share of that hit's score on top of their own, and ranks
-    /// again. A hit of no known session or author lends nothing. A memory between two hits gets the larger of their shares,
-    /// not both: with both, a middling match between two good ones could outrank the best of
-    /// them.
+    /// again. A hit of no known session or author lends nothing. A memory between two hits gets
+    /// the larger of their shares, not both: with both, a middling match between two good ones
+    /// could outrank the best of them.
     fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).collect();
         // The records confidence weighing reads first are read with these, in one call.
