@@ -224,30 +224,60 @@ pub(crate) async fn search_vector(
     let vector = params.push(query.to_vec());
     let condition = filter::condition(filter, &mut params);
     let limit = params.push(sql_count(limit));
-    let model = literal(model);
-    let exact = format!("e.vector::vector({dim}) <=> {vector}::real[]::vector({dim})");
+    let query = Query { full: format!("{vector}::real[]::vector({dim})"), half: format!("{vector}::real[]::halfvec({dim})"), dim };
+    let parts = nearest_parts(&query, &literal(model), &condition, &limit, layout, Backlog::Searched);
+    let sql = match layout {
+        VectorLayout::Exact => parts.concat(),
+        VectorLayout::Indexed { .. } => format!("SELECT id, score FROM ({}) nearest ORDER BY score DESC LIMIT {limit}", parts.join(" UNION ALL ")),
+    };
+    let mut hits = scored(tx, &sql, &params).await?;
+    // An iterative index scan returns rows in nearly, not exactly, ascending distance.
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(hits)
+}
+
+/// A query vector as SQL expressions: `full` of type `vector(dim)`, `half` of type `halfvec(dim)`.
+struct Query {
+    full: String,
+    half: String,
+    dim: usize,
+}
+
+/// Whether a vector search looks through a running bulk load's backlog, which no index covers.
+#[derive(Clone, Copy, PartialEq)]
+enum Backlog {
+    Searched,
+    LeftOut,
+}
+
+/// The nearest `limit` memories to `query` in each part of the store `layout` describes, one
+/// `SELECT` each, ranked by the distance its index orders by: the live generation (its HNSW
+/// index), the bulk generations (the half-precision index) and, unless left out, the backlog
+/// (compared exactly). Every part scores by the full-precision cosine. Without indexes, one part
+/// compares every vector.
+fn nearest_parts(query: &Query, model: &str, condition: &str, limit: &str, layout: VectorLayout, backlog: Backlog) -> Vec<String> {
+    let Query { full, half, dim } = query;
+    let exact = format!("e.vector::vector({dim}) <=> {full}");
     let part = |generations: &str, order: &str| {
         format!(
             "(SELECT m.id, (1 - ({exact}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
              WHERE e.model = {model} AND e.dim = {dim}{generations} AND {condition} ORDER BY {order} LIMIT {limit})"
         )
     };
-    let sql = match layout {
-        VectorLayout::Exact => part("", &exact),
+    match layout {
+        VectorLayout::Exact => vec![part("", &exact)],
         VectorLayout::Indexed { bulk_through } => {
             let mut parts = vec![part(" AND e.generation = 0", &exact)];
             if bulk_through > 0 {
-                let halves = format!("e.vector::halfvec({dim}) <=> {vector}::real[]::halfvec({dim})");
+                let halves = format!("e.vector::halfvec({dim}) <=> {half}");
                 parts.push(part(&format!(" AND e.generation BETWEEN 1 AND {bulk_through}"), &halves));
             }
-            parts.push(part(&format!(" AND e.generation > {bulk_through}"), &exact));
-            format!("SELECT id, score FROM ({}) nearest ORDER BY score DESC LIMIT {limit}", parts.join(" UNION ALL "))
+            if backlog == Backlog::Searched {
+                parts.push(part(&format!(" AND e.generation > {bulk_through}"), &exact));
+            }
+            parts
         }
-    };
-    let mut hits = scored(tx, &sql, &params).await?;
-    // An iterative index scan returns rows in nearly, not exactly, ascending distance.
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-    Ok(hits)
+    }
 }
 
 /// The search effort of [`search_vector_many`]: the graph candidates HNSW keeps per vector,
@@ -284,25 +314,8 @@ pub(crate) async fn search_vector_many(
     let count = params.push(sql_count(queries.len()));
     let condition = filter::condition(filter, &mut params);
     let per_vector = params.push(sql_count(limit));
-    let model = literal(model);
-    let exact = format!("e.vector::vector({dim}) <=> b.query");
-    let part = |generations: &str, order: &str| {
-        format!(
-            "(SELECT m.id, (1 - ({exact}))::float8 AS score FROM embeddings e JOIN memories m ON m.id = e.memory_id \
-             WHERE e.model = {model} AND e.dim = {dim}{generations} AND {condition} ORDER BY {order} LIMIT {per_vector})"
-        )
-    };
-    let parts = match layout {
-        VectorLayout::Exact => part("", &exact),
-        VectorLayout::Indexed { bulk_through } => {
-            let mut parts = vec![part(" AND e.generation = 0", &exact)];
-            if bulk_through > 0 {
-                let halves = format!("e.vector::halfvec({dim}) <=> b.query::halfvec({dim})");
-                parts.push(part(&format!(" AND e.generation BETWEEN 1 AND {bulk_through}"), &halves));
-            }
-            parts.join(" UNION ALL ")
-        }
-    };
+    let query = Query { full: "b.query".to_owned(), half: format!("b.query::halfvec({dim})"), dim };
+    let parts = nearest_parts(&query, &literal(model), &condition, &per_vector, layout, Backlog::LeftOut).join(" UNION ALL ");
     let sql = format!(
         "WITH b AS MATERIALIZED ( \
              SELECT i AS position, ({flat}::real[])[(i - 1) * {dim} + 1 : i * {dim}]::vector({dim}) AS query \
