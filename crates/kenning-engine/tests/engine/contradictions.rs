@@ -26,9 +26,21 @@ fn service(dir: &tempfile::TempDir) -> MemoryService {
     MemoryService::new(vec![DomainStore { domain: Domain::Project("app".into()), store }], Some(embedder)).with_clock(Arc::new(Ticking(AtomicI64::new(0))))
 }
 
+fn input(content: &str, source: &str) -> CaptureInput {
+    CaptureInput { content: content.into(), namespace: Some("config".into()), source: Some(source.into()), ..CaptureInput::default() }
+}
+
 fn capture(memory: &MemoryService, content: &str, source: &str) -> kenning_engine::views::CaptureOutcome {
-    let input = CaptureInput { content: content.into(), namespace: Some("config".into()), source: Some(source.into()), ..CaptureInput::default() };
-    memory.capture(input, None).unwrap()
+    memory.capture(input(content, source), None).unwrap()
+}
+
+/// Two pool sizes, the newer settled the winner: the winning capture and the contradiction's id.
+fn settled_pool_sizes(memory: &MemoryService) -> (kenning_engine::views::CaptureOutcome, String) {
+    capture(memory, "The worker pool size is 4.", "inference");
+    let second = capture(memory, "The worker pool size is 8.", "tool-result");
+    let first_id = second.contradictions[0].id.clone();
+    assert_eq!(memory.resolve_truth(&first_id).unwrap().resolution, "b_wins");
+    (second, first_id)
 }
 
 fn contradicting(memory: &MemoryService, urn: &str) -> (u32, u32) {
@@ -139,10 +151,7 @@ fn a_superseded_fact_ranks_below_its_replacement() {
 fn a_new_conflict_with_the_winner_reopens_the_settled_contradiction() {
     let dir = tempfile::tempdir().unwrap();
     let memory = service(&dir);
-    capture(&memory, "The worker pool size is 4.", "inference");
-    let second = capture(&memory, "The worker pool size is 8.", "tool-result");
-    let first_id = second.contradictions[0].id.clone();
-    assert_eq!(memory.resolve_truth(&first_id).unwrap().resolution, "b_wins");
+    let (second, first_id) = settled_pool_sizes(&memory);
     let third = capture(&memory, "The worker pool size is 16.", "tool-result");
     assert!(third.contradictions.iter().any(|note| note.with == second.urn), "{third:?}");
     let reopened = memory.contradiction(&first_id).unwrap();
@@ -160,13 +169,9 @@ fn a_new_conflict_with_the_winner_reopens_the_settled_contradiction() {
 fn a_batch_of_conflicts_with_the_winner_reopens_the_settled_contradiction_once() {
     let dir = tempfile::tempdir().unwrap();
     let memory = service(&dir);
-    capture(&memory, "The worker pool size is 4.", "inference");
-    let second = capture(&memory, "The worker pool size is 8.", "tool-result");
-    let first_id = second.contradictions[0].id.clone();
-    assert_eq!(memory.resolve_truth(&first_id).unwrap().resolution, "b_wins");
-    let inputs = ["The worker pool size is 16.", "The worker pool size is 32."]
-        .map(|content| CaptureInput { content: content.into(), namespace: Some("config".into()), source: Some("tool-result".into()), ..CaptureInput::default() });
-    let batch = memory.capture_many(inputs.to_vec(), None).unwrap();
+    let (second, first_id) = settled_pool_sizes(&memory);
+    let inputs = vec![input("The worker pool size is 16.", "tool-result"), input("The worker pool size is 32.", "tool-result")];
+    let batch = memory.capture_many(inputs, None).unwrap();
     for outcome in &batch {
         assert!(outcome.contradictions.iter().any(|note| note.with == second.urn), "each capture of the batch reports its conflict: {outcome:?}");
     }
