@@ -30,7 +30,9 @@
 //! and "communicates with"), which the words alone cannot judge: [`Judgement::Unsure`]. A caller
 //! stores and links such a pair, or asks a model that can tell paraphrases apart.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -373,7 +375,7 @@ impl ClaimRules {
                     kind: Kind::Word,
                     named: current.named,
                     capital: current.capital,
-                    function: FUNCTION_WORDS.contains(&lower),
+                    function: is_function_word(lower),
                 });
             }
             index += 1;
@@ -602,15 +604,39 @@ const IRREGULAR_PARTICIPLES: &[&str] = &[
 /// Words ending in `-ed` that are not participles.
 const NOT_PARTICIPLES: &[&str] = &["need", "seed", "feed", "speed", "shed", "breed", "bleed", "greed", "embed", "indeed", "exceed", "proceed", "succeed"];
 
+// Every word of every statement read is looked up in these lists: sets, not scans of them.
 fn lemma(word: &str) -> &str {
-    LEMMAS.iter().find_map(|(form, lemma)| (*form == word).then_some(*lemma)).unwrap_or(word)
+    static BY_FORM: LazyLock<HashMap<&str, &str>> = LazyLock::new(|| LEMMAS.iter().copied().collect());
+    BY_FORM.get(word).copied().unwrap_or(word)
 }
 
+fn is_function_word(word: &str) -> bool {
+    static SET: LazyLock<HashSet<&str>> = LazyLock::new(|| FUNCTION_WORDS.iter().copied().collect());
+    SET.contains(word)
+}
+
+/// Words stemmed per thread before the cache starts again: a bulk capture reads the same few
+/// thousand words over and over, and the stemmer costs more than the look-up.
+const STEM_CACHE_WORDS: usize = 16_384;
+
 fn stem_word(stemmer: &Stemmer, word: &str) -> String {
+    thread_local! {
+        static STEMS: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+    }
     if word.chars().count() > 40 || word.chars().any(|c| c.is_ascii_digit()) {
         return word.to_owned();
     }
-    stemmer.stem(word).into_owned()
+    STEMS.with_borrow_mut(|stems| {
+        if let Some(stem) = stems.get(word) {
+            return stem.clone();
+        }
+        if stems.len() >= STEM_CACHE_WORDS {
+            stems.clear();
+        }
+        let stem = stemmer.stem(word).into_owned();
+        stems.insert(word.to_owned(), stem.clone());
+        stem
+    })
 }
 
 fn is_negation(word: &str) -> bool {

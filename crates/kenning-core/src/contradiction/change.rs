@@ -25,7 +25,9 @@
 //! past event ("I went to …", "fixed the bug"), which a later statement does not replace. A
 //! speaker's label ("Caroline: …") is not part of what is said.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::{ContradictionKind, Detection};
@@ -67,6 +69,13 @@ pub(super) struct Statement {
     past: bool,
     /// It tells of a change itself.
     change: bool,
+    // [`update`] compares each statement of a capture with every statement of its neighbours,
+    // so what depends on one side only is read once, on first use, and kept here.
+    content: OnceCell<BTreeSet<String>>,
+    replacement: OnceCell<Option<Replacement>>,
+    movement: OnceCell<Option<Movement>>,
+    cued: OnceCell<Option<Cued>>,
+    numbering: OnceCell<Numbering>,
 }
 
 impl Statement {
@@ -77,11 +86,36 @@ impl Statement {
         }
         let past = is_past(&words);
         let change = words.iter().any(|word| CHANGE_MARKERS.contains(&word.lower.as_str())) || has_pair(&words, "no", "longer");
-        Statement { words, past, change }
+        Statement {
+            words,
+            past,
+            change,
+            content: OnceCell::new(),
+            replacement: OnceCell::new(),
+            movement: OnceCell::new(),
+            cued: OnceCell::new(),
+            numbering: OnceCell::new(),
+        }
     }
 
-    fn content(&self) -> BTreeSet<String> {
-        content(&self.words)
+    fn content(&self) -> &BTreeSet<String> {
+        self.content.get_or_init(|| content(&self.words))
+    }
+
+    fn replacement(&self) -> Option<&Replacement> {
+        self.replacement.get_or_init(|| Replacement::of(self)).as_ref()
+    }
+
+    fn movement(&self) -> Option<&Movement> {
+        self.movement.get_or_init(|| Movement::of(self)).as_ref()
+    }
+
+    fn cued(&self) -> Option<&Cued> {
+        self.cued.get_or_init(|| Cued::of(self)).as_ref()
+    }
+
+    fn numbering(&self) -> &Numbering {
+        self.numbering.get_or_init(|| Numbering::of(self))
     }
 
     fn at(&self, lower: &str) -> Option<usize> {
@@ -181,52 +215,94 @@ fn written(words: &[Word]) -> Vec<String> {
 }
 
 /// The words of a value: from `start` up to a word that ends it, a break, or the end.
-fn value_at(words: &[Word], start: usize) -> &[Word] {
+fn value_at(words: &[Word], start: usize) -> Range<usize> {
     let end = words[start..]
         .iter()
         .position(|word| word.kind == WordKind::Break || (word.kind == WordKind::Word && VALUE_ENDS.contains(&word.lower.as_str()) && !word.named))
         .map_or(words.len(), |offset| start + offset);
-    &words[start..end.max(start)]
+    start..end.max(start)
 }
 
-/// Whether the older statement names a value: all of its named things (or, with none, most of
-/// its words).
-fn names(old: &BTreeSet<String>, value: &[Word]) -> bool {
-    let (words, things) = (content(value), named(value));
-    if words.is_empty() || words.is_disjoint(old) {
-        return false;
+/// A value of the newer statement as the older one is searched for it.
+struct Value {
+    words: BTreeSet<String>,
+    things: BTreeSet<String>,
+}
+
+impl Value {
+    fn of(value: &[Word]) -> Value {
+        Value { words: content(value), things: named(value) }
     }
-    if things.is_empty() { words.intersection(old).count() >= words.len().min(2) } else { things.is_subset(old) }
+
+    /// Whether the older statement names it: all of its named things (or, with none, most of
+    /// its words).
+    fn named_in(&self, old: &BTreeSet<String>) -> bool {
+        if self.words.is_empty() || self.words.is_disjoint(old) {
+            return false;
+        }
+        if self.things.is_empty() { self.words.intersection(old).count() >= self.words.len().min(2) } else { self.things.is_subset(old) }
+    }
+
+    /// Whether the older statement already holds it.
+    fn held_in(&self, old: &BTreeSet<String>) -> bool {
+        if self.things.is_empty() { !self.words.is_empty() && self.words.is_subset(old) } else { self.things.is_subset(old) }
+    }
 }
 
-/// Whether the older statement already holds the new value.
-fn holds(old: &BTreeSet<String>, value: &[Word]) -> bool {
-    let (words, things) = (content(value), named(value));
-    if things.is_empty() { !words.is_empty() && words.is_subset(old) } else { things.is_subset(old) }
+/// The first shape as a newer statement has it: what it says was replaced, and by what.
+struct Replacement {
+    before: Range<usize>,
+    after: Range<usize>,
+    gone: Value,
+    coming: Value,
+    /// The rest of its subject: its content words but the two values and the verbs of change.
+    rest: BTreeSet<String>,
+    /// "gave up": the older statement must hold what was given up word for word.
+    gave_up: bool,
 }
 
-/// The first shape: the newer statement names what it replaced.
-fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
-    let words = &new.words;
-    let (before, after, loose): (&[Word], &[Word], bool) = 'shape: {
+impl Replacement {
+    fn of(new: &Statement) -> Option<Replacement> {
+        let words = &new.words;
+        let (before, after, loose) = Replacement::shape(new)?;
+        let (gone, coming) = (Value::of(&words[before.clone()]), Value::of(&words[after.clone()]));
+        if gone.words.is_empty() || (loose && gone.things.is_empty()) {
+            return None;
+        }
+        let rest: BTreeSet<String> = new
+            .content()
+            .iter()
+            .filter(|word| !gone.words.contains(*word) && !coming.words.contains(*word) && !is_cue(word) && *word != "use" && *word != "of")
+            .cloned()
+            .collect();
+        // With no rest, only a named thing given up says what the subject is.
+        if rest.is_empty() && gone.things.is_empty() {
+            return None;
+        }
+        Some(Replacement { before, after, gone, coming, rest, gave_up: has_pair(words, "gave", "up") })
+    }
+
+    /// What was replaced and what replaced it, and whether the verb is a loose one.
+    fn shape(new: &Statement) -> Option<(Range<usize>, Range<usize>, bool)> {
+        let words = &new.words;
         // "replaced X with Y"
         if let Some(verb) = words.iter().position(|word| word.lower.starts_with("replac"))
             && let Some(with) = words[verb + 1..].iter().position(|word| word.canon == "with").map(|at| verb + 1 + at)
             && with > verb + 1
         {
-            break 'shape (&words[verb + 1..with], value_at(words, with + 1), false);
+            return Some((verb + 1..with, value_at(words, with + 1), false));
         }
         // "X was replaced by Y", "X is superseded by Y"
         if let Some(verb) = words.iter().position(|word| matches!(word.lower.as_str(), "replaced" | "superseded"))
             && words.get(verb + 1).is_some_and(|next| next.lower == "by")
         {
-            break 'shape (&words[..verb], value_at(words, verb + 2), false);
+            return Some((0..verb, value_at(words, verb + 2), false));
         }
         // "Y replaced X (as …)"
         if let Some(verb) = words.iter().position(|word| matches!(word.lower.as_str(), "replaced" | "replaces" | "supersedes" | "superseded"))
             && verb > 0
         {
-            break 'shape (value_at(words, verb + 1), &words[..verb], false);
+            return Some((value_at(words, verb + 1), 0..verb, false));
         }
         // "moved from X to Y", "moved off X to Y"
         if let Some(verb) = words.iter().position(|word| MOVE_VERBS.contains(&word.lower.as_str()))
@@ -234,25 +310,25 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
             && let Some(to) = words[from + 1..].iter().position(|word| word.lower == "to").map(|at| from + 1 + at)
             && to > from + 1
         {
-            break 'shape (&words[from + 1..to], value_at(words, to + 1), false);
+            return Some((from + 1..to, value_at(words, to + 1), false));
         }
         // "Y instead of X"
         if let Some(instead) = new.at("instead")
             && words.get(instead + 1).is_some_and(|next| next.lower == "of")
         {
-            break 'shape (value_at(words, instead + 2), &words[..instead], false);
+            return Some((value_at(words, instead + 2), 0..instead, false));
         }
         // "took over (…) from X", "X handed … over to Y"
         if let Some(took) = words.iter().position(|word| matches!(word.lower.as_str(), "took" | "takes" | "take"))
             && words.get(took + 1).is_some_and(|next| next.lower == "over")
             && let Some(from) = words[took + 2..].iter().position(|word| word.lower == "from").map(|at| took + 2 + at)
         {
-            break 'shape (value_at(words, from + 1), &words[..took], false);
+            return Some((value_at(words, from + 1), 0..took, false));
         }
         if let Some(handed) = words.iter().position(|word| matches!(word.lower.as_str(), "handed" | "hands"))
             && let Some(to) = words[handed + 1..].iter().position(|word| word.lower == "to").map(|at| handed + 1 + at)
         {
-            break 'shape (&words[..handed], value_at(words, to + 1), false);
+            return Some((0..handed, value_at(words, to + 1), false));
         }
         // "we dropped X", "stopped using X", "gave up X", "left X"
         if let Some(verb) = words.iter().position(|word| DROP_VERBS.contains(&word.lower.as_str()))
@@ -261,11 +337,11 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
             && verb + 1 < words.len()
         {
             let loose = LOOSE_DROP_VERBS.contains(&words[verb].lower.as_str());
-            break 'shape (value_at(words, verb + 1), &[], loose);
+            return Some((value_at(words, verb + 1), 0..0, loose));
         }
         for (first, second) in [("stopped", "using"), ("gave", "up"), ("no", "longer")] {
             if let Some(at) = words.windows(2).position(|pair| pair[0].lower == first && pair[1].lower == second) {
-                break 'shape (value_at(words, at + 2), &[], false);
+                return Some((value_at(words, at + 2), 0..0, false));
             }
         }
         // "X is deprecated", "X was removed", "X retired"; not "a sunset", "the retired teacher"
@@ -281,28 +357,31 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
                 .rposition(|word| word.kind == WordKind::Break || matches!(word.lower.as_str(), "after" | "when" | "since" | "because" | "and"))
                 .map_or(0, |at| at + 1);
             // "X is deprecated, use Y"
-            let successor = words[gone + 1..].iter().position(|word| word.canon == "use").map_or(&[][..], |at| value_at(words, gone + 2 + at));
-            break 'shape (&words[subject_start..subject_end], successor, false);
+            let successor = words[gone + 1..].iter().position(|word| word.canon == "use").map_or(0..0, |at| value_at(words, gone + 2 + at));
+            return Some((subject_start..subject_end, successor, false));
         }
-        return None;
-    };
+        None
+    }
+}
+
+/// The first shape: the newer statement names what it replaced.
+fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+    let replacement = new.replacement()?;
     let old_words = old.content();
-    let (gone, coming) = (content(before), content(after));
     // "gave up" drops what the older statement holds word for word ("gave up the violin", not
     // "gave up hope").
-    let gave_up = has_pair(words, "gave", "up");
-    if gave_up && !gone.is_subset(&old_words) {
+    if replacement.gave_up && !replacement.gone.words.is_subset(old_words) {
         return None;
     }
-    if gone.is_empty() || !names(&old_words, before) || (loose && named(before).is_empty()) || holds(&old_words, after) {
+    if !replacement.gone.named_in(old_words) || replacement.coming.held_in(old_words) {
         return None;
     }
     // The rest of the newer statement's subject must be the older one's too.
-    let rest: BTreeSet<String> =
-        new.content().into_iter().filter(|word| !gone.contains(word) && !coming.contains(word) && !is_cue(word) && word != "use" && word != "of").collect();
-    let shared = rest.intersection(&old_words).count();
-    let subject_ok = if rest.is_empty() { !named(before).is_empty() } else { shared >= 1 };
-    subject_ok.then(|| (written(before), if after.is_empty() { vec!["no longer".to_owned()] } else { written(after) }))
+    if !replacement.rest.is_empty() && replacement.rest.is_disjoint(old_words) {
+        return None;
+    }
+    let after = &new.words[replacement.after.clone()];
+    Some((written(&new.words[replacement.before.clone()]), if after.is_empty() { vec!["no longer".to_owned()] } else { written(after) }))
 }
 
 /// Whether a canonical word is one of the verbs of change, which are no part of a subject.
@@ -319,33 +398,51 @@ fn is_cue(canon: &str) -> bool {
     .contains(canon)
 }
 
+/// The second shape as a newer statement has it: the subject it moves, and where to.
+struct Movement {
+    subject: BTreeSet<String>,
+    value: Range<usize>,
+    moved_to: Value,
+}
+
+impl Movement {
+    fn of(new: &Statement) -> Option<Movement> {
+        let words = &new.words;
+        // "failed the database over to …" moves it as any verb of the list does.
+        let is_verb = |at: usize| {
+            MOVE_VERBS.contains(&words[at].lower.as_str())
+                || (words[at].lower == "failed" && words[at + 1..].iter().take(8).position(|word| word.lower == "over").is_some_and(|over| words.get(at + 2 + over).is_some_and(|next| next.lower == "to")))
+        };
+        let verb = (0..words.len()).find(|&at| is_verb(at))?;
+        let to = words[verb + 1..]
+            .iter()
+            .take(8)
+            .position(|word| matches!(word.lower.as_str(), "to" | "into") || (word.lower == "in" && matches!(words[verb].lower.as_str(), "rewritten" | "rewrote")))
+            .map(|at| verb + 1 + at)?;
+        let value = value_at(words, to + 1);
+        let moved_to = Value::of(&words[value.clone()]);
+        // "Set X in the config to override it": `set` moves a setting only to a named value or
+        // a number, not to a purpose.
+        if (words[verb].lower == "set" && moved_to.things.is_empty()) || moved_to.words.is_empty() {
+            return None;
+        }
+        // The particles of "went up to", "failed … over to" belong to the verb.
+        let particle = |word: &String| matches!(word.as_str(), "up" | "down" | "over" | "back");
+        let subject: BTreeSet<String> =
+            content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word) && !particle(word)).collect();
+        if subject.is_empty() {
+            return None;
+        }
+        Some(Movement { subject, value, moved_to })
+    }
+}
+
 /// The second shape: the newer statement moves a subject to a new value.
 fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
-    let words = &new.words;
-    // "failed the database over to …" moves it as any verb of the list does.
-    let is_verb = |at: usize| {
-        MOVE_VERBS.contains(&words[at].lower.as_str())
-            || (words[at].lower == "failed" && words[at + 1..].iter().take(8).position(|word| word.lower == "over").is_some_and(|over| words.get(at + 2 + over).is_some_and(|next| next.lower == "to")))
-    };
-    let verb = (0..words.len()).find(|&at| is_verb(at))?;
-    let to = words[verb + 1..]
-        .iter()
-        .take(8)
-        .position(|word| matches!(word.lower.as_str(), "to" | "into") || (word.lower == "in" && matches!(words[verb].lower.as_str(), "rewritten" | "rewrote")))
-        .map(|at| verb + 1 + at)?;
-    let value = value_at(words, to + 1);
-    // "Set X in the config to override it": `set` moves a setting only to a named value or a
-    // number, not to a purpose.
-    if words[verb].lower == "set" && named(value).is_empty() {
-        return None;
-    }
-    // The particles of "went up to", "failed … over to" belong to the verb.
-    let particle = |word: &String| matches!(word.as_str(), "up" | "down" | "over" | "back");
-    let subject: BTreeSet<String> =
-        content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word) && !particle(word)).collect();
+    let movement = new.movement()?;
     let old_words = old.content();
-    let covered = subject.intersection(&old_words).count();
-    if subject.is_empty() || covered * 3 < subject.len() * 2 || content(value).is_empty() || holds(&old_words, value) {
+    let covered = movement.subject.intersection(old_words).count();
+    if covered * 3 < movement.subject.len() * 2 || movement.moved_to.held_in(old_words) {
         return None;
     }
     // The older statement holds a value the newer one does not: what was moved away from.
@@ -353,13 +450,13 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
     let before: Vec<String> = old
         .words
         .iter()
-        .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !subject.contains(&word.canon) && !new_words.contains(&word.canon))
+        .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !movement.subject.contains(&word.canon) && !new_words.contains(&word.canon))
         .map(|word| word.lower.clone())
         .collect();
     // The older statement is a sentence that holds a value, not a heading such as "React
     // connection pool size", which has no function word and names nothing it moved from.
     let held_value = old.words.iter().any(|word| word.function || (word.named && before.contains(&word.lower)));
-    held_value.then(|| (before, written(value)))
+    held_value.then(|| (before, written(&new.words[movement.value.clone()])))
 }
 
 /// Cue phrases of the third shape, and whether the words after them (to a break or the end)
@@ -379,66 +476,128 @@ const CUES: &[(&[&str], bool)] = &[
     (&["anymore"], false),
 ];
 
+/// Where a phrase begins in `words`.
+fn place(words: &[Word], phrase: &[&str]) -> Option<usize> {
+    words.windows(phrase.len()).position(|window| window.iter().zip(phrase.iter()).all(|(word, part)| word.lower == *part))
+}
+
+/// The third shape as a newer statement has it: its words with the cues of change taken out.
+struct Cued {
+    words: Vec<Word>,
+    /// The cues taken out. A cue the older statement holds too tells nothing of which one is
+    /// newer.
+    cues: Vec<&'static [&'static str]>,
+    /// A cue that tells of a change whatever the older statement holds: "from Monday on",
+    /// "became".
+    sure: bool,
+    content: BTreeSet<String>,
+    negations: usize,
+}
+
+impl Cued {
+    fn of(new: &Statement) -> Option<Cued> {
+        let mut words: Vec<Word> = new.words.clone();
+        // "for now" says that something is temporary, not that it changed.
+        while let Some(at) = place(&words, &["for", "now"]) {
+            words.drain(at..at + 2);
+        }
+        let mut cues = Vec::new();
+        for (cue, runs_on) in CUES {
+            let mut taken = false;
+            while let Some(at) = place(&words, cue) {
+                let end = if *runs_on {
+                    words[at..].iter().position(|word| word.kind == WordKind::Break).map_or(words.len(), |offset| at + offset)
+                } else {
+                    at + cue.len()
+                };
+                words.drain(at..end);
+                taken = true;
+            }
+            if taken {
+                cues.push(*cue);
+            }
+        }
+        let mut sure = false;
+        // "from Monday on"
+        if let Some(from) = words.iter().position(|word| word.lower == "from")
+            && words.last().is_some_and(|word| word.lower == "on")
+            && words.len() - from <= 4
+        {
+            words.truncate(from);
+            sure = true;
+        }
+        if let Some(became) = words.iter().position(|word| word.lower == "became" || word.lower == "becomes") {
+            words[became].canon = "is".to_owned();
+            words[became].function = true;
+            sure = true;
+        }
+        if (cues.is_empty() && !sure) || is_past(&words) {
+            return None;
+        }
+        let content = content(&words);
+        let negations = negations(&words);
+        Some(Cued { words, cues, sure, content, negations })
+    }
+}
+
+fn negations(words: &[Word]) -> usize {
+    words.iter().filter(|word| word.kind == WordKind::Negation).count()
+}
+
 /// The third shape: a cue of change, and the same frame with other values.
 fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
-    let mut words: Vec<Word> = new.words.clone();
-    let mut found = false;
-    let place = |words: &[Word], cue: &[&str]| words.windows(cue.len()).position(|window| window.iter().zip(cue.iter()).all(|(word, part)| word.lower == *part));
-    // "for now" says that something is temporary, not that it changed.
-    while let Some(at) = place(&words, &["for", "now"]) {
-        words.drain(at..at + 2);
-    }
-    for (cue, runs_on) in CUES {
-        // A cue the older statement holds too tells nothing of which one is newer.
-        let shared_cue = place(&old.words, cue).is_some();
-        while let Some(at) = place(&words, cue) {
-            let end = if *runs_on {
-                words[at..].iter().position(|word| word.kind == WordKind::Break).map_or(words.len(), |offset| at + offset)
-            } else {
-                at + cue.len()
-            };
-            words.drain(at..end);
-            found |= !shared_cue;
-        }
-    }
-    // "from Monday on"
-    if let Some(from) = words.iter().position(|word| word.lower == "from")
-        && words.last().is_some_and(|word| word.lower == "on")
-        && words.len() - from <= 4
-    {
-        words.truncate(from);
-        found = true;
-    }
-    if let Some(became) = words.iter().position(|word| word.lower == "became" || word.lower == "becomes") {
-        words[became].canon = "is".to_owned();
-        words[became].function = true;
-        found = true;
-    }
-    if !found || is_past(&words) {
+    let cued = new.cued()?;
+    if !cued.sure && cued.cues.iter().all(|cue| place(&old.words, cue).is_some()) {
         return None;
     }
-    let (old_words, new_words) = (old.content(), content(&words));
-    let gone: Vec<&String> = old_words.difference(&new_words).collect();
-    let coming: Vec<&String> = new_words.difference(&old_words).collect();
-    let shared = old_words.intersection(&new_words).count();
-    let negated = words.iter().filter(|word| word.kind == WordKind::Negation).count() > old.words.iter().filter(|word| word.kind == WordKind::Negation).count();
+    let (old_words, new_words, words) = (old.content(), &cued.content, &cued.words);
+    let gone: Vec<&String> = old_words.difference(new_words).collect();
+    let coming: Vec<&String> = new_words.difference(old_words).collect();
+    let shared = old_words.intersection(new_words).count();
+    let negated = cued.negations > negations(&old.words);
     if coming.is_empty() || (gone.is_empty() && !negated) || gone.len() > 3 || coming.len() > 4 || shared < 2 {
         return None;
     }
     let valued = |tokens: &[&String], words: &[Word]| tokens.iter().any(|token| words.iter().any(|word| &&word.canon == token && word.named));
     // The same words in the same order but one: "the default branch is master" / "… is now main".
-    let (before, after) = (content_in_order(&old.words), content_in_order(&words));
+    let (before, after) = (content_in_order(&old.words), content_in_order(words));
     let one_swapped = before.len() == after.len() && before.iter().zip(&after).filter(|(a, b)| a != b).count() == 1;
     // What changed is a value (a named thing, a number), the one word that differs, or what the
     // newer statement denies ("… now, not by hand"); not a verb or an opinion around the same
     // things ("I think you'd love this novel" / "I'm currently reading this novel").
-    if !(valued(&gone, &old.words) || valued(&coming, &words) || one_swapped || negated) {
+    if !(valued(&gone, &old.words) || valued(&coming, words) || one_swapped || negated) {
         return None;
     }
     let spelled = |tokens: &[&String], words: &[Word]| -> Vec<String> {
         words.iter().filter(|word| tokens.contains(&&word.canon)).map(|word| word.lower.clone()).collect()
     };
-    Some((spelled(&gone, &old.words), spelled(&coming, &words)))
+    Some((spelled(&gone, &old.words), spelled(&coming, words)))
+}
+
+/// A statement's numbers and the words around them, as the fourth shape compares them.
+struct Numbering {
+    numbers: Vec<String>,
+    /// Its other words, but breaks and function words.
+    rest: Vec<String>,
+    /// A number right after a word that names things by number says what the statement is
+    /// about ("user 1 …", "issue 14 …"), as does one before a label's colon.
+    identifies: bool,
+    /// A number after a word that locates ("at line 160", "on day 3") says where, not how much.
+    locates: bool,
+}
+
+impl Numbering {
+    fn of(statement: &Statement) -> Numbering {
+        let words = &statement.words;
+        let numbers = words.iter().filter(|word| word.kind == WordKind::Number).map(|word| word.canon.clone()).collect();
+        let rest = words.iter().filter(|word| word.kind != WordKind::Number && word.kind != WordKind::Break && !word.function).map(|word| word.canon.clone()).collect();
+        let identifies = words.iter().position(|word| word.kind == WordKind::Number).is_some_and(|at| {
+            let labelled = words[at..].iter().take(5).any(|word| word.kind == WordKind::Break);
+            at <= 1 && (labelled || words.first().is_some_and(|word| IDENTIFYING_NOUNS.contains(&word.lower.as_str())))
+        });
+        let locates = words.windows(2).any(|pair| pair[1].kind == WordKind::Number && LOCATING_NOUNS.contains(&pair[0].lower.as_str()));
+        Numbering { numbers, rest, identifies, locates }
+    }
 }
 
 /// The fourth shape: the same words with other numbers in the same places.
@@ -446,31 +605,13 @@ fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<Stri
     if new.past || new.change {
         return None;
     }
-    let numbers = |statement: &Statement| statement.words.iter().filter(|word| word.kind == WordKind::Number).map(|word| word.canon.clone()).collect::<Vec<_>>();
-    let rest = |statement: &Statement| {
-        statement.words.iter().filter(|word| word.kind != WordKind::Number && word.kind != WordKind::Break && !word.function).map(|word| word.canon.clone()).collect::<Vec<_>>()
-    };
-    let (before, after) = (numbers(old), numbers(new));
-    if before.is_empty() || before.len() != after.len() || before == after || rest(old) != rest(new) {
+    let (older, newer) = (old.numbering(), new.numbering());
+    let (before, after) = (&older.numbers, &newer.numbers);
+    if before.is_empty() || before.len() != after.len() || before == after || older.rest != newer.rest {
         return None;
     }
-    // A number right after a word that names things by number says what the statement is
-    // about ("user 1 …", "issue 14 …"), as does one before a label's colon.
-    let identifies = |statement: &Statement| {
-        let words = &statement.words;
-        let Some(at) = words.iter().position(|word| word.kind == WordKind::Number) else { return false };
-        let labelled = words[at..].iter().take(5).any(|word| word.kind == WordKind::Break);
-        at <= 1 && (labelled || words.first().is_some_and(|word| IDENTIFYING_NOUNS.contains(&word.lower.as_str())))
-    };
-    let first_change = before.iter().zip(&after).position(|(a, b)| a != b)?;
-    if first_change == 0 && (identifies(old) || identifies(new)) {
-        return None;
-    }
-    // A number after a word that locates ("at line 160", "on day 3") says where, not how much.
-    let locates = |statement: &Statement| {
-        statement.words.windows(2).any(|pair| pair[1].kind == WordKind::Number && LOCATING_NOUNS.contains(&pair[0].lower.as_str()))
-    };
-    if locates(old) || locates(new) {
+    let first_change = before.iter().zip(after).position(|(a, b)| a != b)?;
+    if (first_change == 0 && (older.identifies || newer.identifies)) || older.locates || newer.locates {
         return None;
     }
     let changed = |statement: &Statement, values: &[String], other: &[String]| -> Vec<String> {
@@ -483,7 +624,7 @@ fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<Stri
             .map(|(word, _)| word.lower.clone())
             .collect()
     };
-    Some((changed(old, &before, &after), changed(new, &after, &before)))
+    Some((changed(old, before, after), changed(new, after, before)))
 }
 
 #[cfg(test)]
