@@ -14,6 +14,7 @@
 //! captured the same thing): the copy captured first stays active and the other is retired by
 //! [`crate::merge::retire_duplicate`], which again depends only on the two notes.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -161,14 +162,20 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
     let ours_tree = notes::tree_of(repo, ours)?;
     let theirs_tree = notes::tree_of(repo, theirs)?;
     let (changed, _) = notes::diff(repo, &base_tree, &theirs_tree)?;
+    // Our side of each note they changed: as in the base unless we changed it too. Two diffs
+    // against the base read only the subtrees that differ; looking each key up in our tree
+    // read its fan-out trees again for every note that came in.
+    let (ours_changed, _) = notes::diff(repo, &base_tree, &ours_tree)?;
+    let ours_now: HashMap<String, Option<Oid>> = ours_changed.into_iter().map(|change| (change.key, change.after)).collect();
     let mut counts = Counts::default();
     let mut update = TreeUpdateBuilder::new();
-    // Keys whose note in the merge is theirs or a merge of both: what came in.
-    let mut incoming: Vec<Oid> = Vec::new();
+    // Keys whose note in the merge is theirs or a merge of both, with that note's blob: what
+    // came in.
+    let mut incoming: Vec<(Oid, Oid)> = Vec::new();
     for change in changed {
         let Ok(key) = Oid::from_str(&change.key) else { continue };
         let path = notes::note_path(key);
-        let ours_blob = note_blob(repo, &ours_tree, key)?;
+        let ours_blob = ours_now.get(&change.key).copied().unwrap_or(change.before);
         if ours_blob == change.after {
             continue;
         }
@@ -179,7 +186,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
         counts.received += 1;
         if ours_blob.is_none() || ours_blob == change.before {
             update.upsert(&path, their_blob, FileMode::Blob);
-            incoming.push(key);
+            incoming.push((key, their_blob));
             continue;
         }
         let ours_blob = ours_blob.unwrap_or(their_blob);
@@ -187,8 +194,9 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
             (Ok(ours_note), Ok(their_note)) => {
                 let merged = merge_notes(&ours_note, &their_note).map_err(|reason| Error::Note { id: change.key.clone(), reason })?;
                 let bytes = merged.encode().map_err(|reason| Error::Note { id: change.key.clone(), reason })?;
-                update.upsert(&path, repo.blob(&bytes)?, FileMode::Blob);
-                incoming.push(key);
+                let blob = repo.blob(&bytes)?;
+                update.upsert(&path, blob, FileMode::Blob);
+                incoming.push((key, blob));
                 counts.merged += 1;
             }
             // A note one side cannot read is not merged: the readable side wins, and with two
@@ -196,7 +204,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
             (Ok(_), Err(_)) => {}
             (Err(_), Ok(_)) => {
                 update.upsert(&path, their_blob, FileMode::Blob);
-                incoming.push(key);
+                incoming.push((key, their_blob));
             }
             (Err(_), Err(_)) => {
                 if their_blob > ours_blob {
@@ -211,35 +219,38 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
     Ok((merged, counts))
 }
 
-/// The merged `tree` with every active memory that came in (`incoming`) checked against the
-/// local memory holding the same content: of each such pair, the one captured later is
-/// retired. The index names the candidate; the merged tree decides, since the merge may have
-/// changed the candidate's content.
+/// The merged `tree` with every active memory that came in (`incoming`, each key with its
+/// note's blob in `tree`) checked against the local memory holding the same content: of each
+/// such pair, the one captured later is retired. The index names the candidate; the merged
+/// tree decides, since the merge may have changed the candidate's content.
 fn retire_duplicates<'r>(
     repo: &'r Repository,
     tree: git2::Tree<'r>,
-    incoming: &[Oid],
+    incoming: &[(Oid, Oid)],
     find_duplicate: &FindDuplicate<'_>,
     counts: &mut Counts,
 ) -> Result<git2::Tree<'r>> {
     // Notes as this pass leaves them, so that a note retired once is seen retired.
-    let mut decided: std::collections::HashMap<Oid, Note> = std::collections::HashMap::new();
-    let read = |decided: &std::collections::HashMap<Oid, Note>, key: Oid| -> Option<Note> {
+    let mut decided: HashMap<Oid, Note> = HashMap::new();
+    let read = |decided: &HashMap<Oid, Note>, key: Oid, blob: Option<Oid>| -> Option<Note> {
         if let Some(note) = decided.get(&key) {
             return Some(note.clone());
         }
-        let blob = note_blob(repo, &tree, key).ok().flatten()?;
+        let blob = match blob {
+            Some(blob) => blob,
+            None => note_blob(repo, &tree, key).ok().flatten()?,
+        };
         decode(repo, blob).ok()
     };
-    for key in incoming {
-        let Some(note) = read(&decided, *key) else { continue };
+    for (key, blob) in incoming {
+        let Some(note) = read(&decided, *key, Some(*blob)) else { continue };
         let Ok(memory) = note.memory() else { continue };
         if memory.status != Status::Active {
             continue;
         }
         let Some(other_id) = find_duplicate(&memory)? else { continue };
         let other_key = note_key(&other_id);
-        let Some(other_note) = read(&decided, other_key) else { continue };
+        let Some(other_note) = read(&decided, other_key, None) else { continue };
         let Ok(other) = other_note.memory() else { continue };
         if other.id == memory.id || other.status != Status::Active || other.namespace != memory.namespace || other.content_hash() != memory.content_hash() {
             continue;
