@@ -214,7 +214,7 @@ fn written(words: &[Word]) -> Vec<String> {
     words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function).map(|word| word.lower.clone()).collect()
 }
 
-/// The words of a value: from `start` up to a word that ends it, a break, or the end.
+/// Where the words of a value lie: from `start` up to a word that ends it, a break, or the end.
 fn value_at(words: &[Word], start: usize) -> Range<usize> {
     let end = words[start..]
         .iter()
