@@ -118,10 +118,6 @@ pub fn active_holders_are_the_duplicates_insert_would_skip(make: MakeStore) {
     assert!(inserted[1..].iter().all(|outcome| *outcome == Inserted::Created), "{inserted:?}");
 }
 
-/// A batch as large as a bulk load (a backend may write one another way, e.g. PostgreSQL's
-/// `COPY`) keeps every promise a small one does: outcomes in order, the first of a content
-/// stored and the rest reported as its duplicates, an active memory's content refused again,
-/// vectors searchable, and a retry of the batch reporting duplicates rather than failing.
 /// Eight pseudo-random components (splitmix64) for memory `n`: far apart, as real vectors are.
 fn scattered(n: u64) -> Vec<f32> {
     let mut state = n;
@@ -135,6 +131,10 @@ fn scattered(n: u64) -> Vec<f32> {
         .collect()
 }
 
+/// A batch as large as a bulk load (a backend may write one another way, e.g. PostgreSQL's
+/// `COPY`) keeps every promise a small one does: outcomes in order, the first of a content
+/// stored and the rest reported as its duplicates, an active memory's content refused again,
+/// vectors searchable, and a retry of the batch reporting duplicates rather than failing.
 pub fn a_large_batch_is_stored_as_a_small_one_is(make: MakeStore) {
     let store = make();
     let existing = memory("large-existing", "learnings", "Every service logs in JSON lines.");

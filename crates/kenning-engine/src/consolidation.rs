@@ -228,22 +228,21 @@ fn agreeing(episodes: &[Memory], clusters: Vec<Cluster>, min_size: usize) -> Vec
         .filter_map(|cluster| {
             // Each member is read once and compared with every member kept before it.
             let readings: Vec<Reading<'_>> = cluster.members.iter().map(|&member| Reading::new(&episodes[member].content)).collect();
-            let mut members: Vec<(usize, f64)> = Vec::with_capacity(cluster.members.len());
+            // Positions in the cluster of the members kept so far.
             let mut kept: Vec<usize> = Vec::with_capacity(cluster.members.len());
-            for (at, (&member, &centrality)) in cluster.members.iter().zip(&cluster.centrality).enumerate() {
+            for (at, &member) in cluster.members.iter().enumerate() {
                 let conflicts = kept.iter().any(|&other_at| {
                     let other = cluster.members[other_at];
                     let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other_at, at) } else { (at, other_at) };
                     detect_read(&readings[older], &readings[newer], None).is_some()
                 });
                 if !conflicts {
-                    members.push((member, centrality));
                     kept.push(at);
                 }
             }
-            (members.len() >= min_size).then(|| Cluster {
-                members: members.iter().map(|(member, _)| *member).collect(),
-                centrality: members.iter().map(|(_, centrality)| *centrality).collect(),
+            (kept.len() >= min_size).then(|| Cluster {
+                members: kept.iter().map(|&at| cluster.members[at]).collect(),
+                centrality: kept.iter().map(|&at| cluster.centrality[at]).collect(),
             })
         })
         .collect()
