@@ -3,9 +3,10 @@
 //! A fresh SQLite store is loaded with `--episodes` episodic memories of the synthetic corpus
 //! (its look-alike notes, the same templates with other values, are what groups form from),
 //! then a dry run of `MemoryService::consolidate` plans the principles: it lists the episodes,
-//! embeds them and clusters them, and writes nothing. The run's stages are timed from its
-//! progress reports; `--clusters-out` writes each cluster's episodes, so that two builds'
-//! groupings can be compared line by line.
+//! embeds them, finds each one's nearest episodes and clusters them, and writes nothing. The
+//! run's stages are timed from its progress reports; `--clusters-out` writes each cluster's
+//! episodes, so that two builds' groupings can be compared line by line. After the run, the
+//! nearest episodes the run found are checked against an exact search for a sample of them.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -15,14 +16,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use clap::Args;
-use kenning_core::{Domain, MemoryStore};
-use kenning_engine::consolidation::{MAX_EPISODES, Progress, Stage};
+use kenning_core::consolidation::nearest_episodes;
+use kenning_core::{Domain, MemoryKind, MemoryStore, SearchFilter};
+use kenning_engine::consolidation::{CLUSTER_NEIGHBOURS, MAX_EPISODES, Progress, Stage};
 use kenning_engine::{ConsolidateRequest, DomainStore, MemoryService};
 use kenning_sqlite::{Durability, SqliteStore};
 use serde::Serialize;
 
 use crate::corpus::Corpus;
-use crate::embedder::EmbedderArgs;
+use crate::embedder::{EmbedderArgs, LoadedEmbedder};
 use crate::report::Machine;
 use crate::stats::round;
 
@@ -56,11 +58,20 @@ pub struct ConsolidationReport {
     load_seconds: f64,
     /// The whole dry run: listing, embedding and clustering the episodes.
     consolidate_seconds: f64,
+    listing_seconds: f64,
     embedding_seconds: f64,
+    neighbours_seconds: f64,
     clustering_seconds: f64,
+    /// Leaving out of each cluster the episodes its members contradict, and the plan.
+    agreeing_seconds: f64,
+    /// Of the exact ten nearest episodes of each of [`SAMPLED_EPISODES`] episodes, the share
+    /// among the nearest the run compares it with.
+    neighbour_recall_at_10: f64,
     /// How many progress reports the run gave, and the longest wait between two.
     progress_reports: usize,
     longest_silence_seconds: f64,
+    /// The stage whose report ended the longest silence.
+    longest_silence_ended_by: String,
     episodes_evaluated: usize,
     clusters_found: usize,
     episodes_in_clusters: usize,
@@ -73,7 +84,7 @@ pub fn run(args: &ConsolidationArgs) -> Result<ConsolidationReport> {
     ensure!(loaded.embedder.is_some(), "consolidation groups episodes by their vectors: pass --embedder builtin or transformer");
     let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
     let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open_with(&dir.path().join("user.db"), Durability::ProcessCrash)?);
-    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store }], loaded.embedder.clone());
+    let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
     let corpus = Corpus::new(args.seed);
 
     let started = Instant::now();
@@ -95,32 +106,43 @@ pub fn run(args: &ConsolidationArgs) -> Result<ConsolidationReport> {
     let load = started.elapsed();
 
     let started = Instant::now();
-    let mut stage_began: Vec<(Stage, Instant)> = Vec::new();
+    // When each stage sent its last report so far.
+    let mut stage_ended: Vec<(Stage, Instant)> = Vec::new();
     let mut reports = 0;
     let mut last_report = started;
     let mut longest_silence = Duration::ZERO;
+    // The stage whose report ended the longest silence: the work before it went unreported.
+    let mut silent_stage = None;
     let run = service.consolidate(
         ConsolidateRequest { limit: Some(args.episodes), dry_run: true, ..ConsolidateRequest::default() },
         &mut |progress: &Progress| {
             let now = Instant::now();
             reports += 1;
-            longest_silence = longest_silence.max(now - last_report);
+            if now - last_report > longest_silence {
+                longest_silence = now - last_report;
+                silent_stage = Some(progress.stage);
+            }
             last_report = now;
-            if stage_began.last().is_none_or(|(stage, _)| *stage != progress.stage) {
-                stage_began.push((progress.stage, now));
+            match stage_ended.last_mut() {
+                Some((stage, ended)) if *stage == progress.stage => *ended = now,
+                _ => stage_ended.push((progress.stage, now)),
             }
         },
     )?;
     let finished = Instant::now();
-    let stage_time = |wanted: Stage| {
-        let at = stage_began.iter().position(|(stage, _)| *stage == wanted)?;
-        let end = stage_began.get(at + 1).map_or(finished, |(_, began)| *began);
-        Some(end - stage_began[at].1)
-    };
-    // The first report of a stage comes after its first step, so each stage is timed from the
-    // end of the one before: embedding from the start of the run.
-    let embedding = stage_began.iter().position(|(stage, _)| *stage == Stage::Clustering).map_or(Duration::ZERO, |at| stage_began[at].1 - started);
-    let clustering = stage_time(Stage::Clustering).unwrap_or_default();
+    if finished - last_report > longest_silence {
+        longest_silence = finished - last_report;
+        silent_stage = None;
+    }
+    // A stage reports when it is done, so each is timed from the last report of the one before
+    // to its own last; the last stage to the end of the run, since the plan comes after it.
+    let ended = |wanted: Stage| stage_ended.iter().find(|(stage, _)| *stage == wanted).map_or(started, |(_, ended)| *ended);
+    let listing = ended(Stage::Listing) - started;
+    let embedding = ended(Stage::Embedding) - ended(Stage::Listing);
+    let neighbours = ended(Stage::Neighbours) - ended(Stage::Embedding);
+    let clustering = ended(Stage::Clustering) - ended(Stage::Neighbours);
+    let agreeing = finished - ended(Stage::Clustering);
+    let neighbour_recall_at_10 = neighbour_recall(store.as_ref(), &loaded)?;
 
     if let Some(path) = &args.clusters_out {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
@@ -140,10 +162,15 @@ pub fn run(args: &ConsolidationArgs) -> Result<ConsolidationReport> {
         embedder: args.embedder.embedder.name(),
         load_seconds: round(load.as_secs_f64()),
         consolidate_seconds: round((finished - started).as_secs_f64()),
+        listing_seconds: round(listing.as_secs_f64()),
         embedding_seconds: round(embedding.as_secs_f64()),
+        neighbours_seconds: round(neighbours.as_secs_f64()),
         clustering_seconds: round(clustering.as_secs_f64()),
+        agreeing_seconds: round(agreeing.as_secs_f64()),
+        neighbour_recall_at_10: round(neighbour_recall_at_10),
         progress_reports: reports,
         longest_silence_seconds: round(longest_silence.as_secs_f64()),
+        longest_silence_ended_by: silent_stage.map_or_else(|| "the end of the run".to_owned(), |stage| format!("{stage:?}").to_lowercase()),
         episodes_evaluated: run.episodes_evaluated,
         clusters_found: run.clusters_found,
         episodes_in_clusters: run.clusters.iter().map(|cluster| cluster.episodes.len()).sum(),
@@ -153,8 +180,8 @@ pub fn run(args: &ConsolidationArgs) -> Result<ConsolidationReport> {
 pub fn table(report: &ConsolidationReport) -> String {
     format!(
         "consolidation: {} episodes, seed {}, embedder {}, {} CPUs, load average {}\n\
-         load {:.2} s; dry run {:.2} s (embedding {:.2} s, clustering {:.2} s), {} progress reports, longest silence {:.2} s\n\
-         {} clusters holding {} of {} episodes\n",
+         load {:.2} s; dry run {:.2} s (listing {:.2} s, embedding {:.2} s, nearest episodes {:.2} s, clustering {:.2} s, agreeing {:.2} s), {} progress reports, longest silence {:.2} s (ended by {})\n\
+         {} clusters holding {} of {} episodes; nearest episodes found against exact search: recall@10 {:.3}\n",
         report.episodes,
         report.seed,
         report.embedder,
@@ -162,12 +189,65 @@ pub fn table(report: &ConsolidationReport) -> String {
         report.machine.load_average.map_or("unknown".to_owned(), |load| format!("{load:.1}")),
         report.load_seconds,
         report.consolidate_seconds,
+        report.listing_seconds,
         report.embedding_seconds,
+        report.neighbours_seconds,
         report.clustering_seconds,
+        report.agreeing_seconds,
         report.progress_reports,
         report.longest_silence_seconds,
+        report.longest_silence_ended_by,
         report.clusters_found,
         report.episodes_in_clusters,
         report.episodes_evaluated,
+        report.neighbour_recall_at_10,
     )
+}
+
+/// How many episodes' nearest are checked against an exact search.
+const SAMPLED_EPISODES: usize = 200;
+
+/// The episodes embedded as a run embeds them, the nearest of each found as the run finds them,
+/// and for [`SAMPLED_EPISODES`] of them, spread over the store, how many of their exact ten
+/// nearest (by cosine over every episode) are among those found.
+fn neighbour_recall(store: &dyn MemoryStore, loaded: &LoadedEmbedder) -> Result<f64> {
+    let Some(embedder) = &loaded.embedder else { return Ok(0.0) };
+    let filter = SearchFilter { kinds: vec![MemoryKind::Episodic], ..SearchFilter::default() };
+    let mut texts = Vec::new();
+    loop {
+        let page = store.list(&filter, texts.len(), 1000)?;
+        let read = page.len();
+        texts.extend(page.iter().map(kenning_core::Memory::search_text));
+        if read < 1000 {
+            break;
+        }
+    }
+    let mut vectors: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+    for batch in texts.chunks(256) {
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        vectors.extend(embedder.embed(&refs)?);
+    }
+    let found = nearest_episodes(&vectors, CLUSTER_NEIGHBOURS, &mut |_, _| true).context("the search was not stopped")?;
+    let unit: Vec<Vec<f32>> = vectors
+        .iter()
+        .map(|vector| {
+            let length = vector.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+            vector.iter().map(|x| x / length).collect()
+        })
+        .collect();
+    let (mut hits, mut asked) = (0, 0);
+    for position in (0..unit.len()).step_by(unit.len().div_ceil(SAMPLED_EPISODES).max(1)) {
+        let mut exact: Vec<(f32, usize)> = (0..unit.len())
+            .filter(|other| *other != position)
+            .map(|other| (unit[position].iter().zip(&unit[other]).map(|(x, y)| x * y).sum(), other))
+            .collect();
+        exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let Some(tenth) = exact.get(9).or(exact.last()).map(|(similarity, _)| *similarity) else { continue };
+        // Episodes as near as the exact tenth count, so that a tie found in place of another is a hit.
+        let cosine = |other: usize| unit[position].iter().zip(&unit[other]).map(|(x, y)| x * y).sum::<f32>();
+        let near = found[position].as_deref().unwrap_or_default();
+        hits += near.iter().filter(|other| cosine(**other) >= tenth - 1e-6).count().min(10);
+        asked += exact.len().min(10);
+    }
+    Ok(if asked == 0 { 1.0 } else { hits as f64 / asked as f64 })
 }

@@ -13,16 +13,18 @@
 //!   dropped: their episodes stay as they are. The rule is deterministic (the same vectors in
 //!   the same order give the same clusters). An episode (and in the sweep a cluster) is
 //!   compared only with the clusters holding one of its nearest episodes, which the caller
-//!   finds (the engine asks the store's vector index), rather than with every cluster: a
-//!   centroid similar enough to join has its members near the episode, so this finds what
-//!   comparing every pair would unless every member of that cluster is farther than all of the
-//!   episode's neighbours (`kenning-bench consolidation` measures the difference).
+//!   finds (the engine with [`nearest_episodes`], among the episodes themselves), rather than
+//!   with every cluster: a centroid similar enough to join has its members near the episode, so
+//!   this finds what comparing every pair would unless every member of that cluster is farther
+//!   than all of the episode's neighbours (`kenning-bench consolidation` measures the difference).
 //! - [`extractive_principle`] writes a principle from a cluster without a language model: its
 //!   title is the most central episode's, its content the members' sentences that carry most of
 //!   the words the cluster shares, with those shared terms; it says that it is extractive.
 //! - [`principle_request`] and [`parse_principle`] are the prompt a language model gets for a
 //!   cluster and the strict reading of its answer, for the engine to fall back on the extractive
 //!   principle when the answer does not read.
+
+mod nearest;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +33,8 @@ use serde::Deserialize;
 use crate::error::FieldError;
 use crate::input::{MAX_CONTENT_BYTES, MAX_LINKS, MAX_TITLE_CHARS};
 use crate::llm::{CompletionRequest, Message};
+
+pub use nearest::nearest_episodes;
 
 /// How similar (cosine) an episode must be to a cluster's centroid to join it, as seed 001 sets it.
 const DEFAULT_SIMILARITY_THRESHOLD: f64 = 0.80;

@@ -19,12 +19,13 @@
 //! ([`CONSOLIDATED_INTO_KEY`], [`CONSOLIDATION_RUN_KEY`]), which keeps later runs from grouping
 //! them again; a rollback removes the marks its run made, and no other.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use kenning_core::consolidation::{
-    Cluster, ClusterParams, EpisodeText, Principle, cluster, extractive_principle, parse_principle, principle_request,
+    Cluster, ClusterParams, EpisodeText, Principle, cluster, extractive_principle, nearest_episodes, parse_principle, principle_request,
 };
 use kenning_core::contradiction::{Reading, detect_read, is_superseded};
 use kenning_core::input::{apply_update, build_memory};
@@ -52,18 +53,26 @@ pub const CONSOLIDATION_RUN_KEY: &str = "consolidation_run";
 pub const CONSOLIDATION_METHOD_KEY: &str = "consolidation_method";
 /// Run ids are this prefix and a ULID.
 pub const RUN_ID_PREFIX: &str = "cr_";
-/// The most episodes one run looks at (the newest ones not yet consolidated): each is embedded
-/// and looked up in the vector index.
-pub const MAX_EPISODES: usize = 10_000;
+/// How many episodes a run looks at unless told otherwise (the newest ones not yet consolidated).
+pub const DEFAULT_EPISODES: usize = 10_000;
+/// The most episodes one run looks at: each is embedded and held in memory with its vector
+/// while the run groups them.
+pub const MAX_EPISODES: usize = 100_000;
+/// How many clusters are checked for members that disagree between two progress reports.
+const AGREEING_STEP: usize = 16;
 /// The namespace of a principle whose episodes come from several namespaces.
 pub const MIXED_NAMESPACE: &str = "learnings";
 /// How many of an episode's nearest episodes clustering looks through for a cluster to join.
-const CLUSTER_NEIGHBOURS: usize = 32;
+pub const CLUSTER_NEIGHBOURS: usize = 32;
 /// The rule that writes a principle without a model, as responses name it.
 pub const EXTRACTIVE_FALLBACK: &str = "extractive summary: each principle quotes its cluster's most representative sentences";
 /// The most runs a listing looks through per domain.
 const MAX_LISTED_RUNS: usize = 1000;
+/// Episodes are listed a page at a time, each as large as what is still wanted within these
+/// bounds: a page deeper in the listing costs a skip over the rows before it, so a few large
+/// pages cost far less than many small ones, and each page is one progress report.
 const LIST_PAGE: usize = 500;
+const LIST_PAGE_MOST: usize = 10_000;
 const EMBED_BATCH: usize = 64;
 
 /// What to consolidate and how; every field is optional.
@@ -75,7 +84,7 @@ pub struct ConsolidateRequest {
     pub namespace: Option<String>,
     pub min_cluster_size: Option<usize>,
     pub similarity_threshold: Option<f64>,
-    /// The most episodes to look at, newest first; default and most [`MAX_EPISODES`].
+    /// The most episodes to look at, newest first; default [`DEFAULT_EPISODES`], at most [`MAX_EPISODES`].
     pub limit: Option<usize>,
     /// Plan only: group and show, write nothing, record no run.
     pub dry_run: bool,
@@ -84,8 +93,14 @@ pub struct ConsolidateRequest {
 /// Which part of a run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
+    /// Reading the episodes not yet consolidated, up to the run's limit.
+    Listing,
     Embedding,
+    /// Finding each episode's nearest episodes.
+    Neighbours,
     Clustering,
+    /// Leaving out of each cluster the episodes its members contradict.
+    Agreeing,
     Writing,
 }
 
@@ -100,8 +115,11 @@ pub struct Progress {
 impl fmt::Display for Progress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (verb, noun) = match self.stage {
+            Stage::Listing => ("listed", "episodes"),
             Stage::Embedding => ("embedded", "episodes"),
+            Stage::Neighbours => ("compared", "episodes with their nearest"),
             Stage::Clustering => ("clustered", "episodes"),
+            Stage::Agreeing => ("checked", "clusters for episodes that disagree"),
             Stage::Writing => ("wrote", "principles"),
         };
         write!(f, "{verb} {} of {} {noun}", thousands(self.done), thousands(self.total))
@@ -221,31 +239,100 @@ fn check_run_id<'a>(field: &str, text: &'a str) -> Result<&'a str> {
 /// an episode that a member captured before it contradicts (by the rules of
 /// [`kenning_core::contradiction::detect`]: another value of the same setting, the opposite
 /// sense, a change of what the member states) leaves the group and stays as it is. A cluster
-/// left with fewer than `min_size` episodes is dropped.
-fn agreeing(episodes: &[Memory], clusters: Vec<Cluster>, min_size: usize) -> Vec<Cluster> {
-    clusters
-        .into_iter()
-        .filter_map(|cluster| {
-            // Each member is read once and compared with every member kept before it.
-            let readings: Vec<Reading<'_>> = cluster.members.iter().map(|&member| Reading::new(&episodes[member].content)).collect();
-            // Positions in the cluster of the members kept so far.
-            let mut kept: Vec<usize> = Vec::with_capacity(cluster.members.len());
-            for (at, &member) in cluster.members.iter().enumerate() {
-                let conflicts = kept.iter().any(|&other_at| {
-                    let other = cluster.members[other_at];
-                    let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other_at, at) } else { (at, other_at) };
-                    detect_read(&readings[older], &readings[newer], None).is_some()
-                });
-                if !conflicts {
-                    kept.push(at);
-                }
-            }
-            (kept.len() >= min_size).then(|| Cluster {
-                members: kept.iter().map(|&at| cluster.members[at]).collect(),
-                centrality: kept.iter().map(|&at| cluster.centrality[at]).collect(),
+/// left with fewer than `min_size` episodes is dropped; each one kept comes with its plan.
+///
+/// Clusters are checked apart from one another, so the machine's cores share them: each core
+/// takes the next cluster not yet taken (a large cluster costs far more than a small one, so
+/// fixed shares would leave a core idle), this thread among them, reporting progress every
+/// [`AGREEING_STEP`] clusters; the kept ones come back in their order.
+fn agreeing(episodes: &[Memory], clusters: Vec<Cluster>, min_size: usize, progress: &mut dyn FnMut(&Progress)) -> Result<Vec<(Cluster, ClusterView)>> {
+    let total = clusters.len();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let next = AtomicUsize::new(0);
+    let take = |checked: &mut Vec<(usize, Option<(Cluster, ClusterView)>)>| {
+        let at = next.fetch_add(1, Ordering::Relaxed);
+        let cluster = clusters.get(at)?;
+        let kept = agreeing_members(episodes, cluster, min_size).map(|kept| {
+            let view = plan(episodes, &kept);
+            (kept, view)
+        });
+        checked.push((at, kept));
+        Some(at)
+    };
+    let (mine, theirs) = std::thread::scope(|scope| {
+        let spawned: Vec<_> = (1..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut checked = Vec::new();
+                    while take(&mut checked).is_some() {}
+                    checked
+                })
             })
-        })
-        .collect()
+            .collect();
+        let mut mine = Vec::new();
+        let mut outcome = Ok(());
+        let mut reported = 0;
+        while let Some(at) = take(&mut mine) {
+            if let Err(error) = check_interrupt() {
+                // The other cores find nothing left to take and stop.
+                next.store(total, Ordering::Relaxed);
+                outcome = Err(error);
+                break;
+            }
+            // The clusters taken so far, by every core.
+            if at + 1 >= reported + AGREEING_STEP && at + 1 < total {
+                reported = at + 1;
+                progress(&Progress { stage: Stage::Agreeing, done: reported, total });
+            }
+        }
+        let theirs: Vec<Vec<(usize, Option<(Cluster, ClusterView)>)>> = spawned.into_iter().map(|worker| worker.join().expect("the contradiction rules do not panic")).collect();
+        (outcome.map(|()| mine), theirs)
+    });
+    let mut checked = mine?;
+    checked.extend(theirs.into_iter().flatten());
+    checked.sort_unstable_by_key(|(at, _)| *at);
+    progress(&Progress { stage: Stage::Agreeing, done: total, total });
+    Ok(checked.into_iter().filter_map(|(_, kept)| kept).collect())
+}
+
+/// One cluster with only the members that agree (see [`agreeing`]), or `None` when fewer than
+/// `min_size` are left.
+fn agreeing_members(episodes: &[Memory], cluster: &Cluster, min_size: usize) -> Option<Cluster> {
+    // Each member is read once and compared with every member kept before it.
+    let readings: Vec<Reading<'_>> = cluster.members.iter().map(|&member| Reading::new(&episodes[member].content)).collect();
+    // Positions in the cluster of the members kept so far.
+    let mut kept: Vec<usize> = Vec::with_capacity(cluster.members.len());
+    for (at, &member) in cluster.members.iter().enumerate() {
+        let conflicts = kept.iter().any(|&other_at| {
+            let other = cluster.members[other_at];
+            let (older, newer) = if episodes[other].created_at <= episodes[member].created_at { (other_at, at) } else { (at, other_at) };
+            detect_read(&readings[older], &readings[newer], None).is_some()
+        });
+        if !conflicts {
+            kept.push(at);
+        }
+    }
+    (kept.len() >= min_size).then(|| Cluster {
+        members: kept.iter().map(|&at| cluster.members[at]).collect(),
+        centrality: kept.iter().map(|&at| cluster.centrality[at]).collect(),
+    })
+}
+
+/// Groups the episodes (see [`cluster`]), each compared with the clusters of its nearest
+/// episodes among those of the run ([`nearest_episodes`]).
+fn cluster_episodes(vectors: &[Vec<f32>], params: &ClusterParams, progress: &mut dyn FnMut(&Progress)) -> Result<Vec<Cluster>> {
+    let mut neighbours = nearest_episodes(vectors, CLUSTER_NEIGHBOURS, &mut |done, total| {
+        progress(&Progress { stage: Stage::Neighbours, done, total });
+        !kenning_core::interrupt::interrupted()
+    })
+    .ok_or(Error::Interrupted)?;
+    // `cluster` asks for each episode's neighbours once.
+    let mut near = |position: usize| neighbours[position].take();
+    cluster(vectors, params, &mut near, &mut |done, total| {
+        progress(&Progress { stage: Stage::Clustering, done, total });
+        !kenning_core::interrupt::interrupted()
+    })
+    .ok_or(Error::Interrupted)
 }
 
 /// The metadata edit of one episode, as a versioned change, or `None` when it changes nothing.
@@ -283,10 +370,16 @@ impl MemoryService {
         let params = ClusterParams::new(request.similarity_threshold, request.min_cluster_size)?;
         let namespace = request.namespace.as_deref().map(str::trim).filter(|text| !text.is_empty()).map(Namespace::parse).transpose()?;
         let limit = match request.limit {
-            None => MAX_EPISODES,
+            None => DEFAULT_EPISODES,
             Some(limit) if (1..=MAX_EPISODES).contains(&limit) => limit,
             Some(limit) => {
-                return Err(FieldError::new("limit", format!("must be between 1 and {MAX_EPISODES}"), limit, "omit it to look at up to 10,000 episodes").into());
+                return Err(FieldError::new(
+                    "limit",
+                    format!("must be between 1 and {}", thousands(MAX_EPISODES)),
+                    limit,
+                    format!("omit it to look at the newest {} episodes", thousands(DEFAULT_EPISODES)),
+                )
+                .into());
             }
         };
         let entry = match request.domain.as_deref() {
@@ -304,10 +397,10 @@ impl MemoryService {
             .into());
         }
         let started = self.now();
-        let episodes = self.unconsolidated_episodes(entry, namespace.as_ref(), limit)?;
+        let episodes = self.unconsolidated_episodes(entry, namespace.as_ref(), limit, progress)?;
         let vectors = self.episode_vectors(&episodes, progress)?;
-        let clusters = self.cluster_episodes(entry, &episodes, namespace.as_ref(), &vectors, &params, progress)?;
-        let clusters = agreeing(&episodes, clusters, params.min_cluster_size);
+        let clusters = cluster_episodes(&vectors, &params, progress)?;
+        let (clusters, views): (Vec<Cluster>, Vec<ClusterView>) = agreeing(&episodes, clusters, params.min_cluster_size, progress)?.into_iter().unzip();
         let mut run = ConsolidationRun {
             run_id: None,
             domain: entry.domain.to_string(),
@@ -326,7 +419,7 @@ impl MemoryService {
             principles_extracted: 0,
             created: Vec::new(),
             changed: Vec::new(),
-            clusters: clusters.iter().map(|group| plan(&episodes, group)).collect(),
+            clusters: views,
             llm: self.llm().is_none().then(|| LlmUseView::from(&LlmUse::NotConfigured { fallback: EXTRACTIVE_FALLBACK.to_owned() })),
             error: None,
             warnings: Vec::new(),
@@ -371,7 +464,13 @@ impl MemoryService {
 
     /// The newest `limit` active episodic memories of the domain (one namespace, if given) not
     /// yet consolidated, oldest first.
-    fn unconsolidated_episodes(&self, entry: &DomainStore, namespace: Option<&Namespace>, limit: usize) -> Result<Vec<Memory>> {
+    fn unconsolidated_episodes(
+        &self,
+        entry: &DomainStore,
+        namespace: Option<&Namespace>,
+        limit: usize,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Vec<Memory>> {
         let filter = SearchFilter {
             kinds: vec![MemoryKind::Episodic],
             namespaces: namespace.cloned().into_iter().collect(),
@@ -382,13 +481,15 @@ impl MemoryService {
         let mut offset = 0;
         loop {
             check_interrupt()?;
-            let page = entry.store.list(&filter, offset, LIST_PAGE)?;
+            let room = limit - found.len();
+            let asked = room.clamp(LIST_PAGE, LIST_PAGE_MOST);
+            let page = entry.store.list(&filter, offset, asked)?;
             let read = page.len();
             offset += read;
-            let room = limit - found.len();
             // A fact a newer memory replaced is history: no principle is drawn from it.
             found.extend(page.into_iter().filter(|memory| !memory.metadata.contains_key(CONSOLIDATED_INTO_KEY) && !is_superseded(memory)).take(room));
-            if found.len() >= limit || read < LIST_PAGE {
+            progress(&Progress { stage: Stage::Listing, done: found.len(), total: limit });
+            if found.len() >= limit || read < asked {
                 break;
             }
         }
@@ -408,55 +509,6 @@ impl MemoryService {
             progress(&Progress { stage: Stage::Embedding, done: vectors.len(), total: episodes.len() });
         }
         Ok(vectors)
-    }
-
-    /// Groups the episodes (see [`cluster`]), each compared with the clusters of its nearest
-    /// episodes as the store's vector index finds them among the domain's active episodes.
-    fn cluster_episodes(
-        &self,
-        entry: &DomainStore,
-        episodes: &[Memory],
-        namespace: Option<&Namespace>,
-        vectors: &[Vec<f32>],
-        params: &ClusterParams,
-        progress: &mut dyn FnMut(&Progress),
-    ) -> Result<Vec<Cluster>> {
-        let model = self.embedder.as_ref().map(|embedder| embedder.model_id().to_owned()).unwrap_or_default();
-        let positions: HashMap<&MemoryId, usize> = episodes.iter().enumerate().map(|(position, episode)| (&episode.id, position)).collect();
-        let filter = SearchFilter {
-            kinds: vec![MemoryKind::Episodic],
-            namespaces: namespace.cloned().into_iter().collect(),
-            status: Some(Status::Active),
-            ..SearchFilter::default()
-        };
-        let mut failure = None;
-        // An episode the index does not find by its own vector (stored without one, or under
-        // another model) is compared with every cluster instead.
-        let mut near = |position: usize| -> Option<Vec<usize>> {
-            let vector = &vectors[position];
-            if vector.is_empty() || failure.is_some() {
-                return None;
-            }
-            match entry.store.search_vector(vector, &model, &filter, CLUSTER_NEIGHBOURS) {
-                Ok(hits) => {
-                    let found: Vec<usize> = hits.iter().filter_map(|hit| positions.get(&hit.id).copied()).collect();
-                    found.contains(&position).then_some(found)
-                }
-                Err(error) => {
-                    failure = Some(error);
-                    None
-                }
-            }
-        };
-        let clusters = cluster(vectors, params, &mut near, &mut |done, total| {
-            progress(&Progress { stage: Stage::Clustering, done, total });
-            !kenning_core::interrupt::interrupted()
-        })
-        .ok_or(Error::Interrupted)?;
-        match failure {
-            Some(error) => Err(error.into()),
-            None => Ok(clusters),
-        }
     }
 
     /// Writes each cluster's principle under the id planned for it and marks its episodes,
@@ -692,6 +744,52 @@ mod tests {
         assert_eq!(Progress { stage: Stage::Clustering, done: 1200, total: 3400 }.to_string(), "clustered 1,200 of 3,400 episodes");
         assert_eq!(Progress { stage: Stage::Embedding, done: 64, total: 1_234_567 }.to_string(), "embedded 64 of 1,234,567 episodes");
         assert_eq!(Progress { stage: Stage::Writing, done: 0, total: 3 }.to_string(), "wrote 0 of 3 principles");
+        assert_eq!(
+            Progress { stage: Stage::Neighbours, done: 50_000, total: 100_000 }.to_string(),
+            "compared 50,000 of 100,000 episodes with their nearest"
+        );
+        assert_eq!(Progress { stage: Stage::Listing, done: 10_000, total: 100_000 }.to_string(), "listed 10,000 of 100,000 episodes");
+        assert_eq!(Progress { stage: Stage::Agreeing, done: 256, total: 1864 }.to_string(), "checked 256 of 1,864 clusters for episodes that disagree");
+    }
+
+    #[test]
+    fn clusters_checked_on_several_cores_come_back_as_checked_one_by_one_in_their_order() {
+        let texts = [
+            "The staging deploy uses port 8080.",
+            "The staging deploy uses port 9090.",
+            "The staging deploy uses port 8080 behind the proxy.",
+            "The nightly job retries 3 times.",
+            "The nightly job retries 5 times.",
+            "The nightly job retries 3 times before it pages.",
+        ];
+        let now = Utc::now();
+        let episodes: Vec<Memory> = texts
+            .iter()
+            .enumerate()
+            .map(|(at, text)| {
+                let input = CaptureInput { content: (*text).to_owned(), ..CaptureInput::default() };
+                let id = MemoryId::parse(&new_memory_id(now)).unwrap();
+                kenning_core::input::build_memory(input, kenning_core::Domain::User, id, now + chrono::TimeDelta::seconds(at as i64)).unwrap()
+            })
+            .collect();
+        // Enough clusters for every core to take many; each holds three episodes from one
+        // topic or the other, in turn.
+        let clusters: Vec<Cluster> = (0..AGREEING_STEP * 20 + 3)
+            .map(|at| {
+                let first = if at % 2 == 0 { 0 } else { 3 };
+                Cluster { members: vec![first, first + 1, first + 2], centrality: vec![0.9, 0.8, 0.7 + at as f64 * 1e-4] }
+            })
+            .collect();
+        let one_by_one: Vec<Cluster> = clusters.iter().filter_map(|cluster| agreeing_members(&episodes, cluster, 2)).collect();
+        assert_eq!(one_by_one.len(), clusters.len(), "each cluster keeps two of its three");
+        assert!(one_by_one.iter().all(|cluster| cluster.members.len() == 2), "the episode of another value leaves: {:?}", one_by_one[..2].to_vec());
+        let mut heard = Vec::new();
+        let kept: Vec<(Cluster, ClusterView)> = agreeing(&episodes, clusters.clone(), 2, &mut |progress| heard.push(progress.done)).unwrap();
+        assert!(kept.iter().all(|(cluster, view)| view.episodes.len() == cluster.members.len()), "each kept cluster comes with its plan");
+        assert_eq!(kept.into_iter().map(|(cluster, _)| cluster).collect::<Vec<_>>(), one_by_one);
+        assert!(heard.len() >= 2 && heard.windows(2).all(|pair| pair[0] < pair[1]), "{heard:?}");
+        assert_eq!(heard.last(), Some(&clusters.len()));
+        assert!(agreeing(&episodes, clusters, 3, &mut |_| ()).unwrap().is_empty());
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub struct ConsolidateArgs {
     /// The domain to consolidate (`project`, `user`, `org`); default the project inside a git repository, else user.
     #[arg(long)]
     pub domain: Option<String>,
-    /// At most this many episodes, the newest (default and most 10,000).
+    /// At most this many episodes, the newest (default 10,000, at most 100,000).
     #[arg(long)]
     pub limit: Option<usize>,
     /// Show the clusters and the principles' titles; write nothing.

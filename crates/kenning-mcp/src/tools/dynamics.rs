@@ -118,7 +118,7 @@ pub struct ConsolidateArgs {
     /// `project`, `user` or `org`; default the first configured domain.
     #[serde(default)]
     pub domain: Option<String>,
-    /// Most episodes to look at, newest first (default and most 10000).
+    /// Most episodes to look at, newest first (default 10000, at most 100000).
     #[serde(default)]
     pub limit: Option<usize>,
     /// Show the clusters without writing anything.
