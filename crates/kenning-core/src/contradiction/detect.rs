@@ -292,16 +292,21 @@ fn negation(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String>)
         let negations = |sentence: &Sentence| sentence.tokens.iter().filter(|token| is_negation(token)).cloned().collect::<Vec<_>>();
         return Some((negations(old), negations(new)));
     }
-    // Same polarity: the sentences differ by one word and its antonym, all else equal.
-    let only_old: Vec<&String> = old.content.difference(&new.content).collect();
-    let only_new: Vec<&String> = new.content.difference(&old.content).collect();
-    match (only_old.as_slice(), only_new.as_slice()) {
-        ([a], [b]) if antonym(a) == Some(b.as_str()) => {
-            let rest: BTreeSet<String> = old.content.intersection(&new.content).cloned().collect();
-            (!rest.is_empty()).then(|| (vec![(*a).clone()], vec![(*b).clone()]))
-        }
-        _ => None,
+    // Same polarity: the sentences differ by one word and its antonym, all else equal. One word
+    // on each side apart means as many words on each side, and with two words or more each,
+    // at least one shared; most pairs of sentences fail the first test, before any set is walked.
+    if old.content.len() != new.content.len() {
+        return None;
     }
+    let (a, b) = (only_word(&old.content, &new.content)?, only_word(&new.content, &old.content)?);
+    (antonym(a) == Some(b.as_str())).then(|| (vec![a.clone()], vec![b.clone()]))
+}
+
+/// The one word of `these` that `those` lacks, or `None` when there is none or more than one.
+fn only_word<'a>(these: &'a BTreeSet<String>, those: &'a BTreeSet<String>) -> Option<&'a String> {
+    let mut missing = these.difference(those);
+    let word = missing.next()?;
+    missing.next().is_none().then_some(word)
 }
 
 // ---------------------------------------------------------------------------------------------
