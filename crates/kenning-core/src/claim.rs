@@ -181,6 +181,40 @@ impl Claim {
     }
 }
 
+/// Claims by their forms, to find among many the ones [`ClaimRules::compare`] judges the same
+/// as another without comparing it with each: two claims are the same when both are empty or
+/// when they share a form, so a look-up per form finds them all. A batch of captures is judged
+/// against the captures before it this way, in time linear in its size.
+#[derive(Debug, Default)]
+pub struct SameClaims {
+    by_form: HashMap<Vec<Vec<String>>, Vec<usize>>,
+    empty: Vec<usize>,
+}
+
+impl SameClaims {
+    /// Adds `claim` as the one at `position`.
+    pub fn insert(&mut self, claim: &Claim, position: usize) {
+        if claim.is_empty() {
+            self.empty.push(position);
+            return;
+        }
+        for form in &claim.forms {
+            self.by_form.entry(form.clone()).or_default().push(position);
+        }
+    }
+
+    /// The positions of the claims added that are the same as `claim`, in ascending order.
+    pub fn same_as(&self, claim: &Claim) -> Vec<usize> {
+        if claim.is_empty() {
+            return self.empty.clone();
+        }
+        let mut found: Vec<usize> = claim.forms.iter().filter_map(|form| self.by_form.get(form)).flatten().copied().collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+}
+
 impl ClaimRules {
     /// Rules using the synonym groups of `vocabulary` besides [`CLAIM_SYNONYMS`].
     pub fn new(vocabulary: &Vocabulary) -> ClaimRules {
@@ -293,7 +327,17 @@ impl ClaimRules {
         let ordered = clauses.iter().flatten().any(|token| ORDER_WORDS.contains(&token.lower.as_str()));
         let mut readings: Vec<Vec<Vec<Token>>> = vec![Vec::new()];
         for clause in clauses {
-            let variants = passive_readings(clause);
+            let mut variants = passive_readings(clause);
+            // A clause of one reading (most are) extends every reading as it stands.
+            if variants.len() == 1 {
+                let only = variants.pop().expect("one reading");
+                let (last, others) = readings.split_last_mut().expect("one reading at least");
+                for reading in others {
+                    reading.push(only.clone());
+                }
+                last.push(only);
+                continue;
+            }
             let mut next = Vec::with_capacity(readings.len() * variants.len());
             for reading in &readings {
                 for variant in &variants {
@@ -348,7 +392,7 @@ impl ClaimRules {
     /// The tokens of one sentence: numbers as values, words stemmed and mapped through the
     /// synonym phrases, commas as breaks.
     fn tokens(&self, sentence: &str) -> Vec<Token> {
-        let raw = raw_tokens(sentence);
+        let mut raw = raw_tokens(sentence);
         let mut tokens: Vec<Token> = Vec::with_capacity(raw.len());
         let mut index = 0;
         while index < raw.len() {
@@ -359,24 +403,20 @@ impl ClaimRules {
                 continue;
             }
             if let Some((canon, used)) = number_at(&raw, index) {
-                tokens.push(Token { canon, lower: raw[index].lower.clone(), kind: Kind::Number, named: true, capital: false, function: false });
+                // The words a number used are not read again, so its own is taken.
+                tokens.push(Token { canon, lower: std::mem::take(&mut raw[index].lower), kind: Kind::Number, named: true, capital: false, function: false });
                 index += used;
                 continue;
             }
-            let lower = current.lower.as_str();
-            if is_negation(lower) {
-                tokens.push(Token { canon: NEGATION.to_owned(), lower: lower.to_owned(), kind: Kind::Negation, named: false, capital: current.capital, function: false });
+            let (named, capital) = (current.named, current.capital);
+            let lower = std::mem::take(&mut raw[index].lower);
+            if is_negation(&lower) {
+                tokens.push(Token { canon: NEGATION.to_owned(), lower, kind: Kind::Negation, named: false, capital, function: false });
             } else {
-                let lemma = lemma(lower);
-                let canon = if is_code(lower) { lower.to_owned() } else if let Some(unit) = bare_unit(lemma) { unit } else { stem_word(&self.stemmer, lemma) };
-                tokens.push(Token {
-                    canon,
-                    lower: lower.to_owned(),
-                    kind: Kind::Word,
-                    named: current.named,
-                    capital: current.capital,
-                    function: is_function_word(lower),
-                });
+                let lemma = lemma(&lower);
+                let canon = if is_code(&lower) { lower.clone() } else if let Some(unit) = bare_unit(lemma) { unit } else { stem_word(&self.stemmer, lemma) };
+                let function = is_function_word(&lower);
+                tokens.push(Token { canon, lower, kind: Kind::Word, named, capital, function });
             }
             index += 1;
         }
@@ -384,7 +424,7 @@ impl ClaimRules {
     }
 
     /// Replaces each synonym phrase by the token standing for its group, longest phrase first.
-    fn map_phrases(&self, tokens: Vec<Token>) -> Vec<Token> {
+    fn map_phrases(&self, mut tokens: Vec<Token>) -> Vec<Token> {
         let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
         let mut index = 0;
         'tokens: while index < tokens.len() {
@@ -407,7 +447,8 @@ impl ClaimRules {
                     }
                 }
             }
-            out.push(tokens[index].clone());
+            // Phrases look ahead only, so a token passed over is moved out.
+            out.push(std::mem::replace(&mut tokens[index], Token::breaking()));
             index += 1;
         }
         out
@@ -662,6 +703,11 @@ fn spell_out(text: &str) -> String {
             _ => (piece, ""),
         };
         let (core, tail) = split_trailing_punctuation(word);
+        // Most words have nothing to spell out; only those are copied as they stand.
+        if !core.contains('\'') && !core.eq_ignore_ascii_case("cannot") {
+            out.push_str(piece);
+            continue;
+        }
         let lower_core = core.to_lowercase();
         if lower_core.len() != core.len() {
             // Letters whose lower case is longer or shorter: no English contraction to spell out.
@@ -759,19 +805,20 @@ fn raw_tokens(sentence: &str) -> Vec<Raw> {
             let hyphenated_words = trimmed.contains('-') && trimmed.split('-').all(|part| part.chars().all(char::is_alphabetic));
             let parts: Vec<&str> = if hyphenated_words { trimmed.split('-').filter(|part| !part.is_empty()).collect() } else { vec![trimmed] };
             for part in parts {
-                let lower = match part.to_lowercase().as_str() {
-                    "a.m" => "am".to_owned(),
-                    "p.m" => "pm".to_owned(),
+                let mut lower = part.to_lowercase();
+                match lower.as_str() {
+                    "a.m" => lower = "am".to_owned(),
+                    "p.m" => lower = "pm".to_owned(),
                     // The plural of an abbreviation: `PRs`, `APIs`, `VMs`.
-                    other if part.len() >= 3 && part.ends_with('s') && part[..part.len() - 1].chars().all(|c| c.is_ascii_uppercase()) => {
-                        other[..other.len() - 1].to_owned()
+                    _ if part.len() >= 3 && part.ends_with('s') && part[..part.len() - 1].chars().all(|c| c.is_ascii_uppercase()) => {
+                        lower.pop();
                     }
-                    other => other.to_owned(),
-                };
-                let letters: Vec<char> = part.chars().filter(|c| c.is_alphabetic()).collect();
+                    _ => {}
+                }
+                let (letters, upper) = part.chars().filter(|c| c.is_alphabetic()).fold((0, 0), |(letters, upper), c| (letters + 1, upper + usize::from(c.is_uppercase())));
                 let capital = part.chars().next().is_some_and(char::is_uppercase);
                 let inner_capital = part.chars().skip(1).any(char::is_uppercase);
-                let all_capitals = letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase());
+                let all_capitals = letters >= 2 && upper == letters;
                 let named = (capital && !*first) || inner_capital || all_capitals || is_code(&lower);
                 out.push(Raw { lower, named, capital, is_break: false });
                 *first = false;
@@ -1118,5 +1165,26 @@ mod tests {
             assert_eq!(judge(a, b), Judgement::Distinct(difference), "{a} / {b}");
         }
         assert_eq!(judge("The flaky login test depends on the system timezone.", "The flaky login test depends on the system locale."), Judgement::Unsure);
+    }
+
+    #[test]
+    fn same_claims_finds_exactly_what_compare_judges_the_same() {
+        let rules = ClaimRules::default();
+        let mut texts: Vec<String> = include_str!("../tests/fixtures/judgment-dev.jsonl")
+            .lines()
+            .flat_map(|line| {
+                let pair: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+                [pair["a"].as_str().expect("a").to_owned(), pair["b"].as_str().expect("b").to_owned()]
+            })
+            .collect();
+        texts.extend(["", "...", "The billing service is called by the auth service.", "The auth service calls the billing service"].map(str::to_owned));
+        let claims: Vec<Claim> = texts.iter().map(|text| rules.claim(text)).collect();
+        let mut index = SameClaims::default();
+        for (position, claim) in claims.iter().enumerate() {
+            let expected: Vec<usize> = (0..position).filter(|&before| rules.compare(&claims[before], claim) == Judgement::Same).collect();
+            assert_eq!(index.same_as(claim), expected, "{}", texts[position]);
+            index.insert(claim, position);
+        }
+        assert!(claims.iter().enumerate().any(|(position, claim)| !index.same_as(claim).iter().all(|&found| found == position)), "some texts of the fixture make the same claim");
     }
 }

@@ -55,11 +55,11 @@ impl MemoryService {
     /// The contradictions a capture makes with its nearest neighbours, found before it is
     /// stored and recorded by [`MemoryService::record_conflicts`] once it is. A domain that keeps
     /// no records is not checked.
-    pub(crate) fn conflicts_of(&self, entry: &DomainStore, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
+    pub(crate) fn conflicts_of(&self, entry: &DomainStore, memory: &Memory, newer: &Reading<'_>, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
         if entry.store.state().is_none() {
             return Vec::new();
         }
-        self.find_conflicts(memory, neighbours, warnings)
+        self.find_conflicts(memory, newer, neighbours, warnings)
     }
 
     /// Records each contradiction found for a memory just stored. A failure here does not fail
@@ -89,18 +89,17 @@ impl MemoryService {
 
     /// The nearest active memories (of the capture's neighbours, which its judgement read)
     /// that the new one contradicts, by the rules and, with a model, confirmed by it.
-    fn find_conflicts(&self, memory: &Memory, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
+    fn find_conflicts(&self, memory: &Memory, newer: &Reading<'_>, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
         let mut candidates: Vec<&Neighbour<'_>> = neighbours.iter().filter(|neighbour| neighbour.known.memory.id != memory.id).take(CANDIDATES).collect();
         // Oldest first, so the report reads in the order things were said.
         candidates.sort_by(|a, b| a.known.memory.created_at.cmp(&b.known.memory.created_at).then_with(|| a.known.memory.id.cmp(&b.known.memory.id)));
         let mut found = Vec::new();
-        let newer = Reading::new(&memory.content);
         for Neighbour { known, similarity } in candidates {
             let older = known.memory;
             if older.status != kenning_core::Status::Active || DERIVED_NAMESPACES.contains(&older.namespace.as_str()) {
                 continue;
             }
-            let Some(mut detection) = detect_read(&known.reading, &newer, *similarity) else { continue };
+            let Some(mut detection) = detect_read(known.analysis.reading(), newer, *similarity) else { continue };
             if let Some(llm) = self.llm() {
                 let (older_time, newer_time) = (timestamp(older.created_at), timestamp(memory.created_at));
                 let request = judge_request(note(older, &older_time), note(memory, &newer_time), &detection);

@@ -17,16 +17,16 @@
 //! (`memory_restore`) undoes the merge: it becomes an active memory of its own and the
 //! confirmation is withdrawn.
 
-use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use kenning_core::claim::{Claim, ClaimRules, Judgement};
-use kenning_core::contradiction::Reading;
 use kenning_core::relation::{MERGED_INTO, POSSIBLY_DUPLICATE_OF, RELATED_TO};
 use kenning_core::confidence::{SUPPORTING_KEY, evidence_counts};
 use kenning_core::input::{EvidenceKind, MAX_LINKS, apply_update, change_status, record_evidence};
 use kenning_core::{Embedding, Inserted, Link, Memory, MemoryId, SearchFilter, Status, UpdateInput};
 
+use crate::analysis::{Analyses, Analysis};
 use crate::error::Result;
 use crate::service::{DomainStore, MemoryService};
 use crate::views::{CaptureOutcome, ChangeOutcome, LinkView, RedactionView, redaction_warning};
@@ -55,21 +55,16 @@ pub(crate) struct Nearby {
 }
 
 /// A stored memory near one or more captures of a batch, with what the checks make of its text
-/// (its claim, its reading for the contradiction rules), made on first use and shared by every
-/// capture it is near: in a bulk load each memory is the neighbour of several captures.
+/// (see [`crate::analysis`]), shared by every capture it is near: in a bulk load each memory is
+/// the neighbour of several captures.
 pub(crate) struct Known<'a> {
     pub memory: &'a Memory,
-    claim: OnceCell<Claim>,
-    pub reading: Reading<'a>,
+    pub analysis: Arc<Analysis>,
 }
 
-impl<'a> Known<'a> {
-    fn new(memory: &'a Memory) -> Known<'a> {
-        Known { memory, claim: OnceCell::new(), reading: Reading::new(&memory.content) }
-    }
-
+impl Known<'_> {
     fn claim(&self, rules: &ClaimRules) -> &Claim {
-        self.claim.get_or_init(|| rules.claim(&self.memory.content))
+        self.analysis.claim(rules)
     }
 }
 
@@ -80,9 +75,22 @@ pub(crate) struct Neighbour<'a> {
 }
 
 impl Nearby {
-    /// One [`Known`] per neighbour, for the checks of the whole batch to share.
-    pub(crate) fn known(&self) -> Vec<Known<'_>> {
-        self.memories.iter().map(Known::new).collect()
+    /// One [`Known`] per neighbour, for the checks of the whole batch to share, with the
+    /// analyses `analyses` did not keep (new, not yet made).
+    pub(crate) fn known(&self, analyses: &Analyses) -> (Vec<Known<'_>>, Vec<Arc<Analysis>>) {
+        let mut fresh = Vec::new();
+        let known = self
+            .memories
+            .iter()
+            .map(|memory| {
+                let (analysis, new) = analyses.of(memory);
+                if new {
+                    fresh.push(analysis.clone());
+                }
+                Known { memory, analysis }
+            })
+            .collect();
+        (known, fresh)
     }
 
     /// Each capture's neighbours, best first, as `known` (made by [`Nearby::known`]) holds them.
@@ -100,13 +108,6 @@ pub(crate) enum Plan {
     Merge(Memory),
     /// It makes the same claim as the capture at this position of its batch, which is stored.
     MergeIntoBatch(usize),
-}
-
-/// A capture earlier in the batch, as the later ones are judged against it.
-pub(crate) struct Earlier<'a> {
-    pub memory: &'a Memory,
-    pub claim: &'a Claim,
-    pub stored: bool,
 }
 
 impl MemoryService {
@@ -146,10 +147,18 @@ impl MemoryService {
     }
 
     /// Judges a capture against the earlier captures of its batch and its stored neighbours.
-    pub(crate) fn plan_capture(&self, memory: &Memory, claim: &Claim, earlier: &[Earlier<'_>], neighbours: &[Neighbour<'_>]) -> Plan {
+    /// `same_earlier` are the captures before it in its batch, stored, whose claim is the same
+    /// as its own, in batch order with their positions.
+    pub(crate) fn plan_capture<'b>(
+        &self,
+        memory: &Memory,
+        claim: &Claim,
+        mut same_earlier: impl Iterator<Item = (usize, &'b Memory)>,
+        neighbours: &[Neighbour<'_>],
+    ) -> Plan {
         let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Plan::Store(Vec::new()) };
         let alike = |other: &Memory| other.namespace == memory.namespace && other.kind == memory.kind && other.content.trim() != memory.content.trim();
-        if let Some(index) = earlier.iter().position(|before| before.stored && alike(before.memory) && self.claims().compare(before.claim, claim) == Judgement::Same) {
+        if let Some((index, _)) = same_earlier.find(|(_, before)| alike(before)) {
             return Plan::MergeIntoBatch(index);
         }
         let paraphrase = self.embedder.as_ref().and_then(|embedder| embedder.paraphrase_similarity());

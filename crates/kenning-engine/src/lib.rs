@@ -32,6 +32,7 @@
 //! hands them in. It knows nothing of MCP.
 
 mod access_counts;
+mod analysis;
 pub mod code;
 pub mod consolidation;
 mod contradictions;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
-use kenning_core::claim::{Claim, ClaimRules};
+use kenning_core::claim::{ClaimRules, SameClaims};
 use kenning_core::relation::MERGED_INTO;
 use kenning_core::confidence::{self, Deduplication, assess};
 use kenning_core::expansion::Vocabulary;
@@ -18,10 +18,11 @@ use kenning_core::{
 };
 
 use crate::access_counts::AccessRecorder;
+use crate::analysis::{self, Analyses, Analysis};
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::contradictions::{Conflict, SettledRecords};
-use crate::judgment::{Earlier, Plan, link_views};
+use crate::judgment::{Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
     CaptureOutcome, ChangeOutcome, EmbedderStatus, HistoryView, ListingPage, MemoryRef, MemoryView, RedactionView,
@@ -77,6 +78,8 @@ pub struct MemoryService {
     /// capture, since stemming its phrase lists costs a process that only recalls (a hook) about
     /// half a millisecond.
     claims: Arc<OnceLock<ClaimRules>>,
+    /// What the claim rule and the contradiction rules made of the memories read last.
+    pub(crate) analyses: Arc<Analyses>,
     /// The synonyms recall widens a query with: built in, plus the project's own.
     pub(crate) vocabulary: Arc<Vocabulary>,
     /// Whether recall asks the language model (when there is one) for other search terms.
@@ -89,7 +92,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some
@@ -112,6 +115,7 @@ impl MemoryService {
             decay: self.decay,
             deduplication: self.deduplication.clone(),
             claims: self.claims.clone(),
+            analyses: self.analyses.clone(),
             vocabulary: self.vocabulary.clone(),
             rewrite_queries: self.rewrite_queries,
         })
@@ -151,6 +155,7 @@ impl MemoryService {
     /// Sets the synonyms recall widens queries with (see [`Vocabulary`]).
     pub fn with_vocabulary(mut self, vocabulary: Vocabulary) -> Self {
         self.claims = Arc::new(OnceLock::new());
+        self.analyses = Arc::default();
         self.vocabulary = Arc::new(vocabulary);
         self
     }
@@ -324,14 +329,10 @@ impl MemoryService {
         // it is not judged: one indexed lookup for the batch spares its claim and its neighbour
         // search. A hook that reads a whole transcript again finds most of its findings stored.
         let holders = entry.store.active_holders(&memories.iter().collect::<Vec<&Memory>>())?;
-        // A skipped capture's claim is never compared (it counts as not stored for the later
-        // ones), so it gets the empty claim.
-        let skipped = self.claims().claim("");
-        let claims: Vec<Claim> = memories
-            .iter()
-            .zip(&holders)
-            .map(|(memory, holder)| if holder.is_some() { skipped.clone() } else { self.claims().claim(&memory.content) })
-            .collect();
+        // Each capture to judge is read once, on every core for a large batch; a skipped
+        // capture is never compared (it counts as not stored for the later ones).
+        let analyses: Vec<Option<Arc<Analysis>>> = holders.iter().zip(&memories).map(|(holder, memory)| holder.is_none().then(|| Arc::new(Analysis::new(&memory.content)))).collect();
+        analysis::prepare(self.claims(), &analyses.iter().flatten().map(Arc::as_ref).collect::<Vec<_>>());
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`), and the same neighbours are checked for
         // contradictions, recorded once it is stored. The neighbours are read a chunk of the
@@ -341,26 +342,30 @@ impl MemoryService {
         let mut plans: Vec<Plan> = Vec::with_capacity(memories.len());
         let mut conflicts: Vec<Vec<Conflict>> = Vec::with_capacity(memories.len());
         let mut early_warnings: Vec<Vec<String>> = vec![Vec::new(); memories.len()];
+        let mut same_in_batch = SameClaims::default();
         for (chunk, judged) in judged.chunks(CHECK_CHUNK).enumerate() {
             let nearby = self.neighbours_of(entry, judged)?;
-            let known = nearby.known();
+            let (known, fresh) = nearby.known(&self.analyses);
+            // Many new neighbours (a bulk load) are read on every core, every part of them,
+            // since most parts are needed; a few are left to be read as the checks need them.
+            if fresh.len() >= analysis::PARALLEL_FROM {
+                analysis::prepare(self.claims(), &fresh.iter().map(Arc::as_ref).collect::<Vec<_>>());
+            }
             for (offset, neighbours) in nearby.lists(&known).iter().enumerate() {
                 let index = chunk * CHECK_CHUNK + offset;
-                if holders[index].is_some() {
+                let Some(analysis) = &analyses[index] else {
                     plans.push(Plan::Store(Vec::new()));
                     conflicts.push(Vec::new());
                     continue;
+                };
+                let claim = analysis.claim(self.claims());
+                let same_earlier = same_in_batch.same_as(claim).into_iter().map(|before| (before, &memories[before]));
+                let plan = self.plan_capture(&memories[index], claim, same_earlier, neighbours);
+                if let Plan::Store(_) = plan {
+                    same_in_batch.insert(claim, index);
                 }
-                let earlier: Vec<Earlier<'_>> = (0..index)
-                    .map(|before| Earlier {
-                        memory: &memories[before],
-                        claim: &claims[before],
-                        stored: matches!(plans[before], Plan::Store(_)) && holders[before].is_none(),
-                    })
-                    .collect();
-                let plan = self.plan_capture(&memories[index], &claims[index], &earlier, neighbours);
                 conflicts.push(match plan {
-                    Plan::Store(_) => self.conflicts_of(entry, &memories[index], neighbours, &mut early_warnings[index]),
+                    Plan::Store(_) => self.conflicts_of(entry, &memories[index], analysis.reading(), neighbours, &mut early_warnings[index]),
                     Plan::Merge(_) | Plan::MergeIntoBatch(_) => Vec::new(),
                 });
                 plans.push(plan);
@@ -382,7 +387,8 @@ impl MemoryService {
         let mut outcomes: Vec<Option<CaptureOutcome>> = Vec::with_capacity(memories.len());
         let mut batch: Vec<(Memory, Option<Embedding>)> = Vec::with_capacity(memories.len());
         let mut batch_links: Vec<Vec<Link>> = Vec::with_capacity(memories.len());
-        for (((mut memory, embedding), redacted), plan) in memories.into_iter().zip(embeddings).zip(redactions.iter()).zip(&plans) {
+        let mut batch_analyses: Vec<Option<Arc<Analysis>>> = Vec::with_capacity(memories.len());
+        for ((((mut memory, embedding), redacted), plan), analysis) in memories.into_iter().zip(embeddings).zip(redactions.iter()).zip(&plans).zip(analyses) {
             match plan {
                 Plan::Merge(existing) => outcomes.push(Some(self.merge(entry, existing, memory, embedding, redacted.clone())?)),
                 Plan::Store(links) => {
@@ -390,15 +396,23 @@ impl MemoryService {
                     outcomes.push(None);
                     batch.push((memory, embedding));
                     batch_links.push(links.clone());
+                    batch_analyses.push(analysis);
                 }
                 Plan::MergeIntoBatch(_) => {
                     outcomes.push(None);
                     batch.push((memory, embedding));
                     batch_links.push(Vec::new());
+                    batch_analyses.push(None);
                 }
             }
         }
         let inserted = if batch.is_empty() { Vec::new() } else { entry.store.insert(&batch)? };
+        // What was just stored active is the likeliest neighbour of the next captures.
+        for (((memory, _), inserted), analysis) in batch.iter().zip(&inserted).zip(batch_analyses) {
+            if let (Inserted::Created, Status::Active, Some(analysis)) = (inserted, memory.status, analysis) {
+                self.analyses.keep(&memory.id, analysis);
+            }
+        }
         let mut stored = batch.iter().zip(inserted).zip(batch_links);
         let settled = SettledRecords::default();
         outcomes

@@ -25,7 +25,6 @@
 //! past event ("I went to …", "fixed the bug"), which a later statement does not replace. A
 //! speaker's label ("Caroline: …") is not part of what is said.
 
-use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -71,11 +70,11 @@ pub(super) struct Statement {
     change: bool,
     // [`update`] compares each statement of a capture with every statement of its neighbours,
     // so what depends on one side only is read once, on first use, and kept here.
-    content: OnceCell<BTreeSet<String>>,
-    replacement: OnceCell<Option<Replacement>>,
-    movement: OnceCell<Option<Movement>>,
-    cued: OnceCell<Option<Cued>>,
-    numbering: OnceCell<Numbering>,
+    content: OnceLock<BTreeSet<String>>,
+    replacement: OnceLock<Option<Replacement>>,
+    movement: OnceLock<Option<Movement>>,
+    cued: OnceLock<Option<Cued>>,
+    numbering: OnceLock<Numbering>,
 }
 
 impl Statement {
@@ -90,11 +89,11 @@ impl Statement {
             words,
             past,
             change,
-            content: OnceCell::new(),
-            replacement: OnceCell::new(),
-            movement: OnceCell::new(),
-            cued: OnceCell::new(),
-            numbering: OnceCell::new(),
+            content: OnceLock::new(),
+            replacement: OnceLock::new(),
+            movement: OnceLock::new(),
+            cued: OnceLock::new(),
+            numbering: OnceLock::new(),
         }
     }
 

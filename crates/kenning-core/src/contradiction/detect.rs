@@ -21,9 +21,9 @@
 //! Precision matters more than recall: a contradiction an agent is told of must be one. The
 //! corpus in `tests/fixtures/contradictions.json` holds true conflicts and near-misses.
 
-use std::cell::OnceCell;
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use super::ContradictionKind;
 use crate::decision::similarity::dice;
@@ -76,19 +76,37 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
 /// tokenising, stemming) costs more than comparing, and a capture is compared with each of its
 /// neighbours.
 pub struct Reading<'a> {
-    text: &'a str,
-    sentences: OnceCell<Vec<Sentence>>,
-    subject: OnceCell<BTreeSet<String>>,
-    statements: OnceCell<Vec<super::change::Statement>>,
+    text: Cow<'a, str>,
+    sentences: OnceLock<Vec<Sentence>>,
+    subject: OnceLock<BTreeSet<String>>,
+    statements: OnceLock<Vec<super::change::Statement>>,
 }
 
 impl<'a> Reading<'a> {
     pub fn new(text: &'a str) -> Reading<'a> {
-        Reading { text, sentences: OnceCell::new(), subject: OnceCell::new(), statements: OnceCell::new() }
+        Reading { text: Cow::Borrowed(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
+    }
+
+    /// A reading that keeps its own copy of the text, to be kept beyond the text's owner.
+    pub fn owned(text: String) -> Reading<'static> {
+        Reading { text: Cow::Owned(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
+    }
+
+    /// The text read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Reads now what the comparisons read on first use, so that a reading prepared on one
+    /// thread is compared on another without further work.
+    pub fn prepare(&self) {
+        self.sentences();
+        self.subject();
+        self.statements();
     }
 
     fn sentences(&self) -> &[Sentence] {
-        self.sentences.get_or_init(|| sentences(self.text).into_iter().take(MAX_SENTENCES).collect())
+        self.sentences.get_or_init(|| sentences(&self.text).into_iter().take(MAX_SENTENCES).collect())
     }
 
     /// The content words of all its sentences, values aside.
@@ -97,7 +115,7 @@ impl<'a> Reading<'a> {
     }
 
     fn statements(&self) -> &[super::change::Statement] {
-        self.statements.get_or_init(|| super::change::statements(self.text))
+        self.statements.get_or_init(|| super::change::statements(&self.text))
     }
 }
 
@@ -143,9 +161,9 @@ struct Sentence {
     /// Stemmed content words, values included.
     content: BTreeSet<String>,
     negated: bool,
-    subject: OnceCell<BTreeSet<String>>,
-    settings: OnceCell<Vec<Setting>>,
-    change: OnceCell<Option<Change>>,
+    subject: OnceLock<BTreeSet<String>>,
+    settings: OnceLock<Vec<Setting>>,
+    change: OnceLock<Option<Change>>,
 }
 
 impl Sentence {
@@ -153,7 +171,7 @@ impl Sentence {
         let tokens = tokens(text);
         let content = tokens.iter().filter(|token| is_content(token)).map(|token| stem(token)).collect();
         let negated = tokens.iter().any(|token| is_negation(token));
-        Sentence { tokens, content, negated, subject: OnceCell::new(), settings: OnceCell::new(), change: OnceCell::new() }
+        Sentence { tokens, content, negated, subject: OnceLock::new(), settings: OnceLock::new(), change: OnceLock::new() }
     }
 
     /// Content words that are not values.

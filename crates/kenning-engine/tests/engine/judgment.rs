@@ -241,3 +241,24 @@ fn held_already_is_exactly_what_a_capture_would_report_as_a_duplicate() {
     assert!(!again.created);
     assert_eq!(again.urn, stored.urn);
 }
+
+/// What a memory's words were judged as is kept between captures; once its words change, a
+/// capture is judged against the new words, not the kept reading of the old ones.
+#[test]
+fn a_memory_changed_after_it_was_read_is_judged_by_its_new_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, _) = service(&dir);
+    let stored = capture(&memory, "The request timeout is 30 seconds.");
+    let other = capture(&memory, "The request timeout is 30000 milliseconds.");
+    assert!(!other.created && other.reinforced && other.urn == stored.urn, "the same claim is merged: {other:?}");
+    let update = kenning_core::UpdateInput {
+        reason: "raised".into(),
+        content: Some("The request timeout is 60 seconds.".into()),
+        ..kenning_core::UpdateInput::default()
+    };
+    memory.update(&stored.urn, update).unwrap();
+    let same_as_now = capture(&memory, "The request timeout is 60 s.");
+    assert!(!same_as_now.created && same_as_now.reinforced && same_as_now.urn == stored.urn, "{same_as_now:?}");
+    let same_as_before = capture(&memory, "The request timeout is 30 s.");
+    assert!(same_as_before.created && !same_as_before.reinforced, "{same_as_before:?}");
+}

@@ -1,0 +1,126 @@
+//! What the capture checks make of a memory's text, made once and kept for the memories read
+//! most recently.
+//!
+//! Judging a capture compares its claim with its nearest memories' claims, and the
+//! contradiction check reads their sentences and statements: reading a text costs far more
+//! than comparing two read ones. The same memories come back as the neighbours of capture
+//! after capture (a session keeps writing about the same few things, and a bulk load's
+//! captures share their neighbours), so an [`Analysis`] is kept per memory id in
+//! [`Analyses`], with the text it was made from: an entry whose memory has changed since
+//! reads as absent. A capture's own analysis is kept once it is stored, since it is the
+//! likeliest neighbour of the next one.
+//!
+//! Analyses are made on every core when there are enough of them ([`prepare`]): each reads
+//! its parts once, and comparisons afterwards only read what is made.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use kenning_core::claim::{Claim, ClaimRules};
+use kenning_core::contradiction::Reading;
+use kenning_core::{Memory, MemoryId};
+
+/// How many analyses are kept. A made analysis holds 30 to 45 KB (every word of the text as
+/// its own strings, several times over), so this keeps at most about 45 MB.
+const KEPT: usize = 1024;
+/// Fewer analyses than this to make are left to be made as the checks need them, on the
+/// calling thread: starting threads costs more than a handful of readings, and a check may
+/// not need every part.
+pub(crate) const PARALLEL_FROM: usize = 24;
+
+/// One text as the checks read it: its claim (made on first use, since only a memory of the
+/// capture's namespace and kind is judged by it) and its reading for the contradiction rules.
+pub(crate) struct Analysis {
+    claim: OnceLock<Claim>,
+    reading: Reading<'static>,
+}
+
+impl Analysis {
+    pub(crate) fn new(content: &str) -> Analysis {
+        Analysis { claim: OnceLock::new(), reading: Reading::owned(content.to_owned()) }
+    }
+
+    pub(crate) fn claim(&self, rules: &ClaimRules) -> &Claim {
+        self.claim.get_or_init(|| rules.claim(self.reading.text()))
+    }
+
+    pub(crate) fn reading(&self) -> &Reading<'static> {
+        &self.reading
+    }
+
+    /// Makes every part now.
+    fn prepare(&self, rules: &ClaimRules) {
+        self.claim(rules);
+        self.reading.prepare();
+    }
+}
+
+/// The analyses of the memories read most recently, by memory id.
+#[derive(Default)]
+pub(crate) struct Analyses {
+    kept: Mutex<HashMap<MemoryId, Arc<Analysis>>>,
+}
+
+impl Analyses {
+    /// The analysis of `memory` as it reads now: the kept one, or a new one not yet made,
+    /// kept from now on; with whether it is new.
+    pub(crate) fn of(&self, memory: &Memory) -> (Arc<Analysis>, bool) {
+        let mut kept = self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(analysis) = kept.get(&memory.id)
+            && analysis.reading.text() == memory.content
+        {
+            return (analysis.clone(), false);
+        }
+        let analysis = Arc::new(Analysis::new(&memory.content));
+        make_room(&mut kept, &memory.id);
+        kept.insert(memory.id.clone(), analysis.clone());
+        (analysis, true)
+    }
+
+    /// Keeps `analysis` as that of the memory `id`.
+    pub(crate) fn keep(&self, id: &MemoryId, analysis: Arc<Analysis>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        make_room(&mut kept, id);
+        kept.insert(id.clone(), analysis);
+    }
+}
+
+/// When full, drops an arbitrary entry other than `id`'s to make room for it: the map's order
+/// is random, so no pattern of ids is always the one dropped.
+fn make_room(kept: &mut HashMap<MemoryId, Arc<Analysis>>, id: &MemoryId) {
+    if kept.len() >= KEPT
+        && !kept.contains_key(id)
+        && let Some(dropped) = kept.keys().next().cloned()
+    {
+        kept.remove(&dropped);
+    }
+}
+
+/// Makes every part of each analysis, on every core when there are enough of them: each
+/// thread takes the next analysis not yet taken, so one long text does not hold up a share.
+pub(crate) fn prepare(rules: &ClaimRules, analyses: &[&Analysis]) {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    let threads = if analyses.len() < 2 * PARALLEL_FROM {
+        1
+    } else {
+        // Asking costs a few system calls (the process's CPU quota is read), so it is asked once.
+        (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(analyses.len() / PARALLEL_FROM)
+    };
+    if threads <= 1 {
+        analyses.iter().for_each(|analysis| analysis.prepare(rules));
+        return;
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        while let Some(analysis) = analyses.get(next.fetch_add(1, Ordering::Relaxed)) {
+            analysis.prepare(rules);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
+        }
+        work();
+    });
+}
