@@ -46,6 +46,17 @@ use crate::image::{ImageReader, ImageWriter, invalid};
 use crate::text::TextIndex;
 use crate::vector::VectorIndex;
 
+/// Fewer vector queries than twice this are answered on the calling thread: a thread costs
+/// about as much to start as a few searches of a small index.
+const QUERIES_PER_THREAD: usize = 16;
+
+/// How many threads the machine runs at once; asking reads the process's CPU quota, so it is
+/// asked once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// The search index of one store. `key` is the store's own stable key of a record (a row id),
 /// which survives changes to the record.
 #[derive(Default)]
@@ -167,6 +178,27 @@ impl SearchIndex {
         };
         let hits = index.search(query, &filter, limit);
         self.scored_ids(hits)
+    }
+
+    /// [`SearchIndex::search_vector`] for each of `queries`, in their order, on every core
+    /// when there are enough of them (a bulk capture's judgment asks for hundreds at once).
+    pub fn search_vector_many(&self, queries: &[&[f32]], model: &str, filter: &SearchFilter, limit: usize) -> Vec<Vec<ScoredId>> {
+        let threads = if queries.len() < 2 * QUERIES_PER_THREAD { 1 } else { cores().min(queries.len() / QUERIES_PER_THREAD) };
+        if threads <= 1 {
+            return queries.iter().map(|query| self.search_vector(query, model, filter, limit)).collect();
+        }
+        let share = queries.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let others: Vec<_> = queries[share..]
+                .chunks(share)
+                .map(|part| scope.spawn(move || part.iter().map(|query| self.search_vector(query, model, filter, limit)).collect::<Vec<_>>()))
+                .collect();
+            let mut found: Vec<Vec<ScoredId>> = queries[..share].iter().map(|query| self.search_vector(query, model, filter, limit)).collect();
+            for other in others {
+                found.extend(other.join().expect("a vector search does not panic"));
+            }
+            found
+        })
     }
 
     /// The records captured just before and just after the record under `key`, keys being in

@@ -341,6 +341,20 @@ proptest! {
         prop_assert!(index.search_vector(&query, "other-model", &filter, 100).is_empty());
         prop_assert!(index.search_vector(&query[..4], MODEL, &filter, 100).is_empty());
     }
+
+    /// Enough queries at once are answered on several threads; each answer is the one a search
+    /// of its own gives, in the order of the queries.
+    #[test]
+    fn many_vector_queries_at_once_answer_as_one_at_a_time(
+        history in arb_history(),
+        filter in arb_filter(),
+        queries in proptest::collection::vec(arb_vector(), 1..80),
+    ) {
+        let (index, _) = replay(&history);
+        let queries: Vec<&[f32]> = queries.iter().map(Vec::as_slice).collect();
+        let alone: Vec<Vec<ScoredId>> = queries.iter().map(|query| index.search_vector(query, MODEL, &filter, 10)).collect();
+        prop_assert_eq!(index.search_vector_many(&queries, MODEL, &filter, 10), alone);
+    }
 }
 
 proptest! {

@@ -80,6 +80,12 @@ impl SearchCache {
         Ok(state.index.as_ref().map_or_else(Vec::new, |index| index.search_vector(query, model, filter, limit)))
     }
 
+    /// [`SearchCache::search_vector`] for each of `queries`, from one state of the index.
+    pub fn search_vector_many(&self, db: &Db, queries: &[&[f32]], model: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<Vec<ScoredId>>> {
+        let state = self.current(db, Some(model))?;
+        Ok(state.index.as_ref().map_or_else(|| vec![Vec::new(); queries.len()], |index| index.search_vector_many(queries, model, filter, limit)))
+    }
+
     /// The neighbours of the records under `keys` (`None` for a record the store does not hold).
     pub fn neighbours(&self, db: &Db, keys: &[Option<i64>], filter: &SearchFilter, window: TimeDelta) -> Result<Vec<Vec<MemoryId>>> {
         let state = self.current(db, None)?;

@@ -215,6 +215,10 @@ impl MemoryStore for SqliteStore {
         Ok(self.search.search_vector(&self.db, query, model, filter, limit)?)
     }
 
+    fn search_vector_many(&self, queries: &[&[f32]], model: &str, filter: &SearchFilter, limit: usize) -> CoreResult<Vec<Vec<ScoredId>>> {
+        Ok(self.search.search_vector_many(&self.db, queries, model, filter, limit)?)
+    }
+
     fn neighbours(&self, ids: &[MemoryId], filter: &SearchFilter, window: TimeDelta) -> CoreResult<Vec<Vec<MemoryId>>> {
         let keys = self.db.read(|tx| read::keys(tx, ids))?;
         Ok(self.search.neighbours(&self.db, &keys, filter, window)?)
