@@ -124,3 +124,47 @@ pub(crate) fn prepare(rules: &ClaimRules, analyses: &[&Analysis]) {
         work();
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use kenning_core::CaptureInput;
+
+    use super::*;
+    use crate::ids::new_memory_id;
+
+    fn memory(content: &str) -> Memory {
+        let input = CaptureInput { content: content.to_owned(), ..CaptureInput::default() };
+        let id = MemoryId::parse(&new_memory_id(Utc::now())).unwrap();
+        kenning_core::input::build_memory(input, kenning_core::Domain::User, id, Utc::now()).unwrap()
+    }
+
+    #[test]
+    fn a_memory_is_read_once_until_its_words_change_and_the_store_stays_bounded() {
+        let analyses = Analyses::default();
+        let mut stored = memory("The request timeout is 30 seconds.");
+        let (first, new) = analyses.of(&stored);
+        assert!(new);
+        let (again, new) = analyses.of(&stored);
+        assert!(!new && Arc::ptr_eq(&first, &again), "the kept analysis is reused");
+        stored.content = "The request timeout is 60 seconds.".to_owned();
+        let (changed, new) = analyses.of(&stored);
+        assert!(new && changed.reading().text() == stored.content, "a changed memory is read again");
+        for _ in 0..KEPT + 100 {
+            let other = memory("Another note.");
+            analyses.keep(&other.id, Arc::new(Analysis::new(&other.content)));
+        }
+        assert_eq!(analyses.kept.lock().unwrap().len(), KEPT);
+    }
+
+    #[test]
+    fn analyses_made_on_several_threads_read_as_made_on_one() {
+        let rules = ClaimRules::default();
+        let texts: Vec<String> = (0..4 * PARALLEL_FROM).map(|at| format!("The worker pool of service {at} holds {} threads.", at % 7)).collect();
+        let made: Vec<Analysis> = texts.iter().map(|text| Analysis::new(text)).collect();
+        prepare(&rules, &made.iter().collect::<Vec<_>>());
+        for (analysis, text) in made.iter().zip(&texts) {
+            assert_eq!(analysis.claim.get(), Some(&rules.claim(text)), "{text}");
+        }
+    }
+}

@@ -200,7 +200,7 @@ impl VectorIndex {
     /// number of rows, and is most of a search's time in a store of a million.
     fn code_distances(&self, code: &[u64], admitted: &(impl Fn(usize) -> bool + Sync), distances: &mut [u16], histogram: &mut [usize]) {
         let rows = distances.len();
-        let threads = if rows >= PARALLEL_SCAN_ROWS { std::thread::available_parallelism().map_or(1, usize::from) } else { 1 };
+        let threads = if rows >= PARALLEL_SCAN_ROWS { crate::cores() } else { 1 };
         if threads <= 1 {
             self.code_distances_from(0, code, admitted, distances, histogram);
             return;
