@@ -703,7 +703,8 @@ fn spell_out(text: &str) -> String {
             _ => (piece, ""),
         };
         let (core, tail) = split_trailing_punctuation(word);
-        // Most words have nothing to spell out; only those are copied as they stand.
+        // A word without an apostrophe (`cannot` aside) has nothing to spell out: it is copied
+        // as it stands.
         if !core.contains('\'') && !core.eq_ignore_ascii_case("cannot") {
             out.push_str(piece);
             continue;

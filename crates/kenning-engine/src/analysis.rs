@@ -24,9 +24,9 @@ use kenning_core::{Memory, MemoryId};
 /// How many analyses are kept. A made analysis holds 30 to 45 KB (every word of the text as
 /// its own strings, several times over), so this keeps at most about 45 MB.
 const KEPT: usize = 1024;
-/// Fewer analyses than this to make are left to be made as the checks need them, on the
-/// calling thread: starting threads costs more than a handful of readings, and a check may
-/// not need every part.
+/// The fewest analyses a thread of [`prepare`] is given: starting a thread costs more than a
+/// handful of readings. A batch's new neighbours fewer than this are not prepared at all but
+/// made as the checks need them, since a check may not need every part.
 pub(crate) const PARALLEL_FROM: usize = 24;
 
 /// One text as the checks read it: its claim (made on first use, since only a memory of the
