@@ -25,9 +25,8 @@ use kenning_core::{Memory, MemoryId};
 /// its own strings, several times over), so this keeps at most about 45 MB.
 const KEPT: usize = 1024;
 /// The fewest analyses a thread of [`prepare`] is given: starting a thread costs more than a
-/// handful of readings. A batch's new neighbours fewer than this are not prepared at all but
-/// made as the checks need them, since a check may not need every part.
-pub(crate) const PARALLEL_FROM: usize = 24;
+/// handful of readings.
+const PARALLEL_FROM: usize = 24;
 
 /// One text as the checks read it: its claim (made on first use, since only a memory of the
 /// capture's namespace and kind is judged by it) and its reading for the contradiction rules.
@@ -97,16 +96,17 @@ fn make_room(kept: &mut HashMap<MemoryId, Arc<Analysis>>, id: &MemoryId) {
     }
 }
 
-/// Makes every part of each analysis, on every core when there are enough of them: each
-/// thread takes the next analysis not yet taken, so one long text does not hold up a share.
+/// Makes every part of each analysis now, on every core, when there are enough of them for
+/// two threads at least: each thread takes the next analysis not yet taken, so one long text
+/// does not hold up a share. Fewer (a single capture, a batch whose neighbours were read
+/// lately) are left to be made as the checks need them, since a check may not need every part.
 pub(crate) fn prepare(rules: &ClaimRules, analyses: &[&Analysis]) {
     static CORES: OnceLock<usize> = OnceLock::new();
-    let threads = if analyses.len() < 2 * PARALLEL_FROM {
-        1
-    } else {
-        // Asking costs a few system calls (the process's CPU quota is read), so it is asked once.
-        (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(analyses.len() / PARALLEL_FROM)
-    };
+    if analyses.len() < 2 * PARALLEL_FROM {
+        return;
+    }
+    // Asking costs a few system calls (the process's CPU quota is read), so it is asked once.
+    let threads = (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(analyses.len() / PARALLEL_FROM);
     if threads <= 1 {
         analyses.iter().for_each(|analysis| analysis.prepare(rules));
         return;

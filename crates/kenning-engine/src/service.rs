@@ -329,7 +329,7 @@ impl MemoryService {
         // it is not judged: one indexed lookup for the batch spares its claim and its neighbour
         // search. A hook that reads a whole transcript again finds most of its findings stored.
         let holders = entry.store.active_holders(&memories.iter().collect::<Vec<&Memory>>())?;
-        // Each capture to judge is read once, on every core for a large batch; a skipped
+        // Each capture to judge is read once, ahead on every core for a large batch; a skipped
         // capture is never compared (it counts as not stored for the later ones).
         let analyses: Vec<Option<Arc<Analysis>>> = holders.iter().zip(&memories).map(|(holder, memory)| holder.is_none().then(|| Arc::new(Analysis::new(&memory.content)))).collect();
         analysis::prepare(self.claims(), &analyses.iter().flatten().map(Arc::as_ref).collect::<Vec<_>>());
@@ -346,11 +346,9 @@ impl MemoryService {
         for (chunk, judged) in judged.chunks(CHECK_CHUNK).enumerate() {
             let nearby = self.neighbours_of(entry, judged)?;
             let (known, fresh) = nearby.known(&self.analyses);
-            // Many new neighbours (a bulk load) are read on every core, every part of them,
-            // since most parts are needed; a few are left to be read as the checks need them.
-            if fresh.len() >= analysis::PARALLEL_FROM {
-                analysis::prepare(self.claims(), &fresh.iter().map(Arc::as_ref).collect::<Vec<_>>());
-            }
+            // Many new neighbours (a bulk load) are read ahead on every core, every part of
+            // them, since most parts are needed.
+            analysis::prepare(self.claims(), &fresh.iter().map(Arc::as_ref).collect::<Vec<_>>());
             for (offset, neighbours) in nearby.lists(&known).iter().enumerate() {
                 let index = chunk * CHECK_CHUNK + offset;
                 let Some(analysis) = &analyses[index] else {
