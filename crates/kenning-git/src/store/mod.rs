@@ -144,13 +144,21 @@ impl GitNotesStore {
     /// Brings the index up to the notes ref, storing `embeddings` for the memories it then
     /// holds at their versions; returns the notes commit the index reflects.
     pub(crate) fn catch_up(&self, repo: &Repository, embeddings: &[VersionedEmbedding]) -> Result<Option<Oid>> {
-        self.catch_up_ordered(repo, embeddings, &[])
+        self.catch_up_ordered(repo, embeddings, &[], None)
     }
 
-    /// [`Self::catch_up`] with the order a write captured its memories in.
-    fn catch_up_ordered(&self, repo: &Repository, embeddings: &[VersionedEmbedding], order: &[MemoryId]) -> Result<Option<Oid>> {
+    /// [`Self::catch_up`] with the order a write captured its memories in, and what that write
+    /// changed when it is known: when the index reflects the write's base, the changes are
+    /// applied as they are, without comparing trees and reading back the notes just written.
+    fn catch_up_ordered(&self, repo: &Repository, embeddings: &[VersionedEmbedding], order: &[MemoryId], written: Option<&Written>) -> Result<Option<Oid>> {
         let source = self.index.catch_up_mirror(
             |reflected| {
+                if let Some(written) = written
+                    && reflected.is_some_and(|reflected| reflected == written.base.to_string())
+                {
+                    let changes = written.changes.clone();
+                    return Ok(Some(MirrorUpdate { source: written.commit.to_string(), complete: false, changes, order: order.to_vec() }));
+                }
                 let mut update = plan(repo, reflected)?;
                 if let Some(update) = &mut update {
                     update.order = order.to_vec();
@@ -202,6 +210,16 @@ impl GitNotesStore {
                 .chain(draft.staged_purges.iter().map(|(id, note)| encode(note_key(id), id, note)))
                 .collect::<Result<Vec<_>>>()?;
             let order: Vec<MemoryId> = draft.staged.iter().map(|(id, _, _)| id.clone()).collect();
+            // What the index is to apply, from the notes as staged. A note this process cannot
+            // index leaves it to the comparison of trees, which records why.
+            let changes: Option<Vec<MirrorChange>> = draft
+                .staged
+                .iter()
+                .map(|(id, note, _)| (note_key(id), note))
+                .chain(draft.staged_edges.iter().map(|(id, note)| (edges_key(id), note)))
+                .chain(draft.staged_purges.iter().map(|(id, note)| (note_key(id), note)))
+                .map(|(key, note)| indexable_note(&key.to_string(), note).ok())
+                .collect();
             let written = notes::commit(&repo, base, &encoded, message)?;
             let moved = self.flush.advance(&repo, base, written.commit, &written.objects, || {
                 notes::advance(&repo, NOTES_REF, base, written.commit, message)
@@ -209,7 +227,8 @@ impl GitNotesStore {
             if moved {
                 let embeddings = std::mem::take(&mut draft.embeddings);
                 drop(draft);
-                self.catch_up_ordered(&repo, &embeddings, &order)?;
+                let known = base.zip(changes).map(|(base, changes)| Written { base, commit: written.commit, changes });
+                self.catch_up_ordered(&repo, &embeddings, &order, known.as_ref())?;
                 return Ok(value);
             }
             backoff(attempt);
@@ -397,9 +416,20 @@ fn read_note(repo: &Repository, blob: Oid) -> std::result::Result<Note, String> 
     Note::decode(blob.content())
 }
 
+/// A commit this process wrote on `base`, and the changes to the index its notes make.
+struct Written {
+    base: Oid,
+    commit: Oid,
+    changes: Vec<MirrorChange>,
+}
+
 /// The note at `key` as a put, or why it cannot be indexed.
 fn indexable(repo: &Repository, key: &str, blob: Oid) -> std::result::Result<MirrorChange, String> {
-    let note = read_note(repo, blob)?;
+    indexable_note(key, &read_note(repo, blob)?)
+}
+
+/// [`indexable`] for a note in hand.
+fn indexable_note(key: &str, note: &Note) -> std::result::Result<MirrorChange, String> {
     if let Some(id) = note.purged() {
         return Ok(MirrorChange::Remove { entry: key.to_owned(), id: Some(id) });
     }
