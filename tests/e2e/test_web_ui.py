@@ -109,6 +109,19 @@ class WebDriver:
     def type(self, element: str, text: str) -> None:
         self._session("POST", f"/element/{element}/value", {"text": text})
 
+    def type_css(self, css: str, text: str, timeout: float = 60.0) -> None:
+        """Finds the field `css` names and types `text` into it, finding it again when the page
+        was redrawn between the two (a form page is redrawn when a live update arrives)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.type(self.find(css, timeout), text)
+                return
+            except AssertionError as error:
+                if "stale element" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def text(self, element: str) -> str:
         return self._session("GET", f"/element/{element}/text")
 
@@ -287,8 +300,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
     with web_view(ws) as base, chromedriver(tmp_path) as browser:
         # Search: type into the search field and submit the form, as a person would.
         browser.get(base + "memories")
-        field = browser.find("input[name=q]")
-        browser.type(field, "pool connections")
+        browser.type_css("input[name=q]", "pool connections")
         browser.click_css("form.search button[type=submit]")
         browser.wait("return location.search.includes('q=pool')")
         first = browser.find("ol.results article h3 a")
@@ -308,7 +320,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         urn = browser.script("return document.querySelector('dl.fields dd code').textContent")
         assert urn.startswith("kenning://project:widget-service/"), urn
         browser.click_css("a.button[href^='/memory/forget']")
-        browser.type(browser.find("input[name=reason]"), "replaced by the new sizing")
+        browser.type_css("input[name=reason]", "replaced by the new sizing")
         browser.click_css("form.confirm button[type=submit]")
         notice_after_submit(browser, "Forgotten")
         assert "forgotten" in browser.text(browser.find("main h1 .badge")), title
@@ -316,7 +328,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         assert shown["status"] == "forgotten"
         assert "replaced by the new sizing" in browser.source()
         browser.click_css("a.button[href^='/memory/restore']")
-        browser.type(browser.find("input[name=reason]"), "still how it is")
+        browser.type_css("input[name=reason]", "still how it is")
         browser.click_css("form.confirm button[type=submit]")
         notice_after_submit(browser, "Restored")
         assert json.loads(ws.run("--json", "get", urn).stdout)["status"] == "active"

@@ -267,6 +267,22 @@ fn arb_history_over(keys: i64, writes: usize) -> impl Strategy<Value = Vec<(i64,
     })
 }
 
+/// A history of many records whose words are skewed, a few common and most rare, as in real
+/// text: where a search for the best few can leave most of a common term's postings unread.
+fn arb_skewed_history() -> impl Strategy<Value = Vec<(i64, Record)>> {
+    let words = WORDS.len() as u32;
+    let texts = proptest::collection::vec(proptest::collection::vec(0..words.pow(4), 1..12), 300);
+    (arb_history_over(150, 300), texts).prop_map(|(mut history, texts)| {
+        for ((_, record), picks) in history.iter_mut().zip(texts) {
+            // The fourth root of a uniform pick favours the later words: the last is picked
+            // about 3,000 times as often as the first.
+            let word = |pick: &u32| WORDS[(f64::from(*pick).powf(0.25) as usize).min(WORDS.len() - 1)];
+            record.text = picks.iter().map(word).collect::<Vec<_>>().join(" ");
+        }
+        history
+    })
+}
+
 fn arb_filter() -> impl Strategy<Value = SearchFilter> {
     (
         proptest::collection::vec(0..3usize, 0..2),
@@ -312,6 +328,26 @@ proptest! {
         assert_ranks_like(&rebuilt, &expected, 1e-4, "built afresh");
         let top = index.search_text(&query, &filter, 2);
         prop_assert_eq!(top.len(), expected.len().min(2));
+    }
+
+    #[test]
+    fn a_text_search_for_the_best_few_ranks_as_brute_force_bm25(
+        history in arb_skewed_history(),
+        filter in prop_oneof![2 => Just(SearchFilter::default()), 1 => arb_filter()],
+        query in proptest::collection::vec(0..WORDS.len(), 1..5),
+        limit in 1..12usize,
+        split in 0..300usize,
+    ) {
+        let (index, records) = replay_through_image(&history, split);
+        let query: String = query.iter().map(|word| WORDS[*word]).collect::<Vec<_>>().join(" ");
+        let expected = reference_bm25(&records, &query, &filter);
+        let found = index.search_text(&query, &filter, limit);
+        prop_assert_eq!(found.len(), expected.len().min(limit));
+        for (rank, hit) in found.iter().enumerate() {
+            prop_assert!((hit.score - expected[rank].1).abs() <= 1e-4, "rank {} scores {} where {} scores {}", rank, hit.score, expected[rank].0, expected[rank].1);
+            let own = expected.iter().find(|(id, _)| id == hit.id.as_str()).map(|(_, score)| *score);
+            prop_assert!(own.is_some_and(|own| (own - hit.score).abs() <= 1e-4), "rank {} is {} scored {}, which the reference scores {:?}", rank, hit.id, hit.score, own);
+        }
     }
 
     #[test]
