@@ -440,6 +440,7 @@ fn code_distances_fixed<const WORDS: usize>(
     distances: &mut [u16],
     histogram: &mut [usize],
 ) {
+    // The query's code has as many words as every row's, so this never returns early.
     let Ok(code) = <&[u64; WORDS]>::try_from(code) else { return };
     let (rows, _) = codes.as_chunks::<WORDS>();
     for ((offset, row_code), distance_slot) in rows.iter().enumerate().zip(distances.iter_mut()) {

@@ -275,7 +275,7 @@ fn arb_skewed_history() -> impl Strategy<Value = Vec<(i64, Record)>> {
     (arb_history_over(150, 300), texts).prop_map(|(mut history, texts)| {
         for ((_, record), picks) in history.iter_mut().zip(texts) {
             // The fourth root of a uniform pick favours the later words: the last is picked
-            // about 3,000 times as often as the first.
+            // about 40,000 times as often as the first.
             let word = |pick: &u32| WORDS[(f64::from(*pick).powf(0.25) as usize).min(WORDS.len() - 1)];
             record.text = picks.iter().map(word).collect::<Vec<_>>().join(" ");
         }
