@@ -111,14 +111,14 @@ class WebDriver:
 
     def type_css(self, css: str, text: str, timeout: float = 60.0) -> None:
         """Finds the field `css` names and types `text` into it, finding it again when the page
-        was redrawn between the two (a form page is redrawn when a live update arrives)."""
+        was left or redrawn between the two (the field found was of the page being left)."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 self.type(self.find(css, timeout), text)
                 return
             except AssertionError as error:
-                if "stale element" not in str(error) or time.monotonic() > deadline:
+                if not any(reason in str(error) for reason in ("stale element", "not interactable")) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
 

@@ -16,7 +16,8 @@
   });
 
   // Live updates: when the memories change, the page's main region is fetched again and
-  // swapped in, unless the reader is in the middle of a form (then a notice says so).
+  // swapped in, unless the reader is in a form's field, typing or about to (a confirmation
+  // page puts the cursor in its reason field): then a notice says so.
   if (!("EventSource" in window) || !("fetch" in window)) return;
   var live = document.getElementById("live");
   function say(text) {
@@ -29,7 +30,7 @@
     var main = document.getElementById("main");
     var active = document.activeElement;
     if (!main || refreshing) return;
-    if (active && active.closest && active.closest("form") && active.value) {
+    if (active && active.closest && active.closest("form") && active.matches("input, textarea, select")) {
       say("Memories changed. Reload the page to see them.");
       return;
     }
