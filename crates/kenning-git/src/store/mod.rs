@@ -150,14 +150,15 @@ impl GitNotesStore {
     /// [`Self::catch_up`] with the order a write captured its memories in, and what that write
     /// changed when it is known: when the index reflects the write's base, the changes are
     /// applied as they are, without comparing trees and reading back the notes just written.
-    fn catch_up_ordered(&self, repo: &Repository, embeddings: &[VersionedEmbedding], order: &[MemoryId], written: Option<&Written>) -> Result<Option<Oid>> {
+    /// They are handed over once: should the index's transaction be tried again, the trees
+    /// are compared then.
+    fn catch_up_ordered(&self, repo: &Repository, embeddings: &[VersionedEmbedding], order: &[MemoryId], mut written: Option<Written>) -> Result<Option<Oid>> {
         let source = self.index.catch_up_mirror(
             |reflected| {
-                if let Some(written) = written
-                    && reflected.is_some_and(|reflected| reflected == written.base.to_string())
+                if let Some(Written { commit, changes, .. }) =
+                    written.take_if(|written| reflected.is_some_and(|reflected| reflected == written.base.to_string()))
                 {
-                    let changes = written.changes.clone();
-                    return Ok(Some(MirrorUpdate { source: written.commit.to_string(), complete: false, changes, order: order.to_vec() }));
+                    return Ok(Some(MirrorUpdate { source: commit.to_string(), complete: false, changes, order: order.to_vec() }));
                 }
                 let mut update = plan(repo, reflected)?;
                 if let Some(update) = &mut update {
@@ -228,7 +229,7 @@ impl GitNotesStore {
                 let embeddings = std::mem::take(&mut draft.embeddings);
                 drop(draft);
                 let known = base.zip(changes).map(|(base, changes)| Written { base, commit: written.commit, changes });
-                self.catch_up_ordered(&repo, &embeddings, &order, known.as_ref())?;
+                self.catch_up_ordered(&repo, &embeddings, &order, known)?;
                 return Ok(value);
             }
             backoff(attempt);
