@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,18 +93,23 @@ class WebDriver:
     def click(self, element: str) -> None:
         self._session("POST", f"/element/{element}/click", {})
 
-    def click_css(self, css: str, timeout: float = 60.0) -> None:
-        """Finds and clicks the element `css` names, finding it again when the page was redrawn
-        between the two (a live update replaces the list the element was in)."""
+    def on_element(self, css: str, act: Callable[[str], None], retry_when: tuple[str, ...], timeout: float = 60.0) -> None:
+        """Finds the element `css` names and does `act` to it, finding it again while the
+        WebDriver's error names one of `retry_when`: the page was redrawn or left between the two."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.click(self.find(css, timeout))
+                act(self.find(css, timeout))
                 return
             except AssertionError as error:
-                if "stale element" not in str(error) or time.monotonic() > deadline:
+                if not any(reason in str(error) for reason in retry_when) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+    def click_css(self, css: str, timeout: float = 60.0) -> None:
+        """Finds and clicks the element `css` names, finding it again when the page was redrawn
+        between the two (a live update replaces the list the element was in)."""
+        self.on_element(css, self.click, ("stale element",), timeout)
 
     def type(self, element: str, text: str) -> None:
         self._session("POST", f"/element/{element}/value", {"text": text})
@@ -112,15 +117,7 @@ class WebDriver:
     def type_css(self, css: str, text: str, timeout: float = 60.0) -> None:
         """Finds the field `css` names and types `text` into it, finding it again when the page
         was left or redrawn between the two (the field found was of the page being left)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.type(self.find(css, timeout), text)
-                return
-            except AssertionError as error:
-                if not any(reason in str(error) for reason in ("stale element", "not interactable")) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        self.on_element(css, lambda element: self.type(element, text), ("stale element", "not interactable"), timeout)
 
     def text(self, element: str) -> str:
         return self._session("GET", f"/element/{element}/text")
