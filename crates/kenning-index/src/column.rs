@@ -22,6 +22,16 @@ pub(crate) enum Column<T> {
     },
 }
 
+impl<T: Clone> Clone for Column<T> {
+    /// An owned column is copied; a mapped one shares its image.
+    fn clone(&self) -> Self {
+        match self {
+            Column::Owned(values) => Column::Owned(values.clone()),
+            Column::Mapped { image, start, len } => Column::Mapped { image: image.clone(), start: *start, len: *len },
+        }
+    }
+}
+
 impl<T> Default for Column<T> {
     fn default() -> Self {
         Column::Owned(Vec::new())

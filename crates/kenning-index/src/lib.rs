@@ -15,7 +15,11 @@
 //! An index persists as an image ([`SearchIndex::write_image`]) that a later process opens in
 //! place ([`SearchIndex::read_image`]): its arrays are read straight from the image's bytes,
 //! copied into memory only when that process changes them, so opening costs next to nothing
-//! whatever the store's size. The layout is described in `image.rs`.
+//! whatever the store's size. The layout is described in `image.rs`. An image also links each
+//! model's vectors in a graph that a vector search walks (`graph.rs`). Linking takes seconds
+//! for a large index, so it is split off: [`SearchIndex::graph_work`] copies what it needs,
+//! [`GraphWork::link`] does it without the index, and [`SearchIndex::write_image_with`] writes
+//! the graphs that still fit the index.
 //!
 //! Invariant: no I/O. The index writes its image to a sink and reads it from bytes the store
 //! hands over (a memory map, say); it never opens a file. The index is a cache: a store can
@@ -24,6 +28,7 @@
 pub mod analyzer;
 mod column;
 mod documents;
+mod graph;
 mod image;
 mod text;
 mod topk;
@@ -44,7 +49,7 @@ use crate::column::Column;
 use crate::documents::{DocTable, FastMap, FxHasher};
 use crate::image::{ImageReader, ImageWriter, invalid};
 use crate::text::TextIndex;
-use crate::vector::VectorIndex;
+use crate::vector::{Linked, Unlinked, VectorIndex};
 
 /// Fewer vector queries than twice this are answered on the calling thread: a thread costs
 /// about as much to start as a few searches of a small index.
@@ -239,16 +244,30 @@ impl SearchIndex {
     }
 
     /// Writes the index as an image to `out`, led by `stamp`: the store's own record of what
-    /// the image reflects, returned as it was by [`SearchIndex::read_image`].
+    /// the image reflects, returned as it was by [`SearchIndex::read_image`]. Every vector is
+    /// linked in the image's graphs first.
     pub fn write_image<W: Write + Seek>(&self, stamp: &[u8], out: &mut W) -> Result<(), ImageError> {
+        self.write_image_with(stamp, out, &self.graph_work().link())
+    }
+
+    /// What linking the vectors that the index's graphs lack takes: a copy of those vectors
+    /// (those read from an image are shared), cheap next to the linking itself.
+    pub fn graph_work(&self) -> GraphWork {
+        GraphWork(self.vectors.iter().filter_map(|(model, dims, index)| Some((model.clone(), *dims, index.unlinked()?))).collect())
+    }
+
+    /// [`SearchIndex::write_image`] with `graphs` for the vectors they were linked from, if
+    /// those are as they were then; vectors added since are left for a later image to link.
+    pub fn write_image_with<W: Write + Seek>(&self, stamp: &[u8], out: &mut W, graphs: &Graphs) -> Result<(), ImageError> {
         let mut image = ImageWriter::new(out, stamp)?;
         self.documents.write(&mut image)?;
         self.text.write(&mut image)?;
         self.keys.write(&mut image)?;
         image.strings(self.models.iter().map(String::as_str))?;
         image.strings(self.vectors.iter().map(|(model, _, _)| model.as_str()))?;
-        for (_, _, index) in &self.vectors {
-            index.write(&mut image)?;
+        for (model, dims, index) in &self.vectors {
+            let linked = graphs.0.iter().find(|(name, length, _)| name == model && length == dims).map(|(_, _, linked)| linked);
+            index.write(&mut image, linked)?;
         }
         image.finish()
     }
@@ -280,6 +299,26 @@ impl SearchIndex {
         image::read_header(bytes).map(|header| header.stamp)
     }
 }
+
+/// The vectors of an index that its graphs do not link yet, per model, taken by
+/// [`SearchIndex::graph_work`].
+pub struct GraphWork(Vec<(String, usize, Unlinked)>);
+
+impl GraphWork {
+    /// Whether every vector is linked already (or too few to need a graph).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Links every vector: seconds for a hundred thousand of them, so a store does it without
+    /// holding its index.
+    pub fn link(self) -> Graphs {
+        Graphs(self.0.into_iter().map(|(model, dims, unlinked)| (model, dims, unlinked.link())).collect())
+    }
+}
+
+/// Graphs linked by [`GraphWork::link`], for [`SearchIndex::write_image_with`].
+pub struct Graphs(Vec<(String, usize, Linked)>);
 
 /// The slot of each key and the hash of the text that slot indexes: the entries read from an
 /// image, sorted by key, and those set in memory since, which take precedence.

@@ -7,11 +7,20 @@
 //! between binary codes, a few instructions a vector, picks the closest candidates (a few
 //! hundred, and one per 125 vectors in a large store), and the 8-bit dot product ranks those. How close the two-step answer stays to
 //! the exact one is measured by `kenning-bench`, not assumed.
+//!
+//! Once an index is written as an image, its rows are also linked in a [`Graph`], and a search
+//! walks the graph for them instead of scanning their codes: it scores a few thousand rows
+//! whatever the store's size. Rows added since the image was written are not linked yet and are
+//! searched as above; a filter that leaves out most rows also sends a search back to the scan,
+//! since the graph's walk would meet too few rows it admits.
 
 use std::io::{self, Seek, Write};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::column::Column;
 use crate::documents::{CompiledFilter, Slot};
+use crate::graph::{Graph, RowScores};
 use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 use crate::topk::TopK;
 
@@ -27,12 +36,25 @@ const ROWS_PER_CANDIDATE: usize = 125;
 /// From this many rows on, the scan of binary codes is split across the machine's cores: about
 /// a millisecond's work, worth the tens of microseconds it takes to start a thread.
 const PARALLEL_SCAN_ROWS: usize = 131_072;
+/// An index of at least this many rows is linked in a graph when it is written: below it, the
+/// exact search costs about what a walk of the graph does.
+const GRAPH_ROWS: usize = EXACT_ROWS;
+/// How many of the nearest rows a walk of the graph keeps, at least: enough for the first ten
+/// results to match the exact ones (measured by `kenning-bench latency`).
+const EF_SEARCH: usize = 128;
+/// A graph search that admitted fewer than one in this many of the rows it scored is redone
+/// by the scan: the filter leaves out most rows, and the walk meets too few of those it keeps.
+const GRAPH_ADMITTED_SHARE: usize = 2;
+
+/// Numbers each index made in this process, so that a graph linked for one is never written
+/// with another.
+static LINEAGES: AtomicU64 = AtomicU64::new(0);
 
 /// Marks a row whose slot's vector was replaced or dropped, and a slot without a row.
 const NONE: u32 = u32::MAX;
 
 /// Rows of vectors: each row's binary code, 8-bit values and scale.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Rows {
     codes: Column<u64>,
     values: Column<i8>,
@@ -53,6 +75,13 @@ pub(crate) struct VectorIndex {
     /// The row of each slot, [`NONE`] for a slot without a vector.
     slot_rows: Column<u32>,
     dead_rows: usize,
+    /// Links the image's rows `0..graph.rows()`, as read from the image.
+    graph: Graph,
+    /// This index among those of the process, and how many times a row it added was moved or
+    /// dropped: a graph linked from a copy of its rows is written only while both are as they
+    /// were when the copy was taken.
+    lineage: u64,
+    moves: u64,
 }
 
 impl VectorIndex {
@@ -66,6 +95,9 @@ impl VectorIndex {
             row_slots: Column::default(),
             slot_rows: Column::default(),
             dead_rows: 0,
+            graph: Graph::default(),
+            lineage: LINEAGES.fetch_add(1, Ordering::Relaxed),
+            moves: 0,
         }
     }
 
@@ -111,6 +143,7 @@ impl VectorIndex {
             self.dead_rows += 1;
             return;
         }
+        self.moves += 1;
         let last = self.rows() - 1;
         let (dims, words) = (self.dims, self.words);
         let (from, to) = (last - self.base_rows, row - self.base_rows);
@@ -140,24 +173,22 @@ impl VectorIndex {
         if limit == 0 || rows == self.dead_rows {
             return Vec::new();
         }
-        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES).max(rows / ROWS_PER_CANDIDATE);
+        let views = self.row_views();
+        let (mut best, unlinked) = match self.search_graph(&views, query, filter, limit) {
+            Some(best) => (best, self.graph.rows()..rows),
+            None => (TopK::new(limit), 0..rows),
+        };
         let row_slots = self.row_slots.as_slice();
         let admitted = |row: usize| filter.admits(row_slots[row]);
-        let candidates = if rows <= EXACT_ROWS.max(wanted) {
-            (0..rows).filter(|row| admitted(*row)).collect()
-        } else {
-            self.closest_codes(query, admitted, wanted)
-        };
-        let rows = self.row_views();
-        let mut best = TopK::new(limit);
+        let candidates = self.candidates(query, admitted, limit, unlinked);
         for (position, &row) in candidates.iter().enumerate() {
             // The candidates are scattered over the whole array, so each row is a cache miss
             // the hardware cannot foresee; asking for a row a few candidates ahead overlaps
             // those misses with the arithmetic, and the answer is the same.
             if let Some(&ahead) = candidates.get(position + PREFETCH_AHEAD) {
-                prefetch_row(&rows, self.base_rows, self.dims, ahead);
+                views.prefetch(ahead);
             }
-            let score = f64::from(row_dot(&rows, self.base_rows, self.dims, query, row));
+            let score = f64::from(views.score(query, row));
             if best.admits(score) {
                 let slot = row_slots[row];
                 if let Some(id) = filter.admit_id(slot) {
@@ -168,19 +199,57 @@ impl VectorIndex {
         best.into_sorted()
     }
 
-    /// The `wanted` admitted rows whose binary codes are nearest the query's in Hamming
-    /// distance, or every admitted row when there are no more than [`EXACT_ROWS`]. Distances
-    /// are small integers, so a histogram of them gives the cut-off distance without sorting:
-    /// every row at or nearer than it is taken. Rows at the cut-off are as near as one another
-    /// by their codes, so all of them go on to the 8-bit ranking rather than the first few.
-    fn closest_codes(&self, query: &[f32], admitted: impl Fn(usize) -> bool + Sync, wanted: usize) -> Vec<usize> {
+    /// The best `limit` of the linked rows that a walk of the graph meets, or `None` when
+    /// there is no graph or `filter` left out most of the rows the walk scored.
+    fn search_graph<'f>(&self, views: &RowsView<'_>, query: &[f32], filter: &CompiledFilter<'f>, limit: usize) -> Option<TopK<'f>> {
+        if self.graph.rows() == 0 {
+            return None;
+        }
+        let row_slots = self.row_slots.as_slice();
+        let mut best = TopK::new(limit);
+        let (mut scored, mut admitted) = (0usize, 0usize);
+        self.graph.search(views, query, EF_SEARCH.max(limit), |row, score| {
+            scored += 1;
+            let Some(&slot) = row_slots.get(row) else { return };
+            if !filter.admits(slot) {
+                return;
+            }
+            admitted += 1;
+            let score = f64::from(score);
+            if best.admits(score)
+                && let Some(id) = filter.admit_id(slot)
+            {
+                best.push(score, slot, id);
+            }
+        });
+        (admitted * GRAPH_ADMITTED_SHARE >= scored).then_some(best)
+    }
+
+    /// The rows of `range` to score exactly: every admitted one when they are few, else the
+    /// admitted ones nearest by their binary codes.
+    fn candidates(&self, query: &[f32], admitted: impl Fn(usize) -> bool + Sync, limit: usize, range: Range<usize>) -> Vec<usize> {
+        let wanted = limit.saturating_mul(CANDIDATES_PER_RESULT).max(MIN_CANDIDATES).max(range.len() / ROWS_PER_CANDIDATE);
+        if range.len() <= EXACT_ROWS.max(wanted) {
+            range.filter(|row| admitted(*row)).collect()
+        } else {
+            self.closest_codes(query, admitted, wanted, range)
+        }
+    }
+
+    /// The `wanted` admitted rows of `range` whose binary codes are nearest the query's in
+    /// Hamming distance, or every admitted row when there are no more than [`EXACT_ROWS`].
+    /// Distances are small integers, so a histogram of them gives the cut-off distance without
+    /// sorting: every row at or nearer than it is taken. Rows at the cut-off are as near as one
+    /// another by their codes, so all of them go on to the 8-bit ranking rather than the first few.
+    fn closest_codes(&self, query: &[f32], admitted: impl Fn(usize) -> bool + Sync, wanted: usize, range: Range<usize>) -> Vec<usize> {
         let code: Vec<u64> = sign_code(query).collect();
-        let mut distances = vec![NOT_ADMITTED; self.rows()];
+        let mut distances = vec![NOT_ADMITTED; range.len()];
         let mut histogram = vec![0usize; self.dims + 1];
-        self.code_distances(&code, &admitted, &mut distances, &mut histogram);
+        self.code_distances(range.start, &code, &admitted, &mut distances, &mut histogram);
         let admitted_rows: usize = histogram.iter().sum();
+        let first = range.start;
         if admitted_rows <= EXACT_ROWS.max(wanted) {
-            return (0..distances.len()).filter(|row| distances[*row] != NOT_ADMITTED).collect();
+            return (0..distances.len()).filter(|offset| distances[*offset] != NOT_ADMITTED).map(|offset| first + offset).collect();
         }
         let mut nearer = 0;
         let mut cut_off = 0;
@@ -191,18 +260,18 @@ impl VectorIndex {
             }
             nearer += count;
         }
-        distances.iter().enumerate().filter(|(_, distance)| usize::from(**distance) <= cut_off).map(|(row, _)| row).collect()
+        distances.iter().enumerate().filter(|(_, distance)| usize::from(**distance) <= cut_off).map(|(offset, _)| first + offset).collect()
     }
 
-    /// Fills in the Hamming distance of every admitted row's code to `code`, and counts rows
-    /// per distance. A large index is split across the machine's cores, each part with a
-    /// histogram of its own: the scan reads every code, so it is bound by memory and by the
-    /// number of rows, and is most of a search's time in a store of a million.
-    fn code_distances(&self, code: &[u64], admitted: &(impl Fn(usize) -> bool + Sync), distances: &mut [u16], histogram: &mut [usize]) {
+    /// Fills in the Hamming distance to `code` of the code of every admitted row from
+    /// `first_row` on, as many as `distances` holds, and counts rows per distance. A large
+    /// index is split across the machine's cores, each part with a histogram of its own: the
+    /// scan reads every code, so it is bound by memory and by the number of rows.
+    fn code_distances(&self, first_row: usize, code: &[u64], admitted: &(impl Fn(usize) -> bool + Sync), distances: &mut [u16], histogram: &mut [usize]) {
         let rows = distances.len();
         let threads = if rows >= PARALLEL_SCAN_ROWS { crate::cores() } else { 1 };
         if threads <= 1 {
-            self.code_distances_from(0, code, admitted, distances, histogram);
+            self.code_distances_from(first_row, code, admitted, distances, histogram);
             return;
         }
         let share = rows.div_ceil(threads);
@@ -213,7 +282,7 @@ impl VectorIndex {
                 .map(|(part, distances)| {
                     scope.spawn(move || {
                         let mut histogram = vec![0usize; self.dims + 1];
-                        self.code_distances_from(part * share, code, admitted, distances, &mut histogram);
+                        self.code_distances_from(first_row + part * share, code, admitted, distances, &mut histogram);
                         histogram
                     })
                 })
@@ -246,16 +315,38 @@ impl VectorIndex {
 
     /// The image's rows and the added ones as plain slices, looked up once per search rather
     /// than once per row.
-    fn row_views(&self) -> [RowView<'_>; 2] {
-        [&self.base, &self.added].map(|rows| RowView { values: rows.values.as_slice(), scales: rows.scales.as_slice() })
+    fn row_views(&self) -> RowsView<'_> {
+        RowsView::new(&self.base, &self.added, self.base_rows, self.dims)
     }
 
     #[cfg(test)]
     fn dot(&self, query: &[f32], row: usize) -> f32 {
-        row_dot(&self.row_views(), self.base_rows, self.dims, query, row)
+        self.row_views().score(query, row)
     }
 
-    pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> io::Result<()> {
+    /// A copy of what linking the rows the graph lacks needs, or `None` when it lacks none or
+    /// the index is too small to need a graph. Rows read from an image are shared, not copied.
+    pub fn unlinked(&self) -> Option<Unlinked> {
+        let rows = self.rows();
+        if rows < GRAPH_ROWS || self.graph.rows() >= rows {
+            return None;
+        }
+        let copy = |rows: &Rows| Rows { codes: Column::default(), values: rows.values.clone(), scales: rows.scales.clone() };
+        Some(Unlinked {
+            dims: self.dims,
+            base_rows: self.base_rows,
+            base: copy(&self.base),
+            added: copy(&self.added),
+            rows,
+            graph: self.graph.clone(),
+            lineage: self.lineage,
+            moves: self.moves,
+        })
+    }
+
+    /// Writes the index, with `linked`'s graph if it was linked from this index's rows as they
+    /// still are, else with the graph it was read with.
+    pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>, linked: Option<&Linked>) -> io::Result<()> {
         out.section(&[self.dims as u64, self.dead_rows as u64])?;
         out.begin()?;
         out.part(self.base.codes.as_slice())?;
@@ -270,7 +361,11 @@ impl VectorIndex {
         out.part(self.added.scales.as_slice())?;
         out.end();
         out.section(self.row_slots.as_slice())?;
-        out.section(self.slot_rows.as_slice())
+        out.section(self.slot_rows.as_slice())?;
+        let graph = linked
+            .filter(|linked| linked.lineage == self.lineage && linked.moves == self.moves && linked.graph.rows() <= self.rows())
+            .map_or(&self.graph, |linked| &linked.graph);
+        graph.write(out)
     }
 
     /// Reads what [`VectorIndex::write`] wrote for a table of `slots` slots, checking every
@@ -304,6 +399,7 @@ impl VectorIndex {
         if row_slots.iter().enumerate().any(|(row, slot)| *slot != NONE && slot_rows.get(*slot as usize).is_none_or(|back| *back as usize != row)) {
             return Err(invalid("row slots"));
         }
+        index.graph = Graph::read(image, rows)?;
         Ok(index)
     }
 }
@@ -312,10 +408,78 @@ impl VectorIndex {
 /// for the memory's latency to pass while the rows before it are scored.
 const PREFETCH_AHEAD: usize = 8;
 
+/// The rows of an index that its graph lacks, copied (or shared from the image) so that they
+/// can be linked without holding the index.
+pub(crate) struct Unlinked {
+    dims: usize,
+    base_rows: usize,
+    base: Rows,
+    added: Rows,
+    rows: usize,
+    graph: Graph,
+    lineage: u64,
+    moves: u64,
+}
+
+impl Unlinked {
+    /// Links every row in a graph: the work of seconds for a hundred thousand rows.
+    pub fn link(self) -> Linked {
+        let views = RowsView::new(&self.base, &self.added, self.base_rows, self.dims);
+        Linked { graph: self.graph.extend(&views, self.rows), lineage: self.lineage, moves: self.moves }
+    }
+}
+
+/// A graph linking an index's rows, and which index and state of it it was linked from.
+pub(crate) struct Linked {
+    graph: Graph,
+    lineage: u64,
+    moves: u64,
+}
+
 /// One part of the rows (the image's, or those added since) as slices.
 struct RowView<'a> {
     values: &'a [i8],
     scales: &'a [f32],
+}
+
+/// Both parts of the rows, numbered as the index numbers them.
+struct RowsView<'a> {
+    parts: [RowView<'a>; 2],
+    base_rows: usize,
+    dims: usize,
+}
+
+impl<'a> RowsView<'a> {
+    fn new(base: &'a Rows, added: &'a Rows, base_rows: usize, dims: usize) -> RowsView<'a> {
+        let parts = [base, added].map(|rows| RowView { values: rows.values.as_slice(), scales: rows.scales.as_slice() });
+        RowsView { parts, base_rows, dims }
+    }
+
+    fn values(&self, row: usize) -> (&'a [i8], f32) {
+        let (part, row) = locate(&self.parts, self.base_rows, row);
+        (part.values.get(row * self.dims..(row + 1) * self.dims).unwrap_or_default(), part.scales.get(row).copied().unwrap_or_default())
+    }
+}
+
+impl RowScores for RowsView<'_> {
+    fn score(&self, query: &[f32], row: usize) -> f32 {
+        row_dot(&self.parts, self.base_rows, self.dims, query, row)
+    }
+
+    fn pair(&self, a: usize, b: usize) -> f32 {
+        let ((a, a_scale), (b, b_scale)) = (self.values(a), self.values(b));
+        let dot: i32 = a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
+        dot as f32 * a_scale * b_scale
+    }
+
+    fn vector(&self, row: usize) -> Vec<f32> {
+        let (values, scale) = self.values(row);
+        values.iter().map(|value| f32::from(*value) * scale).collect()
+    }
+
+    fn prefetch(&self, row: usize) {
+        prefetch_row(&self.parts, self.base_rows, self.dims, row);
+    }
 }
 
 /// The part holding `row` and the row's position in it.
@@ -501,7 +665,7 @@ mod tests {
         let admitted = |row: usize| row % 3 != 0;
         let rows = index.rows();
         let (mut split, mut split_histogram) = (vec![NOT_ADMITTED; rows], vec![0; 65]);
-        index.code_distances(&code, &admitted, &mut split, &mut split_histogram);
+        index.code_distances(0, &code, &admitted, &mut split, &mut split_histogram);
         let (mut single, mut single_histogram) = (vec![NOT_ADMITTED; rows], vec![0; 65]);
         index.code_distances_from(0, &code, &admitted, &mut single, &mut single_histogram);
         assert_eq!(split, single);
