@@ -468,8 +468,7 @@ impl RowScores for RowsView<'_> {
 
     fn pair(&self, a: usize, b: usize) -> f32 {
         let ((a, a_scale), (b, b_scale)) = (self.values(a), self.values(b));
-        let dot: i32 = a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum();
-        dot as f32 * a_scale * b_scale
+        dot_values(a, b) as f32 * a_scale * b_scale
     }
 
     fn vector(&self, row: usize) -> Vec<f32> {
@@ -491,6 +490,23 @@ fn locate<'v, 'a>(rows: &'v [RowView<'a>; 2], base_rows: usize, row: usize) -> (
 fn row_dot(rows: &[RowView<'_>; 2], base_rows: usize, dims: usize, query: &[f32], row: usize) -> f32 {
     let (rows, row) = locate(rows, base_rows, row);
     let values = rows.values.get(row * dims..(row + 1) * dims).unwrap_or_default();
+    dot(query, values) * rows.scales.get(row).copied().unwrap_or_default()
+}
+
+/// With the CPU's 256-bit vector instructions the loop takes half the instructions, so they
+/// are used when the CPU has them; the sums are added in the same order either way, so the
+/// answer is the same to the bit.
+fn dot(query: &[f32], values: &[i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU was just found to have the instructions the function is compiled for.
+        return unsafe { dot_avx2(query, values) };
+    }
+    dot_portable(query, values)
+}
+
+#[inline(always)]
+fn dot_portable(query: &[f32], values: &[i8]) -> f32 {
     let mut sums = [0f32; 8];
     let mut query_chunks = query.chunks_exact(8);
     let mut value_chunks = values.chunks_exact(8);
@@ -503,7 +519,34 @@ fn row_dot(rows: &[RowView<'_>; 2], base_rows: usize, dims: usize, query: &[f32]
     for (q, v) in query_chunks.remainder().iter().zip(value_chunks.remainder()) {
         total += q * f32::from(*v);
     }
-    total * rows.scales.get(row).copied().unwrap_or_default()
+    total
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot_avx2(query: &[f32], values: &[i8]) -> f32 {
+    dot_portable(query, values)
+}
+
+/// The dot product of two 8-bit vectors, with [`dot`]'s choice of instructions.
+fn dot_values(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: as in `dot`.
+        return unsafe { dot_values_avx2(a, b) };
+    }
+    dot_values_portable(a, b)
+}
+
+#[inline(always)]
+fn dot_values_portable(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot_values_avx2(a: &[i8], b: &[i8]) -> i32 {
+    dot_values_portable(a, b)
 }
 
 /// Asks the CPU to bring the 8-bit vector and the scale of `row` into its cache; a hint only,

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kenning_index::{BodyCheck, ImageBytes, SearchIndex};
+use kenning_index::{BodyCheck, Graphs, ImageBytes, SearchIndex};
 use memmap2::Mmap;
 use rusqlite::Connection;
 
@@ -102,8 +102,8 @@ pub(crate) fn open(db: &Path, identity: &str, head: i64) -> std::result::Result<
 }
 
 /// Writes `index`, which reflects the store `identity` up to change `change`, as the index file
-/// of the database at `db`.
-pub(crate) fn write(db: &Path, index: &SearchIndex, identity: &str, change: i64) -> Result<()> {
+/// of the database at `db`, with the vector graphs of `graphs` that still fit it.
+pub(crate) fn write(db: &Path, index: &SearchIndex, identity: &str, change: i64, graphs: &Graphs) -> Result<()> {
     let path = index_path(db);
     // Named for this process and this write, so that two writes never share a temporary file.
     static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -119,7 +119,7 @@ pub(crate) fn write(db: &Path, index: &SearchIndex, identity: &str, change: i64)
             .map_err(|source| Error::IndexFile { path: temporary.clone(), source })?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let stamp = Stamp { identity: identity.to_owned(), change };
-        index.write_image(&stamp.encode(), &mut out).map_err(|error| Error::IndexImage(error.to_string()))?;
+        index.write_image_with(&stamp.encode(), &mut out, graphs).map_err(|error| Error::IndexImage(error.to_string()))?;
         out.into_inner().map_err(|error| Error::IndexFile { path: temporary.clone(), source: error.into_error() })?;
         std::fs::rename(&temporary, &path).map_err(|source| Error::IndexFile { path: path.clone(), source })
     })();

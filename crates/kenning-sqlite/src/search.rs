@@ -4,7 +4,9 @@
 //! `index_file`), or built from the rows' search text, tags, filter columns and, per
 //! embedding model on its first vector search, their vectors when that file is missing or
 //! refused. The file is rewritten in the background when the index was built afresh or has
-//! moved well past it. Every later search first
+//! moved well past it; the vectors it holds are linked in a graph for it first, without
+//! holding the index, and once a file with newly linked vectors is written, the next search
+//! reopens the index from it so that this process walks the graph too. Every later search first
 //! asks the database for its highest change number (one indexed lookup) and, if rows changed
 //! since the index last looked, whichever process changed them, reloads just those rows. So a
 //! search always sees every write committed before it began, and the index costs nothing to
@@ -60,6 +62,9 @@ struct State {
     applied: i64,
     /// The store's identity, read with the first catch-up.
     identity: Option<String>,
+    /// The index file links vectors this index does not: the next catch-up opens the file
+    /// again rather than keep searching them by scanning.
+    reopen: bool,
 }
 
 impl SearchCache {
@@ -112,13 +117,7 @@ impl SearchCache {
         // Catching up may start a background write; it is let finish first.
         drop(self.current(db, None)?);
         self.wait_for_writer();
-        let state = read(&self.state);
-        let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return Ok(()) };
-        if self.persisted.load(Ordering::SeqCst) != state.applied {
-            index_file::write(db.path(), index, identity, state.applied)?;
-            self.persisted.store(state.applied, Ordering::SeqCst);
-        }
-        Ok(())
+        write_file(&self.state, &self.persisted, db.path())
     }
 
     /// [`SearchCache::persist`] for a process about to let the store go, if it has the index in
@@ -172,8 +171,8 @@ impl SearchCache {
         Ok(read(&self.state))
     }
 
-    /// Starts writing the index to its file on another thread, unless a write is under way.
-    /// The writer holds a read lock on the index while it writes, so searches go on meanwhile.
+    /// Starts writing the index to its file on another thread, unless a write is under way
+    /// (see `write_file`: searches go on meanwhile).
     fn persist_in_background(&self, path: &Path) {
         let mut writer = lock(&self.writer);
         if writer.as_ref().is_some_and(|running| !running.is_finished()) {
@@ -184,24 +183,12 @@ impl SearchCache {
         }
         let (state, persisted, path) = (Arc::clone(&self.state), Arc::clone(&self.persisted), path.to_owned());
         let spawned = std::thread::Builder::new().name("kenning-index-writer".to_owned()).spawn(move || {
-            let state = read(&state);
-            let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return };
-            if persisted.load(Ordering::SeqCst) == state.applied {
-                return;
-            }
-            let started = Instant::now();
-            match index_file::write(&path, index, identity, state.applied) {
-                Ok(()) => {
-                    persisted.store(state.applied, Ordering::SeqCst);
-                    tracing::debug!(path = %path.display(), change = state.applied, elapsed = ?started.elapsed(), "wrote the search index file");
-                }
-                // The file is a cache: without it the next process builds the index itself. The
-                // attempt counts as the write of this change, so that a directory that cannot
-                // be written is not tried again before the index has moved on as far again.
-                Err(error) => {
-                    persisted.store(state.applied, Ordering::SeqCst);
-                    tracing::warn!(%error, "could not write the search index file");
-                }
+            // The file is a cache: without it the next process builds the index itself. A
+            // failed write counts as the write of this change (see `write_file`), so that a
+            // directory that cannot be written is not tried again before the index has moved
+            // on as far again.
+            if let Err(error) = write_file(&state, &persisted, &path) {
+                tracing::warn!(%error, "could not write the search index file");
             }
         });
         match spawned {
@@ -224,9 +211,43 @@ impl Drop for SearchCache {
     }
 }
 
+/// Writes the index to its file unless the file already reflects every change it holds. The
+/// vectors its graphs lack are linked first from a copy, with no lock held, since that takes
+/// seconds for a large store; the file is then written under a read lock, so searches go on
+/// throughout, and any vector added or moved meanwhile is left for the next file to link. A
+/// write that fails still counts as the write of its change.
+fn write_file(state: &RwLock<State>, persisted: &AtomicI64, path: &Path) -> Result<()> {
+    let work = {
+        let state = read(state);
+        let Some(index) = state.index.as_ref() else { return Ok(()) };
+        if persisted.load(Ordering::SeqCst) == state.applied {
+            return Ok(());
+        }
+        index.graph_work()
+    };
+    let linked_any = !work.is_empty();
+    let graphs = work.link();
+    let written = {
+        let state = read(state);
+        let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return Ok(()) };
+        let started = Instant::now();
+        let written = index_file::write(path, index, identity, state.applied, &graphs);
+        persisted.store(state.applied, Ordering::SeqCst);
+        if written.is_ok() {
+            tracing::debug!(path = %path.display(), change = state.applied, elapsed = ?started.elapsed(), "wrote the search index file");
+        }
+        written
+    };
+    if written.is_ok() && linked_any {
+        write(state).reopen = true;
+    }
+    written
+}
+
 impl State {
     fn is_current(&self, head: i64, identity: &str, model: Option<&str>) -> bool {
-        self.identity.as_deref() == Some(identity)
+        !self.reopen
+            && self.identity.as_deref() == Some(identity)
             && self.index.as_ref().is_some_and(|index| self.applied >= head && model.is_none_or(|model| index.has_model(model)))
     }
 
@@ -243,6 +264,9 @@ impl State {
             self.index = None;
         }
         self.identity = Some(identity.clone());
+        if std::mem::take(&mut self.reopen) {
+            self.index = None;
+        }
         let stale = self.index.as_ref().is_some_and(|index| index.dead_slots() >= MIN_DEAD_SLOTS_FOR_REBUILD.max(index.len() / 4));
         let mut loaded = None;
         if self.index.is_none() {
