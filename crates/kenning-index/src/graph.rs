@@ -146,7 +146,7 @@ impl Graph {
             nearest = search_layer(self, rows, query, &nearest, 1, level, &mut visited, |_| {});
         }
         visited.clear();
-        if let Some(entry) = nearest.first() {
+        for entry in &nearest {
             seen(entry.row as usize, entry.score);
         }
         search_layer(self, rows, query, &nearest, ef.max(1), 0, &mut visited, |found| seen(found.row as usize, found.score));
@@ -276,7 +276,11 @@ impl Builder {
             visited.insert(row);
             nearest = search_layer(self, rows, &query, &nearest, EF_CONSTRUCTION, layer, visited, |_| {});
             let width = if layer == 0 { LINKS0 } else { LINKS };
-            let chosen = choose_links(rows, &nearest, width);
+            // A new row's own links on the lowest layer, where every search ends, fill their
+            // places with the nearest rows the heuristic passed over: rows in a crowd of
+            // near-copies (a corpus of look-alike notes has many) are then found from each
+            // other. Measured: vector recall@10 0.9745 without, 0.9760 with, at 100k.
+            let chosen = choose_links(rows, &nearest, width, layer == 0);
             for (link, chosen) in self.links_mut(row, layer).iter_mut().zip(&chosen) {
                 *link = chosen.row;
             }
@@ -302,7 +306,7 @@ impl Builder {
         let mut candidates: Vec<Scored> = links.iter().map(|link| Scored { score: rows.pair(from as usize, *link as usize), row: *link }).collect();
         candidates.push(to);
         candidates.sort_unstable_by(|a, b| b.cmp(a));
-        let chosen = choose_links(rows, &candidates, width);
+        let chosen = choose_links(rows, &candidates, width, false);
         let links = self.links_mut(from, level);
         links.fill(NONE);
         for (link, chosen) in links.iter_mut().zip(chosen) {
@@ -336,17 +340,23 @@ impl Builder {
 /// Of `candidates` (best first), up to `width` to link to: each one taken is nearer the row
 /// being linked than to any taken before it. A candidate nearer to one already taken is
 /// reached through that one, so the links spread in every direction rather than bunch on one
-/// side (the heuristic of the HNSW paper, which measured better here than filling every place).
-fn choose_links(rows: &impl RowScores, candidates: &[Scored], width: usize) -> Vec<Scored> {
+/// side (the heuristic of the HNSW paper). With `fill`, places left are given to the nearest
+/// of the candidates passed over.
+fn choose_links(rows: &impl RowScores, candidates: &[Scored], width: usize, fill: bool) -> Vec<Scored> {
     let mut chosen: Vec<Scored> = Vec::with_capacity(width);
+    let mut passed = Vec::new();
     for candidate in candidates {
         if chosen.len() == width {
             break;
         }
         if chosen.iter().all(|taken| rows.pair(candidate.row as usize, taken.row as usize) < candidate.score) {
             chosen.push(*candidate);
+        } else if fill {
+            passed.push(*candidate);
         }
     }
+    let room = width - chosen.len();
+    chosen.extend(passed.into_iter().take(room));
     chosen
 }
 
