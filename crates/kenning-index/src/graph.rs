@@ -19,6 +19,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::io::{self, Seek, Write};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use crate::column::Column;
 use crate::documents::FastMap;
@@ -153,12 +154,16 @@ impl Graph {
     }
 
     /// This graph with the rows from its end up to `to_rows` linked as well, which `rows`
-    /// scores. The graph itself is left as it is: readers of its image may be using it.
-    pub fn extend(&self, rows: &impl RowScores, to_rows: usize) -> Graph {
+    /// scores, or as many of them as were linked when `stop` was set. The graph itself is left
+    /// as it is: readers of its image may be using it.
+    pub fn extend(&self, rows: &impl RowScores, to_rows: usize, stop: &AtomicBool) -> Graph {
         let mut builder = Builder::from(self);
         let mut visited = Visited::new(to_rows);
-        // Row numbers are u32 throughout the vector index.
         for row in self.rows..to_rows {
+            if stop.load(AtomicOrdering::Relaxed) {
+                break;
+            }
+            // Row numbers are u32 throughout the vector index.
             builder.insert(rows, row as u32, &mut visited);
         }
         builder.into_graph()
@@ -504,7 +509,8 @@ mod tests {
     fn a_graph_extended_twice_finds_the_nearest_point_of_a_grid() {
         let points: Vec<[f32; 2]> = (0..3000).map(|n| [(n % 60) as f32, (n / 60) as f32]).collect();
         let plane = Plane(points);
-        let graph = Graph::default().extend(&plane, 1800).extend(&plane, 3000);
+        let go_on = AtomicBool::new(false);
+        let graph = Graph::default().extend(&plane, 1800, &go_on).extend(&plane, 3000, &go_on);
         assert_eq!(graph.rows(), 3000);
         for (x, y) in [(0.2, 0.1), (30.4, 20.3), (59.0, 49.0), (12.6, 44.4)] {
             let mut best = (f32::NEG_INFINITY, 0);
@@ -516,5 +522,12 @@ mod tests {
             let expected = (y.round() as usize) * 60 + x.round() as usize;
             assert_eq!(best.1, expected, "nearest to ({x}, {y})");
         }
+    }
+
+    #[test]
+    fn a_graph_told_to_stop_links_only_a_prefix_of_the_rows() {
+        let plane = Plane((0..1000).map(|n| [(n % 40) as f32, (n / 40) as f32]).collect());
+        let graph = Graph::default().extend(&plane, 300, &AtomicBool::new(false));
+        assert_eq!(graph.extend(&plane, 1000, &AtomicBool::new(true)).rows(), 300);
     }
 }

@@ -36,6 +36,7 @@ mod vector;
 
 use std::hash::Hasher;
 use std::io::{Seek, Write};
+use std::sync::atomic::AtomicBool;
 
 use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
@@ -152,6 +153,18 @@ impl SearchIndex {
         &mut self.vectors[position].2
     }
 
+    /// How many vectors of every model an image of the index would have to link; none while
+    /// there are too few to need a graph.
+    pub fn unlinked_vectors(&self) -> usize {
+        self.vectors.iter().map(|(_, _, index)| index.unlinked_rows()).sum()
+    }
+
+    /// How many of `model`'s vectors the index's graph links (none until it is written as an
+    /// image and read back).
+    pub fn linked_vectors(&self, model: &str) -> usize {
+        self.vectors.iter().filter(|(name, _, _)| name == model).map(|(_, _, index)| index.linked_rows()).sum()
+    }
+
     /// Records indexed, live.
     pub fn len(&self) -> usize {
         self.keys.len
@@ -247,7 +260,7 @@ impl SearchIndex {
     /// the image reflects, returned as it was by [`SearchIndex::read_image`]. Every vector is
     /// linked in the image's graphs first.
     pub fn write_image<W: Write + Seek>(&self, stamp: &[u8], out: &mut W) -> Result<(), ImageError> {
-        self.write_image_with(stamp, out, &self.graph_work().link())
+        self.write_image_with(stamp, out, &self.graph_work().link(&AtomicBool::new(false)))
     }
 
     /// What linking the vectors that the index's graphs lack takes: a copy of those vectors
@@ -302,6 +315,7 @@ impl SearchIndex {
 
 /// The vectors of an index that its graphs do not link yet, per model, taken by
 /// [`SearchIndex::graph_work`].
+#[derive(Default)]
 pub struct GraphWork(Vec<(String, usize, Unlinked)>);
 
 impl GraphWork {
@@ -310,10 +324,15 @@ impl GraphWork {
         self.0.is_empty()
     }
 
+    /// How many vectors there are to link.
+    pub fn vectors(&self) -> usize {
+        self.0.iter().map(|(_, _, unlinked)| unlinked.vectors()).sum()
+    }
+
     /// Links every vector: seconds for a hundred thousand of them, so a store does it without
-    /// holding its index.
-    pub fn link(self) -> Graphs {
-        Graphs(self.0.into_iter().map(|(model, dims, unlinked)| (model, dims, unlinked.link())).collect())
+    /// holding its index. Setting `stop` ends the work early, with the vectors linked so far.
+    pub fn link(self, stop: &AtomicBool) -> Graphs {
+        Graphs(self.0.into_iter().map(|(model, dims, unlinked)| (model, dims, unlinked.link(stop))).collect())
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::io::{self, Seek, Write};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::column::Column;
 use crate::documents::{CompiledFilter, Slot};
@@ -109,6 +109,17 @@ impl VectorIndex {
 
     fn rows(&self) -> usize {
         self.row_slots.len()
+    }
+
+    /// Rows the graph links.
+    pub fn linked_rows(&self) -> usize {
+        self.graph.rows()
+    }
+
+    /// Rows an image would link that the graph does not: none in an index too small to need one.
+    pub fn unlinked_rows(&self) -> usize {
+        let rows = self.rows();
+        if rows < GRAPH_ROWS { 0 } else { rows - self.graph.rows().min(rows) }
     }
 
     /// Rows whose vectors were replaced or dropped but are still stored.
@@ -330,7 +341,7 @@ impl VectorIndex {
     /// the index is too small to need a graph. Rows read from an image are shared, not copied.
     pub fn unlinked(&self) -> Option<Unlinked> {
         let rows = self.rows();
-        if rows < GRAPH_ROWS || self.graph.rows() >= rows {
+        if self.unlinked_rows() == 0 {
             return None;
         }
         let copy = |rows: &Rows| Rows { codes: Column::default(), values: rows.values.clone(), scales: rows.scales.clone() };
@@ -424,10 +435,16 @@ pub(crate) struct Unlinked {
 }
 
 impl Unlinked {
-    /// Links every row in a graph: the work of seconds for a hundred thousand rows.
-    pub fn link(self) -> Linked {
+    /// How many rows there are to link.
+    pub fn vectors(&self) -> usize {
+        self.rows - self.graph.rows()
+    }
+
+    /// Links every row in a graph, or the rows up to the one it was at when `stop` was set:
+    /// the work of seconds for a hundred thousand rows.
+    pub fn link(self, stop: &AtomicBool) -> Linked {
         let views = RowsView::new(&self.base, &self.added, self.base_rows, self.dims);
-        Linked { graph: self.graph.extend(&views, self.rows), lineage: self.lineage, moves: self.moves }
+        Linked { graph: self.graph.extend(&views, self.rows, stop), lineage: self.lineage, moves: self.moves }
     }
 }
 

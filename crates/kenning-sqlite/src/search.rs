@@ -13,14 +13,14 @@
 //! keep in step on the write path.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use chrono::TimeDelta;
 use kenning_core::{FieldError, MemoryId, MemoryKind, ScoredId, SearchFilter, Status};
-use kenning_index::{DocInput, SearchIndex};
+use kenning_index::{DocInput, GraphWork, SearchIndex};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, Rows, params};
 
@@ -38,6 +38,10 @@ const MIN_DEAD_SLOTS_FOR_REBUILD: usize = 1000;
 const MIN_CHANGES_TO_PERSIST: i64 = 1000;
 /// Marks that this process has not read or written the index file.
 const NOT_PERSISTED: i64 = -1;
+/// A process letting its store go links at most this many vectors before it writes the file
+/// (about a third of a second's work); more are left to a process that stays, which links them
+/// in the background.
+const LINK_AT_EXIT: usize = 1000;
 
 /// The index of one store, shared with the thread that writes it to its file.
 pub(crate) struct SearchCache {
@@ -47,11 +51,23 @@ pub(crate) struct SearchCache {
     persisted: Arc<AtomicI64>,
     /// The background write of the index file, if one was started.
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// The change at which this process last linked the index's vectors for its file, so that
+    /// a file that cannot be written is not linked for again and again.
+    linked: Arc<AtomicI64>,
+    /// Set once the store is being let go: a background linking then stops where it is, and
+    /// the file is written with what it linked.
+    leaving: Arc<AtomicBool>,
 }
 
 impl Default for SearchCache {
     fn default() -> Self {
-        SearchCache { state: Arc::default(), persisted: Arc::new(AtomicI64::new(NOT_PERSISTED)), writer: Mutex::new(None) }
+        SearchCache {
+            state: Arc::default(),
+            persisted: Arc::new(AtomicI64::new(NOT_PERSISTED)),
+            writer: Mutex::new(None),
+            linked: Arc::new(AtomicI64::new(NOT_PERSISTED)),
+            leaving: Arc::new(AtomicBool::new(false)),
+        }
     }
 }
 
@@ -111,25 +127,34 @@ impl SearchCache {
         self.persisted.store(NOT_PERSISTED, Ordering::SeqCst);
     }
 
-    /// Brings the index up to date and writes it to its file now, unless the file already
-    /// reflects every change; waits for a write under way first.
+    /// Brings the index up to date and writes it to its file now, with every vector linked,
+    /// unless the file already reflects every change and links every vector; waits for a write
+    /// under way first.
     pub fn persist(&self, db: &Db) -> Result<()> {
+        self.persist_linking(db, usize::MAX)
+    }
+
+    fn persist_linking(&self, db: &Db, link_at_most: usize) -> Result<()> {
         // Catching up may start a background write; it is let finish first.
         drop(self.current(db, None)?);
         self.wait_for_writer();
-        write_file(&self.state, &self.persisted, db.path())
+        // The linking here is this call's own, bounded by `link_at_most`, and never cut short.
+        write_file(&self.state, &self.persisted, &self.linked, &AtomicBool::new(false), db.path(), link_at_most)
     }
 
     /// [`SearchCache::persist`] for a process about to let the store go, if it has the index in
     /// memory: a short-lived process (a hook, a CLI command) that caught up on changes or made
     /// some leaves the file reflecting them, so that the next process, often the very next
     /// prompt's hook, does not reload those rows itself. A process that never searched reads
-    /// nothing for this.
+    /// nothing for this. It links the vectors the file lacks only when they are few
+    /// ([`LINK_AT_EXIT`]): a hook that built a large index afresh would otherwise spend seconds
+    /// on its way out.
     pub fn persist_loaded(&self, db: &Db) -> Result<()> {
         if read(&self.state).index.is_none() {
             return Ok(());
         }
-        self.persist(db)
+        self.leaving.store(true, Ordering::SeqCst);
+        self.persist_linking(db, LINK_AT_EXIT)
     }
 
     /// The state, once it reflects every change committed so far and holds `model`'s vectors.
@@ -163,7 +188,11 @@ impl SearchCache {
             let persisted = self.persisted.load(Ordering::SeqCst);
             let ahead = state.applied - persisted;
             let threshold = MIN_CHANGES_TO_PERSIST.max(state.index.as_ref().map_or(0, |index| index.len() as i64 / 10));
-            if persisted == NOT_PERSISTED || ahead >= threshold {
+            // A file written by a process that left its vectors unlinked is linked here, once
+            // per change, even though it reflects every change.
+            let unlinked = state.index.as_ref().map_or(0, SearchIndex::unlinked_vectors) as i64;
+            let link_due = unlinked >= threshold && self.linked.load(Ordering::SeqCst) != state.applied;
+            if persisted == NOT_PERSISTED || ahead >= threshold || link_due {
                 drop(state);
                 self.persist_in_background(db.path());
             }
@@ -182,12 +211,13 @@ impl SearchCache {
             let _ = finished.join();
         }
         let (state, persisted, path) = (Arc::clone(&self.state), Arc::clone(&self.persisted), path.to_owned());
+        let (linked, leaving) = (Arc::clone(&self.linked), Arc::clone(&self.leaving));
         let spawned = std::thread::Builder::new().name("kenning-index-writer".to_owned()).spawn(move || {
             // The file is a cache: without it the next process builds the index itself. A
             // failed write counts as the write of this change (see `write_file`), so that a
             // directory that cannot be written is not tried again before the index has moved
             // on as far again.
-            if let Err(error) = write_file(&state, &persisted, &path) {
+            if let Err(error) = write_file(&state, &persisted, &linked, &leaving, &path, usize::MAX) {
                 tracing::warn!(%error, "could not write the search index file");
             }
         });
@@ -205,28 +235,36 @@ impl SearchCache {
 }
 
 impl Drop for SearchCache {
-    /// A write under way is finished rather than abandoned, so no temporary file is left behind.
+    /// A write under way is finished rather than abandoned, so no temporary file is left
+    /// behind; its linking is cut short.
     fn drop(&mut self) {
+        self.leaving.store(true, Ordering::SeqCst);
         self.wait_for_writer();
     }
 }
 
-/// Writes the index to its file unless the file already reflects every change it holds. The
-/// vectors its graphs lack are linked first from a copy, with no lock held, since that takes
-/// seconds for a large store; the file is then written under a read lock, so searches go on
-/// throughout, and any vector added or moved meanwhile is left for the next file to link. A
-/// write that fails still counts as the write of its change.
-fn write_file(state: &RwLock<State>, persisted: &AtomicI64, path: &Path) -> Result<()> {
+/// Writes the index to its file unless the file already reflects every change it holds and
+/// there are no vectors to link. The vectors its graphs lack are linked first, if there are no
+/// more than `link_at_most`, from a copy and with no lock held, since that takes seconds for a
+/// large store, and stop once `stop` is set; the file is then written under a read lock, so
+/// searches go on throughout, and any vector added or moved meanwhile is left for the next file
+/// to link. A write that fails still counts as the write of its change, and linking as the
+/// linking of it (`linked`).
+fn write_file(state: &RwLock<State>, persisted: &AtomicI64, linked: &AtomicI64, stop: &AtomicBool, path: &Path, link_at_most: usize) -> Result<()> {
     let work = {
         let state = read(state);
         let Some(index) = state.index.as_ref() else { return Ok(()) };
-        if persisted.load(Ordering::SeqCst) == state.applied {
+        let work = Some(index.graph_work()).filter(|work| work.vectors() <= link_at_most);
+        if persisted.load(Ordering::SeqCst) == state.applied && work.as_ref().is_none_or(GraphWork::is_empty) {
             return Ok(());
         }
-        index.graph_work()
+        if work.is_some() {
+            linked.store(state.applied, Ordering::SeqCst);
+        }
+        work.unwrap_or_default()
     };
     let linked_any = !work.is_empty();
-    let graphs = work.link();
+    let graphs = work.link(stop);
     let written = {
         let state = read(state);
         let (Some(index), Some(identity)) = (state.index.as_ref(), state.identity.as_deref()) else { return Ok(()) };

@@ -649,6 +649,106 @@ mod persisted_index {
         assert_eq!(store.search_text("note", &SearchFilter::active(), 5).unwrap().len(), 5);
     }
 
+    /// A store of more vectors than an exact search covers links them in a graph when it
+    /// writes its index file, and from then on searches that graph itself (its index is opened
+    /// again from the file), with a vector added since searched beside it. Another process
+    /// opening the file answers as this one does, and both find nearly all of the exact ten
+    /// nearest.
+    #[test]
+    fn a_large_store_searches_the_graph_its_index_file_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("graph.db");
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut random_vector = move || {
+            let components: Vec<f32> = (0..16)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                })
+                .collect();
+            unit(&components)
+        };
+        let notes: Vec<(Memory, Option<Embedding>)> = (0..6000)
+            .map(|n| {
+                let mut m = memory(&format!("note-{n:05}"), "learnings", &format!("Note {n}."));
+                m.created_at = at(n as i64);
+                m.updated_at = m.created_at;
+                (m, Some(embedding(MODEL, &random_vector())))
+            })
+            .collect();
+        let store = SqliteStore::open(&path).unwrap();
+        store.insert(&notes).unwrap();
+        store.warm_up(Some(MODEL)).unwrap();
+        store.persist_index().unwrap();
+        let image = std::fs::read(store.index_path()).unwrap();
+        let (index, _) = SearchIndex::read_image(std::sync::Arc::new(image), kenning_index::BodyCheck::Checksum).unwrap();
+        assert_eq!(index.linked_vectors(MODEL), 6000);
+
+        let newcomer = random_vector();
+        let mut late = memory("note-late", "learnings", "A note captured after the file was written.");
+        late.created_at = at(7000);
+        late.updated_at = late.created_at;
+        store.insert(&[(late, Some(Embedding { model: MODEL.to_owned(), vector: newcomer.clone() }))]).unwrap();
+        assert_eq!(hit_ids(&store.search_vector(&newcomer, MODEL, &SearchFilter::active(), 1).unwrap()), ["note-late"]);
+
+        let other = SqliteStore::open(&path).unwrap();
+        let (mut found, mut possible) = (0, 0);
+        for probe in 0..40 {
+            let query = random_vector();
+            let hits = store.search_vector(&query, MODEL, &SearchFilter::active(), 10).unwrap();
+            assert_eq!(hits, other.search_vector(&query, MODEL, &SearchFilter::active(), 10).unwrap(), "probe {probe}");
+            let mut exact: Vec<(f32, &str)> = notes
+                .iter()
+                .map(|(m, e)| (e.as_ref().unwrap().vector.iter().zip(&query).map(|(a, b)| a * b).sum(), m.id.as_str()))
+                .chain([(newcomer.iter().zip(&query).map(|(a, b)| a * b).sum(), "note-late")])
+                .collect();
+            exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+            possible += 10;
+            found += exact[..10].iter().filter(|(_, id)| hits.iter().any(|hit| hit.id.as_str() == *id)).count();
+        }
+        assert!(found * 100 >= possible * 95, "found {found} of the exact {possible} nearest");
+    }
+
+    /// Linking thousands of vectors takes a while, so a process letting its store go (a hook)
+    /// cuts short the linking it started and writes the file with what it linked, and the next
+    /// process that searches links the rest in the background, though the file reflects every
+    /// change.
+    #[test]
+    fn vectors_a_leaving_process_left_unlinked_are_linked_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("unlinked.db");
+        let linked_in_file = || {
+            let image = std::fs::read(kenning_index_path(&path)).unwrap();
+            SearchIndex::read_image(std::sync::Arc::new(image), kenning_index::BodyCheck::Checksum).unwrap().0.linked_vectors(MODEL)
+        };
+        let notes: Vec<(Memory, Option<Embedding>)> = (0..5000)
+            .map(|n| {
+                let mut m = memory(&format!("note-{n:05}"), "learnings", &format!("Note {n}."));
+                m.created_at = at(n as i64);
+                m.updated_at = m.created_at;
+                let angle = n as f32 * 0.7;
+                (m, Some(embedding(MODEL, &[angle.cos(), angle.sin(), (n % 13) as f32 / 13.0, 1.0])))
+            })
+            .collect();
+        let store = SqliteStore::open(&path).unwrap();
+        store.insert(&notes).unwrap();
+        let query = unit(&[1.0, 0.2, 0.5, 1.0]);
+        let expected = hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 5).unwrap());
+        drop(store);
+        assert!(kenning_index_path(&path).exists(), "the leaving process wrote the file");
+
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 5).unwrap()), expected);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while linked_in_file() < 5000 {
+            assert!(std::time::Instant::now() < deadline, "the vectors were not linked in the background");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 5).unwrap()), expected);
+    }
+
     /// Regression: a process that opened a file written without a model's vectors loaded them
     /// from the database and never wrote them back, so every hook process (which recalls once
     /// and exits) loaded all of them again. The file now gains them, and a later process
