@@ -123,8 +123,7 @@ impl Links for Graph {
         let starts = self.upper_starts.as_slice();
         let (Some(start), Some(end)) = (starts.get(position), starts.get(position + 1)) else { return &[] };
         let start = *start as usize + (level - 1) * LINKS;
-        let links = self.upper_links.as_slice().get(start..(start + LINKS).min(*end as usize)).unwrap_or_default();
-        links
+        self.upper_links.as_slice().get(start..(start + LINKS).min(*end as usize)).unwrap_or_default()
     }
 }
 

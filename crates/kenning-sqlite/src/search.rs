@@ -135,7 +135,10 @@ impl SearchCache {
     }
 
     fn persist_linking(&self, db: &Db, link_at_most: usize) -> Result<()> {
-        // Catching up may start a background write; it is let finish first.
+        // Catching up may start a background write; it is let finish first, and the index
+        // reopened from the file it wrote, so that what it linked is not linked again.
+        drop(self.current(db, None)?);
+        self.wait_for_writer();
         drop(self.current(db, None)?);
         self.wait_for_writer();
         // The linking here is this call's own, bounded by `link_at_most`, and never cut short.
