@@ -36,9 +36,6 @@ const ROWS_PER_CANDIDATE: usize = 125;
 /// From this many rows on, the scan of binary codes is split across the machine's cores: about
 /// a millisecond's work, worth the tens of microseconds it takes to start a thread.
 const PARALLEL_SCAN_ROWS: usize = 131_072;
-/// An index of at least this many rows is linked in a graph when it is written: below it, the
-/// exact search costs about what a walk of the graph does.
-const GRAPH_ROWS: usize = EXACT_ROWS;
 /// How many of the nearest rows a walk of the graph keeps, at least, and per result asked
 /// for: recall's vector leg asks for 100, and at 100k rows keeping 128 found 0.968 of the
 /// exact ten nearest, 200 found 0.976 and 300 found 0.976 (`kenning-bench latency`).
@@ -116,10 +113,11 @@ impl VectorIndex {
         self.graph.rows()
     }
 
-    /// Rows an image would link that the graph does not: none in an index too small to need one.
-    pub fn unlinked_rows(&self) -> usize {
+    /// Rows an image would link that the graph does not: none in an index of fewer than
+    /// `min_rows` rows (and never fewer than an exact search covers).
+    pub fn unlinked_rows(&self, min_rows: usize) -> usize {
         let rows = self.rows();
-        if rows < GRAPH_ROWS { 0 } else { rows - self.graph.rows().min(rows) }
+        if rows < min_rows.max(EXACT_ROWS) { 0 } else { rows - self.graph.rows().min(rows) }
     }
 
     /// Rows whose vectors were replaced or dropped but are still stored.
@@ -338,10 +336,10 @@ impl VectorIndex {
     }
 
     /// A copy of what linking the rows the graph lacks needs, or `None` when it lacks none or
-    /// the index is too small to need a graph. Rows read from an image are shared, not copied.
-    pub fn unlinked(&self) -> Option<Unlinked> {
+    /// the index has fewer than `min_rows` rows. Rows read from an image are shared, not copied.
+    pub fn unlinked(&self, min_rows: usize) -> Option<Unlinked> {
         let rows = self.rows();
-        if self.unlinked_rows() == 0 {
+        if self.unlinked_rows(min_rows) == 0 {
             return None;
         }
         let copy = |rows: &Rows| Rows { codes: Column::default(), values: rows.values.clone(), scales: rows.scales.clone() };

@@ -88,11 +88,17 @@ impl AsRef<[u8]> for Aligned {
     }
 }
 
+/// The image of `index`, with the vectors of any model with more than a few thousand linked
+/// in a graph (far fewer than a store links), so that the graph is tested at sizes a test
+/// builds in a second.
 fn image_of(index: &SearchIndex, stamp: &[u8]) -> Vec<u8> {
     let mut out = Cursor::new(Vec::new());
-    index.write_image(stamp, &mut out).unwrap();
+    let graphs = index.graph_work(GRAPH_ROWS_IN_TESTS).link(&std::sync::atomic::AtomicBool::new(false));
+    index.write_image_with(stamp, &mut out, &graphs).unwrap();
     out.into_inner()
 }
+
+const GRAPH_ROWS_IN_TESTS: usize = 4096;
 
 fn read_image(bytes: &[u8]) -> Result<(SearchIndex, Vec<u8>), ImageError> {
     read_image_checking(bytes, BodyCheck::Checksum)

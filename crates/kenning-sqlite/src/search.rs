@@ -57,6 +57,8 @@ pub(crate) struct SearchCache {
     /// Set once the store is being let go: a background linking then stops where it is, and
     /// the file is written with what it linked.
     leaving: Arc<AtomicBool>,
+    /// The fewest vectors of a model that the file links in a graph.
+    graph_rows: usize,
 }
 
 impl Default for SearchCache {
@@ -67,6 +69,7 @@ impl Default for SearchCache {
             writer: Mutex::new(None),
             linked: Arc::new(AtomicI64::new(NOT_PERSISTED)),
             leaving: Arc::new(AtomicBool::new(false)),
+            graph_rows: kenning_index::GRAPH_ROWS,
         }
     }
 }
@@ -84,6 +87,12 @@ struct State {
 }
 
 impl SearchCache {
+    /// Links a model's vectors in the file's graph from `rows` of them on, rather than from
+    /// [`kenning_index::GRAPH_ROWS`].
+    pub fn set_graph_rows(&mut self, rows: usize) {
+        self.graph_rows = rows;
+    }
+
     pub fn search_text(&self, db: &Db, query: &str, filter: &SearchFilter, limit: usize) -> Result<Vec<ScoredId>> {
         let state = self.current(db, None)?;
         Ok(state.index.as_ref().map_or_else(Vec::new, |index| index.search_text(query, filter, limit)))
@@ -142,7 +151,8 @@ impl SearchCache {
         drop(self.current(db, None)?);
         self.wait_for_writer();
         // The linking here is this call's own, bounded by `link_at_most`, and never cut short.
-        write_file(&self.state, &self.persisted, &self.linked, &AtomicBool::new(false), db.path(), link_at_most)
+        let linking = Linking { graph_rows: self.graph_rows, at_most: link_at_most };
+        write_file(&self.state, &self.persisted, &self.linked, &AtomicBool::new(false), db.path(), linking)
     }
 
     /// [`SearchCache::persist`] for a process about to let the store go, if it has the index in
@@ -193,7 +203,7 @@ impl SearchCache {
             let threshold = MIN_CHANGES_TO_PERSIST.max(state.index.as_ref().map_or(0, |index| index.len() as i64 / 10));
             // A file written by a process that left its vectors unlinked is linked here, once
             // per change, even though it reflects every change.
-            let unlinked = state.index.as_ref().map_or(0, SearchIndex::unlinked_vectors) as i64;
+            let unlinked = state.index.as_ref().map_or(0, |index| index.unlinked_vectors(self.graph_rows)) as i64;
             let link_due = unlinked >= threshold && self.linked.load(Ordering::SeqCst) != state.applied;
             if persisted == NOT_PERSISTED || ahead >= threshold || link_due {
                 drop(state);
@@ -215,12 +225,13 @@ impl SearchCache {
         }
         let (state, persisted, path) = (Arc::clone(&self.state), Arc::clone(&self.persisted), path.to_owned());
         let (linked, leaving) = (Arc::clone(&self.linked), Arc::clone(&self.leaving));
+        let linking = Linking { graph_rows: self.graph_rows, at_most: usize::MAX };
         let spawned = std::thread::Builder::new().name("kenning-index-writer".to_owned()).spawn(move || {
             // The file is a cache: without it the next process builds the index itself. A
             // failed write counts as the write of this change (see `write_file`), so that a
             // directory that cannot be written is not tried again before the index has moved
             // on as far again.
-            if let Err(error) = write_file(&state, &persisted, &linked, &leaving, &path, usize::MAX) {
+            if let Err(error) = write_file(&state, &persisted, &linked, &leaving, &path, linking) {
                 tracing::warn!(%error, "could not write the search index file");
             }
         });
@@ -246,18 +257,25 @@ impl Drop for SearchCache {
     }
 }
 
+/// Which vectors a write of the file links: those of models with at least `graph_rows`, if
+/// there are no more than `at_most` to link.
+#[derive(Clone, Copy)]
+struct Linking {
+    graph_rows: usize,
+    at_most: usize,
+}
+
 /// Writes the index to its file unless the file already reflects every change it holds and
-/// there are no vectors to link. The vectors its graphs lack are linked first, if there are no
-/// more than `link_at_most`, from a copy and with no lock held, since that takes seconds for a
-/// large store, and stop once `stop` is set; the file is then written under a read lock, so
-/// searches go on throughout, and any vector added or moved meanwhile is left for the next file
-/// to link. A write that fails still counts as the write of its change, and linking as the
+/// there are no vectors to link. The vectors its graphs lack are linked first, as `linking`
+/// says, from a copy and with no lock held, since that takes seconds for a large store, and
+/// stop once `stop` is set; the file is then written under a read lock, so searches go on
+/// throughout, and any vector added or moved meanwhile is left for the next file to link. A write that fails still counts as the write of its change, and linking as the
 /// linking of it (`linked`).
-fn write_file(state: &RwLock<State>, persisted: &AtomicI64, linked: &AtomicI64, stop: &AtomicBool, path: &Path, link_at_most: usize) -> Result<()> {
+fn write_file(state: &RwLock<State>, persisted: &AtomicI64, linked: &AtomicI64, stop: &AtomicBool, path: &Path, linking: Linking) -> Result<()> {
     let work = {
         let state = read(state);
         let Some(index) = state.index.as_ref() else { return Ok(()) };
-        let work = Some(index.graph_work()).filter(|work| work.vectors() <= link_at_most);
+        let work = Some(index.graph_work(linking.graph_rows)).filter(|work| work.vectors() <= linking.at_most);
         if persisted.load(Ordering::SeqCst) == state.applied && work.as_ref().is_none_or(GraphWork::is_empty) {
             return Ok(());
         }

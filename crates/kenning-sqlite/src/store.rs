@@ -41,6 +41,13 @@ impl SqliteStore {
         Ok(SqliteStore { db: Db::open(path, durability)?, search: SearchCache::default() })
     }
 
+    /// This store, linking a model's vectors in its index file's graph from `rows` of them on
+    /// rather than from [`kenning_index::GRAPH_ROWS`] (tests use a few thousand).
+    pub fn with_graph_rows(mut self, rows: usize) -> SqliteStore {
+        self.search.set_graph_rows(rows);
+        self
+    }
+
     pub fn path(&self) -> &Path {
         self.db.path()
     }

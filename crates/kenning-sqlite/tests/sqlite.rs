@@ -649,8 +649,8 @@ mod persisted_index {
         assert_eq!(store.search_text("note", &SearchFilter::active(), 5).unwrap().len(), 5);
     }
 
-    /// A store of more vectors than an exact search covers links them in a graph when it
-    /// writes its index file, and from then on searches that graph itself (its index is opened
+    /// A store of more vectors than its graph threshold (set low here) links them in a graph
+    /// when it writes its index file, and from then on searches that graph itself (its index is opened
     /// again from the file), with a vector added since searched beside it. Another process
     /// opening the file answers as this one does, and both find nearly all of the exact ten
     /// nearest.
@@ -678,7 +678,7 @@ mod persisted_index {
                 (m, Some(embedding(MODEL, &random_vector())))
             })
             .collect();
-        let store = SqliteStore::open(&path).unwrap();
+        let store = SqliteStore::open(&path).unwrap().with_graph_rows(4096);
         store.insert(&notes).unwrap();
         store.warm_up(Some(MODEL)).unwrap();
         store.persist_index().unwrap();
@@ -693,7 +693,7 @@ mod persisted_index {
         store.insert(&[(late, Some(Embedding { model: MODEL.to_owned(), vector: newcomer.clone() }))]).unwrap();
         assert_eq!(hit_ids(&store.search_vector(&newcomer, MODEL, &SearchFilter::active(), 1).unwrap()), ["note-late"]);
 
-        let other = SqliteStore::open(&path).unwrap();
+        let other = SqliteStore::open(&path).unwrap().with_graph_rows(4096);
         let (mut found, mut possible) = (0, 0);
         for probe in 0..40 {
             let query = random_vector();
@@ -732,14 +732,14 @@ mod persisted_index {
                 (m, Some(embedding(MODEL, &[angle.cos(), angle.sin(), (n % 13) as f32 / 13.0, 1.0])))
             })
             .collect();
-        let store = SqliteStore::open(&path).unwrap();
+        let store = SqliteStore::open(&path).unwrap().with_graph_rows(4096);
         store.insert(&notes).unwrap();
         let query = unit(&[1.0, 0.2, 0.5, 1.0]);
         let expected = hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 5).unwrap());
         drop(store);
         assert!(kenning_index_path(&path).exists(), "the leaving process wrote the file");
 
-        let store = SqliteStore::open(&path).unwrap();
+        let store = SqliteStore::open(&path).unwrap().with_graph_rows(4096);
         assert_eq!(hit_ids(&store.search_vector(&query, MODEL, &SearchFilter::active(), 5).unwrap()), expected);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         while linked_in_file() < 5000 {
