@@ -57,6 +57,7 @@ mod notes;
 mod report;
 mod retrieval;
 mod stats;
+mod vectors;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -101,6 +102,9 @@ enum Command {
     Redaction(redaction::RedactionArgs),
     /// How long consolidation takes to group episodes, stage by stage, with its progress reports.
     Consolidation(consolidation::ConsolidationArgs),
+    /// The vector index alone at up to a million rows: scanning against walking its graph,
+    /// with recall@10 against exact search.
+    Vectors(vectors::VectorsArgs),
     /// Two JSON records of one benchmark side by side: every figure's old and new value and
     /// their ratio.
     Compare(compare::CompareArgs),
@@ -151,6 +155,10 @@ fn main() -> Result<()> {
         Command::Consolidation(args) => {
             let report = consolidation::run(&args)?;
             report::emit(&serde_json::to_string_pretty(&report)?, &consolidation::table(&report), args.json_out.as_deref())
+        }
+        Command::Vectors(args) => {
+            let report = vectors::run(&args)?;
+            report::emit(&serde_json::to_string_pretty(&report)?, &vectors::table(&report), args.json_out.as_deref())
         }
         Command::Compare(args) => {
             let comparison = compare::run(&args)?;

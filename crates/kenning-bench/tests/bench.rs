@@ -154,6 +154,20 @@ fn latency_with_an_embedder_checks_the_vector_leg_against_exact_search() {
 }
 
 #[test]
+fn vectors_compares_the_scan_with_the_graph_walk_against_exact_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = bench(&["vectors", "--rows", "6000", "--queries", "30", "--graph-rows", "4096", "--embedder", "builtin"], dir.path());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["linked_vectors"], 6000, "{report}");
+    for search in ["scan", "graph"] {
+        let figures = &report[search];
+        assert_eq!(figures["latency"]["samples"], report["queries"], "{report}");
+        assert!(figures["recall_at_10"].as_f64().unwrap() >= 0.9, "{search}: {figures}");
+    }
+}
+
+#[test]
 fn latency_refuses_a_missing_kenning_binary_before_loading() {
     let dir = tempfile::tempdir().unwrap();
     let output = bench(&["latency", "--memories", "10", "--kenning-bin", "no/such/kenning"], dir.path());
