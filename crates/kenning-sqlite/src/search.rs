@@ -269,8 +269,9 @@ struct Linking {
 /// there are no vectors to link. The vectors its graphs lack are linked first, as `linking`
 /// says, from a copy and with no lock held, since that takes seconds for a large store, and
 /// stop once `stop` is set; the file is then written under a read lock, so searches go on
-/// throughout, and any vector added or moved meanwhile is left for the next file to link. A write that fails still counts as the write of its change, and linking as the
-/// linking of it (`linked`).
+/// throughout, and any vector added or moved meanwhile is left for the next file to link. A
+/// write that fails still counts as the write of its change, and linking as the linking of it
+/// (`linked`).
 fn write_file(state: &RwLock<State>, persisted: &AtomicI64, linked: &AtomicI64, stop: &AtomicBool, path: &Path, linking: Linking) -> Result<()> {
     let work = {
         let state = read(state);
