@@ -331,11 +331,6 @@ impl GraphWork {
         self.0.is_empty()
     }
 
-    /// How many vectors there are to link.
-    pub fn vectors(&self) -> usize {
-        self.0.iter().map(|(_, _, unlinked)| unlinked.vectors()).sum()
-    }
-
     /// Links every vector: seconds for a hundred thousand of them, so a store does it without
     /// holding its index. Setting `stop` ends the work early, with the vectors linked so far.
     pub fn link(self, stop: &AtomicBool) -> Graphs {

@@ -433,11 +433,6 @@ pub(crate) struct Unlinked {
 }
 
 impl Unlinked {
-    /// How many rows there are to link.
-    pub fn vectors(&self) -> usize {
-        self.rows - self.graph.rows()
-    }
-
     /// Links every row in a graph, or the rows up to the one it was at when `stop` was set:
     /// the work of seconds for a hundred thousand rows.
     pub fn link(self, stop: &AtomicBool) -> Linked {

@@ -276,7 +276,9 @@ fn write_file(state: &RwLock<State>, persisted: &AtomicI64, linked: &AtomicI64, 
     let work = {
         let state = read(state);
         let Some(index) = state.index.as_ref() else { return Ok(()) };
-        let work = Some(index.graph_work(linking.graph_rows)).filter(|work| work.vectors() <= linking.at_most);
+        // Counted before the rows are copied, so that a process leaving a large unlinked index
+        // does not copy all of its vectors only to drop them.
+        let work = (index.unlinked_vectors(linking.graph_rows) <= linking.at_most).then(|| index.graph_work(linking.graph_rows));
         if persisted.load(Ordering::SeqCst) == state.applied && work.as_ref().is_none_or(GraphWork::is_empty) {
             return Ok(());
         }
