@@ -289,14 +289,31 @@ impl ClaimRules {
         Judgement::Unsure
     }
 
+    /// Reads a text's words once for both [`ClaimRules::claim_of`] and
+    /// [`ClaimRules::statements_of`]: the reading does not depend on the rules' synonyms, so it
+    /// can be shared by rules with different vocabularies.
+    pub fn tokenize(&self, text: &str) -> Tokenized {
+        let sentences = sentences(&spell_out(text)).into_iter().map(|sentence| sentence.split(';').map(|part| self.tokens(part)).collect()).collect();
+        Tokenized { sentences }
+    }
+
     /// The sentences of a text as the rules read their words (clauses split at semicolons too),
     /// before anything is moved or dropped, for rules that look at a statement's structure.
     pub fn statements(&self, text: &str) -> Vec<Vec<Word>> {
-        sentences(&spell_out(text))
+        self.statements_from(self.tokenize(text).sentences)
+    }
+
+    /// [`ClaimRules::statements`] of a text already read.
+    pub fn statements_of(&self, text: &Tokenized) -> Vec<Vec<Word>> {
+        self.statements_from(text.sentences.clone())
+    }
+
+    fn statements_from(&self, sentences: Vec<Vec<Vec<Token>>>) -> Vec<Vec<Word>> {
+        sentences
             .into_iter()
-            .flat_map(|sentence| sentence.split(';').map(str::to_owned).collect::<Vec<_>>())
+            .flatten()
             .map(|part| {
-                self.map_phrases(self.tokens(&part))
+                self.map_phrases(part)
                     .into_iter()
                     .map(|token| Word {
                         canon: token.canon,
@@ -319,9 +336,18 @@ impl ClaimRules {
 
     /// Reduces a text to its canonical form.
     pub fn claim(&self, text: &str) -> Claim {
+        self.claim_from(self.tokenize(text).sentences)
+    }
+
+    /// [`ClaimRules::claim`] of a text already read.
+    pub fn claim_of(&self, text: &Tokenized) -> Claim {
+        self.claim_from(text.sentences.clone())
+    }
+
+    fn claim_from(&self, sentences: Vec<Vec<Vec<Token>>>) -> Claim {
         let mut clauses: Vec<Vec<Token>> = Vec::new();
-        for sentence in sentences(&spell_out(text)) {
-            let tokens = self.map_phrases(unfront(self.tokens(sentence)));
+        for sentence in sentences {
+            let tokens = self.map_phrases(unfront(whole_sentence(sentence)));
             clauses.extend(split_clauses(tokens));
         }
         let ordered = clauses.iter().flatten().any(|token| ORDER_WORDS.contains(&token.lower.as_str()));
@@ -453,6 +479,35 @@ impl ClaimRules {
         }
         out
     }
+}
+
+/// A text's sentences, each split at its semicolons, as [`ClaimRules::tokenize`] reads their
+/// words: made once per text, read by [`ClaimRules::claim_of`] and
+/// [`ClaimRules::statements_of`].
+#[derive(Debug, Clone)]
+pub struct Tokenized {
+    sentences: Vec<Vec<Vec<Token>>>,
+}
+
+/// The tokens of a sentence as if it were read whole rather than part by part: a semicolon is a
+/// break, and the first word of a later part is not the sentence's first, so its capital names
+/// a thing.
+fn whole_sentence(parts: Vec<Vec<Token>>) -> Vec<Token> {
+    let mut tokens: Vec<Token> = Vec::with_capacity(parts.iter().map(|part| part.len() + 1).sum());
+    for (index, part) in parts.into_iter().enumerate() {
+        if index > 0 {
+            tokens.push(Token::breaking());
+        }
+        let start = tokens.len();
+        tokens.extend(part);
+        if index > 0
+            && let Some(first) = tokens[start..].iter_mut().find(|token| token.kind != Kind::Break)
+            && first.kind == Kind::Word
+        {
+            first.named |= first.capital;
+        }
+    }
+    tokens
 }
 
 /// A word of a statement as [`ClaimRules::statements`] reads it.

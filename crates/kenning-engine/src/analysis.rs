@@ -41,7 +41,7 @@ impl Analysis {
     }
 
     pub(crate) fn claim(&self, rules: &ClaimRules) -> &Claim {
-        self.claim.get_or_init(|| rules.claim(self.reading.text()))
+        self.claim.get_or_init(|| rules.claim_of(self.reading.tokenized()))
     }
 
     pub(crate) fn reading(&self) -> &Reading<'static> {

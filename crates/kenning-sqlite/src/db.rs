@@ -228,10 +228,21 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// a third of its time.
 const STATEMENT_CACHE: usize = 256;
 
-fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
+/// Opens a connection with the settings every connection of a store has.
+fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Without the planner's stability guarantee, SQLite plans a statement for the values bound
+    // to it and prepares it again whenever they change: the index's catch-up query, whose
+    // change-number range differs every time, was parsed and planned afresh on every search
+    // after a write. The store's queries have one good plan whatever their values.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(conn)
+}
+
+fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
+    let conn = open_connection(path)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(Error::Corrupt(format!("{} refused WAL mode (journal mode is {mode})", path.display())));
@@ -248,9 +259,7 @@ fn open_writer(path: &Path, durability: Durability) -> Result<Connection> {
 }
 
 fn open_reader(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let conn = open_connection(path)?;
     // A guard against a future read path that writes by mistake.
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)

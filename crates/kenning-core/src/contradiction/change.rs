@@ -30,12 +30,12 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::{ContradictionKind, Detection};
-use crate::claim::{ClaimRules, Word, WordKind};
+use crate::claim::{ClaimRules, Tokenized, Word, WordKind};
 
 /// Statements compared per memory, as in [`super::detect`].
 const MAX_STATEMENTS: usize = 12;
 
-fn rules() -> &'static ClaimRules {
+pub(super) fn rules() -> &'static ClaimRules {
     static RULES: OnceLock<ClaimRules> = OnceLock::new();
     RULES.get_or_init(ClaimRules::default)
 }
@@ -57,9 +57,9 @@ pub(super) fn update(olds: &[Statement], news: &[Statement]) -> Option<Detection
     None
 }
 
-/// The statements of `text` as [`update`] compares them.
-pub(super) fn statements(text: &str) -> Vec<Statement> {
-    rules().statements(text).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect()
+/// The statements of a text as [`update`] compares them.
+pub(super) fn statements(text: &Tokenized) -> Vec<Statement> {
+    rules().statements_of(text).into_iter().take(MAX_STATEMENTS).map(Statement::new).collect()
 }
 
 pub(super) struct Statement {
@@ -631,7 +631,7 @@ mod tests {
     use super::*;
 
     fn kind(older: &str, newer: &str) -> Option<ContradictionKind> {
-        update(&statements(older), &statements(newer)).map(|found| found.kind)
+        update(&statements(&rules().tokenize(older)), &statements(&rules().tokenize(newer))).map(|found| found.kind)
     }
 
     #[test]

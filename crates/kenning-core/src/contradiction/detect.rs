@@ -26,6 +26,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{LazyLock, OnceLock};
 
 use super::ContradictionKind;
+use crate::claim::Tokenized;
 use crate::decision::similarity::dice;
 
 /// Sentences whose content words are at least this alike (Dice) state the same claim, so that
@@ -79,17 +80,18 @@ pub struct Reading<'a> {
     text: Cow<'a, str>,
     sentences: OnceLock<Vec<Sentence>>,
     subject: OnceLock<BTreeSet<String>>,
+    tokenized: OnceLock<Tokenized>,
     statements: OnceLock<Vec<super::change::Statement>>,
 }
 
 impl<'a> Reading<'a> {
     pub fn new(text: &'a str) -> Reading<'a> {
-        Reading { text: Cow::Borrowed(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
+        Reading { text: Cow::Borrowed(text), sentences: OnceLock::new(), subject: OnceLock::new(), tokenized: OnceLock::new(), statements: OnceLock::new() }
     }
 
     /// A reading that keeps its own copy of the text, to be kept beyond the text's owner.
     pub fn owned(text: String) -> Reading<'static> {
-        Reading { text: Cow::Owned(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
+        Reading { text: Cow::Owned(text), sentences: OnceLock::new(), subject: OnceLock::new(), tokenized: OnceLock::new(), statements: OnceLock::new() }
     }
 
     /// The text read.
@@ -114,8 +116,15 @@ impl<'a> Reading<'a> {
         self.subject.get_or_init(|| self.sentences().iter().flat_map(|sentence| sentence.subject().iter().cloned()).collect())
     }
 
+    /// Its words as the claim rules read them ([`crate::claim::ClaimRules::tokenize`]), for its
+    /// statements and, by a caller that judges claims too, for its claim
+    /// ([`crate::claim::ClaimRules::claim_of`]).
+    pub fn tokenized(&self) -> &Tokenized {
+        self.tokenized.get_or_init(|| super::change::rules().tokenize(&self.text))
+    }
+
     fn statements(&self) -> &[super::change::Statement] {
-        self.statements.get_or_init(|| super::change::statements(&self.text))
+        self.statements.get_or_init(|| super::change::statements(self.tokenized()))
     }
 }
 
