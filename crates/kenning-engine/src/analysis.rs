@@ -40,8 +40,10 @@ impl Analysis {
         Analysis { claim: OnceLock::new(), reading: Reading::owned(content.to_owned()) }
     }
 
+    /// Its claim. The words the claim is made from are those the reading's statements are made
+    /// from too, so both are made at once from one reading of the text.
     pub(crate) fn claim(&self, rules: &ClaimRules) -> &Claim {
-        self.claim.get_or_init(|| rules.claim_of(self.reading.tokenized()))
+        self.claim.get_or_init(|| self.reading.with_words(|words| rules.claim_of(words)))
     }
 
     pub(crate) fn reading(&self) -> &Reading<'static> {

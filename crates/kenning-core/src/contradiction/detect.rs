@@ -80,18 +80,17 @@ pub struct Reading<'a> {
     text: Cow<'a, str>,
     sentences: OnceLock<Vec<Sentence>>,
     subject: OnceLock<BTreeSet<String>>,
-    tokenized: OnceLock<Tokenized>,
     statements: OnceLock<Vec<super::change::Statement>>,
 }
 
 impl<'a> Reading<'a> {
     pub fn new(text: &'a str) -> Reading<'a> {
-        Reading { text: Cow::Borrowed(text), sentences: OnceLock::new(), subject: OnceLock::new(), tokenized: OnceLock::new(), statements: OnceLock::new() }
+        Reading { text: Cow::Borrowed(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
     }
 
     /// A reading that keeps its own copy of the text, to be kept beyond the text's owner.
     pub fn owned(text: String) -> Reading<'static> {
-        Reading { text: Cow::Owned(text), sentences: OnceLock::new(), subject: OnceLock::new(), tokenized: OnceLock::new(), statements: OnceLock::new() }
+        Reading { text: Cow::Owned(text), sentences: OnceLock::new(), subject: OnceLock::new(), statements: OnceLock::new() }
     }
 
     /// The text read.
@@ -116,15 +115,18 @@ impl<'a> Reading<'a> {
         self.subject.get_or_init(|| self.sentences().iter().flat_map(|sentence| sentence.subject().iter().cloned()).collect())
     }
 
-    /// Its words as the claim rules read them ([`crate::claim::ClaimRules::tokenize`]), for its
-    /// statements and, by a caller that judges claims too, for its claim
-    /// ([`crate::claim::ClaimRules::claim_of`]).
-    pub fn tokenized(&self) -> &Tokenized {
-        self.tokenized.get_or_init(|| super::change::rules().tokenize(&self.text))
+    /// Reads its words as the claim rules do ([`crate::claim::ClaimRules::tokenize`]) once, for
+    /// its statements and for `also`: a caller that judges claims makes its claim from them
+    /// ([`crate::claim::ClaimRules::claim_of`]) rather than reading the text again. The words
+    /// are not kept: a kept reading holds what is compared, not what it was made from.
+    pub fn with_words<T>(&self, also: impl FnOnce(&Tokenized) -> T) -> T {
+        let words = super::change::rules().tokenize(&self.text);
+        self.statements.get_or_init(|| super::change::statements(&words));
+        also(&words)
     }
 
     fn statements(&self) -> &[super::change::Statement] {
-        self.statements.get_or_init(|| super::change::statements(self.tokenized()))
+        self.statements.get_or_init(|| super::change::statements(&super::change::rules().tokenize(&self.text)))
     }
 }
 
@@ -709,6 +711,25 @@ mod tests {
 
     fn kind(older: &str, newer: &str) -> Option<ContradictionKind> {
         detect(older, newer, None).map(|found| found.kind)
+    }
+
+    #[test]
+    fn a_reading_whose_words_made_a_claim_finds_what_a_fresh_one_finds() {
+        let rules = crate::claim::ClaimRules::default();
+        let pairs = [
+            ("The orders service stores its data in MySQL; Backups run nightly.", "We replaced MySQL with PostgreSQL for the orders service."),
+            ("The request timeout is 30 seconds.", "The request timeout is now 60 seconds."),
+            ("The cache is enabled in staging.", "The cache is disabled in staging."),
+        ];
+        for (older, newer) in pairs {
+            let (older_read, newer_read) = (Reading::new(older), Reading::new(newer));
+            let claims = (older_read.with_words(|words| rules.claim_of(words)), newer_read.with_words(|words| rules.claim_of(words)));
+            assert_eq!(claims, (rules.claim(older), rules.claim(newer)), "{older} / {newer}");
+            let found = |detection: Option<Detection>| detection.map(|found| (found.kind, found.older, found.newer));
+            let fresh = found(detect(older, newer, None));
+            assert!(fresh.is_some(), "{older} / {newer}");
+            assert_eq!(found(detect_read(&older_read, &newer_read, None)), fresh, "{older} / {newer}");
+        }
     }
 
     #[test]
