@@ -36,10 +36,6 @@
 //! is the `--embedder` choice both share; [`stats`] summarises samples, [`report`] describes
 //! the machine and prints results.
 
-// The allocator of the `kenning` binary, so that what is measured here is what it does.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod code;
 mod compare;
 mod consolidation;

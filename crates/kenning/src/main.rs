@@ -1,12 +1,6 @@
 //! The `kenning` binary: command line, configuration, and the composition of stores,
 //! embedder, engine and MCP server.
 
-// The capture checks and recall build and drop many small strings and vectors; with mimalloc
-// instead of the system allocator a capture's checks take about a sixth less time and the
-// process's peak memory is lower (see the README's benchmarks).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod cli;
 mod compose;
 mod consolidate;
