@@ -10,14 +10,13 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use chrono::{TimeZone, Utc};
 use clap::Args;
 use kenning_core::{MemoryKind, SearchFilter, Status};
-use kenning_index::{BodyCheck, DocInput, SearchIndex};
+use kenning_index::{BodyCheck, DocInput, SearchIndex, image_in_memory};
 use serde::Serialize;
 
 use crate::corpus::Corpus;
@@ -76,18 +75,6 @@ pub struct SearchFigures {
     pub recall_at_10: f64,
 }
 
-/// Image bytes aligned to 8, as an image's reader requires.
-struct Aligned {
-    words: Vec<u64>,
-    len: usize,
-}
-
-impl AsRef<[u8]> for Aligned {
-    fn as_ref(&self) -> &[u8] {
-        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
-    }
-}
-
 const MODEL: &str = "vectors-benchmark";
 const K: usize = 10;
 
@@ -144,11 +131,10 @@ pub fn run(args: &VectorsArgs) -> Result<VectorsReport> {
     index.write_image_with(b"vectors benchmark", &mut image, &graphs).context("writing the image")?;
     let link_and_write_seconds = started.elapsed().as_secs_f64();
     let image = image.into_inner();
-    let mut words = vec![0u64; image.len().div_ceil(8)];
-    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..image.len()].copy_from_slice(&image);
     let image_bytes = image.len();
+    let in_memory = image_in_memory(&image);
     drop(image);
-    let (opened, _) = SearchIndex::read_image(Arc::new(Aligned { words, len: image_bytes }), BodyCheck::Checksum).context("reading the image back")?;
+    let (opened, _) = SearchIndex::read_image(in_memory, BodyCheck::Checksum).context("reading the image back")?;
 
     let exact = exact_nearest(&vectors, &queries);
     let scan = measure(&index, &queries, &exact, args.limit);

@@ -9,6 +9,26 @@ use bytemuck::Pod;
 /// Their address must be aligned to 8 bytes, as a memory map's always is.
 pub type ImageBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
+/// An image held in memory rather than mapped from a file (one just written, in a test or a
+/// benchmark), copied to the alignment its reader requires.
+pub fn image_in_memory(bytes: &[u8]) -> ImageBytes {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    Arc::new(AlignedBytes { words, len: bytes.len() })
+}
+
+/// Bytes kept in 8-byte words, so that their address is aligned to 8.
+struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AsRef<[u8]> for AlignedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+}
+
 /// An array of plain values: owned, or a range of an image read in place. A mapped column is
 /// copied into memory the first time it is changed, so that opening an image costs nothing per
 /// value and only what a process changes is ever copied.

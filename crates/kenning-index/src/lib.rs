@@ -42,7 +42,7 @@ use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryId, ScoredId, SearchFilter};
 
-pub use column::ImageBytes;
+pub use column::{ImageBytes, image_in_memory};
 pub use documents::{DocInput, Slot};
 pub use image::{BodyCheck, FORMAT_VERSION, ImageError};
 

@@ -7,13 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
-use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{MemoryKind, Namespace, ScoredId, SearchFilter, Status};
 use kenning_index::analyzer::{Analyzer, for_each_word};
-use kenning_index::{BodyCheck, DocInput, FORMAT_VERSION, ImageError, SearchIndex};
+use kenning_index::{BodyCheck, DocInput, FORMAT_VERSION, ImageError, SearchIndex, image_in_memory};
 use proptest::prelude::*;
 
 /// A record as a store would hold it.
@@ -76,18 +75,6 @@ fn replay(history: &[(i64, Record)]) -> (SearchIndex, BTreeMap<i64, Record>) {
     (index, records)
 }
 
-/// An image's bytes aligned to 8 bytes, as a memory map's are, so the index reads them in place.
-struct Aligned {
-    words: Vec<u64>,
-    len: usize,
-}
-
-impl AsRef<[u8]> for Aligned {
-    fn as_ref(&self) -> &[u8] {
-        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
-    }
-}
-
 /// The image of `index`, with the vectors of any model with more than a few thousand linked
 /// in a graph (far fewer than a store links), so that the graph is tested at sizes a test
 /// builds in a second.
@@ -105,9 +92,7 @@ fn read_image(bytes: &[u8]) -> Result<(SearchIndex, Vec<u8>), ImageError> {
 }
 
 fn read_image_checking(bytes: &[u8], body_check: BodyCheck) -> Result<(SearchIndex, Vec<u8>), ImageError> {
-    let mut words = vec![0u64; bytes.len().div_ceil(8)];
-    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
-    SearchIndex::read_image(Arc::new(Aligned { words, len: bytes.len() }), body_check)
+    SearchIndex::read_image(image_in_memory(bytes), body_check)
 }
 
 /// Replays `history[..split]`, writes the index as an image and reads it back, then applies the
