@@ -340,8 +340,8 @@ impl ClaimRules {
     }
 
     /// [`ClaimRules::claim`] of a text already read.
-    pub fn claim_of(&self, text: &Tokenized) -> Claim {
-        self.claim_from(text.sentences.clone())
+    pub fn claim_of(&self, text: Tokenized) -> Claim {
+        self.claim_from(text.sentences)
     }
 
     fn claim_from(&self, sentences: Vec<Vec<Vec<Token>>>) -> Claim {

@@ -116,13 +116,14 @@ impl<'a> Reading<'a> {
     }
 
     /// Reads its words as the claim rules do ([`crate::claim::ClaimRules::tokenize`]) once, for
-    /// its statements and for `also`: a caller that judges claims makes its claim from them
-    /// ([`crate::claim::ClaimRules::claim_of`]) rather than reading the text again. The words
-    /// are not kept: a kept reading holds what is compared, not what it was made from.
-    pub fn with_words<T>(&self, also: impl FnOnce(&Tokenized) -> T) -> T {
+    /// its statements and for `also`, which is handed them: a caller that judges claims makes
+    /// its claim from them ([`crate::claim::ClaimRules::claim_of`]) rather than reading the text
+    /// again. The reading does not keep them: a kept reading holds what is compared, not what it
+    /// was made from.
+    pub fn with_words<T>(&self, also: impl FnOnce(Tokenized) -> T) -> T {
         let words = super::change::rules().tokenize(&self.text);
         self.statements.get_or_init(|| super::change::statements(&words));
-        also(&words)
+        also(words)
     }
 
     fn statements(&self) -> &[super::change::Statement] {
