@@ -30,13 +30,16 @@
 //! and "communicates with"), which the words alone cannot judge: [`Judgement::Unsure`]. A caller
 //! stores and links such a pair, or asks a model that can tell paraphrases apart.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
+use foldhash::{HashMap, HashMapExt, HashSet};
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::expansion::Vocabulary;
+use crate::term::{Term, term};
 
 /// What tells two claims apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +113,9 @@ pub struct ClaimRules {
     /// Synonym phrases as stem sequences with the token each becomes, by their first stem and
     /// longest first: a word is checked only against the phrases it can begin. Reading a
     /// statement looks each word up here, and a bulk capture reads thousands of statements.
-    phrases: HashMap<String, Vec<(Vec<String>, String)>>,
+    phrases: HashMap<Term, Vec<(Vec<Term>, Term)>>,
     /// Stems of the words that narrow, widen or turn a claim.
-    scope: BTreeSet<String>,
+    scope: BTreeSet<Term>,
 }
 
 impl std::fmt::Debug for ClaimRules {
@@ -133,14 +136,14 @@ pub struct Claim {
     /// The canonical form, and the other readings of its passive clauses: lists of clauses,
     /// each a list of tokens. Two claims are the same when any reading of one equals any of
     /// the other.
-    forms: Vec<Vec<Vec<String>>>,
+    forms: Vec<Vec<Vec<Term>>>,
     /// Every token of the first form with its count.
-    tokens: BTreeMap<String, usize>,
+    tokens: BTreeMap<Term, usize>,
     /// The number tokens in reading order.
-    numbers: Vec<String>,
+    numbers: Vec<Term>,
     negations: usize,
     /// Tokens that stand for named things.
-    named: BTreeSet<String>,
+    named: BTreeSet<Term>,
 }
 
 impl Claim {
@@ -157,11 +160,11 @@ impl Claim {
 
     /// The canonical tokens, each once.
     pub fn words(&self) -> impl Iterator<Item = &str> {
-        self.tokens.keys().map(String::as_str)
+        self.tokens.keys().map(Term::as_str)
     }
 
     /// The number tokens in reading order (`q:30s`, `n:3`, `v:1.2.3`, `t:07:00`, `d:03-12`).
-    pub fn numbers(&self) -> &[String] {
+    pub fn numbers(&self) -> &[Term] {
         &self.numbers
     }
 
@@ -187,7 +190,7 @@ impl Claim {
 /// against the captures before it this way, in time linear in its size.
 #[derive(Debug, Default)]
 pub struct SameClaims {
-    by_form: HashMap<Vec<Vec<String>>, Vec<usize>>,
+    by_form: HashMap<Vec<Vec<Term>>, Vec<usize>>,
     empty: Vec<usize>,
 }
 
@@ -219,12 +222,12 @@ impl ClaimRules {
     /// Rules using the synonym groups of `vocabulary` besides [`CLAIM_SYNONYMS`].
     pub fn new(vocabulary: &Vocabulary) -> ClaimRules {
         let stemmer = Stemmer::create(Algorithm::English);
-        let mut phrases: Vec<(Vec<String>, String)> = Vec::new();
-        let stem_words = |text: &str| -> Vec<String> {
+        let mut phrases: Vec<(Vec<Term>, Term)> = Vec::new();
+        let stem_words = |text: &str| -> Vec<Term> {
             text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).map(|word| stem_word(&stemmer, lemma(&word.to_lowercase()))).collect()
         };
         for group in CLAIM_SYNONYMS {
-            let canonical = stem_words(group[0]).join("_");
+            let canonical = term(&stem_words(group[0]).join("_"));
             for term in group.iter() {
                 let words = stem_words(term);
                 if !words.is_empty() && !(words.len() == 1 && words[0] == canonical) {
@@ -234,16 +237,16 @@ impl ClaimRules {
         }
         for group in vocabulary.groups() {
             let Some(first) = group.first() else { continue };
-            let canonical = format!("={}", first.join("_"));
+            let canonical = Term::from(format!("={}", first.join("_")));
             for term in group {
-                let words: Vec<String> = term.iter().map(|word| stem_word(&stemmer, lemma(word))).collect();
+                let words: Vec<Term> = term.iter().map(|word| stem_word(&stemmer, lemma(word))).collect();
                 if !words.is_empty() && !phrases.iter().any(|(known, _)| *known == words) {
                     phrases.push((words, canonical.clone()));
                 }
             }
         }
         phrases.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
-        let mut by_first: HashMap<String, Vec<(Vec<String>, String)>> = HashMap::new();
+        let mut by_first: HashMap<Term, Vec<(Vec<Term>, Term)>> = HashMap::new();
         for (words, canonical) in phrases {
             by_first.entry(words[0].clone()).or_default().push((words, canonical));
         }
@@ -274,7 +277,7 @@ impl ClaimRules {
         if a.tokens == b.tokens {
             return Judgement::Distinct(Difference::Order);
         }
-        let differing: Vec<&String> = a
+        let differing: Vec<&Term> = a
             .tokens
             .keys()
             .chain(b.tokens.keys())
@@ -377,7 +380,7 @@ impl ClaimRules {
             next.truncate(MAX_READINGS);
             readings = next;
         }
-        let mut forms: Vec<Vec<Vec<String>>> = Vec::new();
+        let mut forms: Vec<Vec<Vec<Term>>> = Vec::new();
         let mut primary: Vec<Token> = Vec::new();
         for (index, reading) in readings.into_iter().enumerate() {
             let kept: Vec<Vec<Token>> = reading
@@ -386,7 +389,7 @@ impl ClaimRules {
                 .filter(|clause| !clause.is_empty())
                 .collect();
             let free = !ordered && kept.iter().all(|clause| clause.len() >= 2);
-            let mut form: Vec<Vec<String>> = kept.iter().map(|clause| clause.iter().map(|token| token.canon.clone()).collect()).collect();
+            let mut form: Vec<Vec<Term>> = kept.iter().map(|clause| clause.iter().map(|token| token.canon.clone()).collect()).collect();
             if free {
                 form.sort();
             }
@@ -398,7 +401,7 @@ impl ClaimRules {
             }
         }
         let mut named = BTreeSet::new();
-        let mut tokens: BTreeMap<String, usize> = BTreeMap::new();
+        let mut tokens: BTreeMap<Term, usize> = BTreeMap::new();
         let mut numbers = Vec::new();
         let mut negations = 0;
         for token in primary {
@@ -418,7 +421,7 @@ impl ClaimRules {
     /// The tokens of one sentence: numbers as values, words stemmed and mapped through the
     /// synonym phrases, commas as breaks.
     fn tokens(&self, sentence: &str) -> Vec<Token> {
-        let mut raw = raw_tokens(sentence);
+        let raw = raw_tokens(sentence);
         let mut tokens: Vec<Token> = Vec::with_capacity(raw.len());
         let mut index = 0;
         while index < raw.len() {
@@ -430,17 +433,17 @@ impl ClaimRules {
             }
             if let Some((canon, used)) = number_at(&raw, index) {
                 // The words a number used are not read again, so its own is taken.
-                tokens.push(Token { canon, lower: std::mem::take(&mut raw[index].lower), kind: Kind::Number, named: true, capital: false, function: false });
+                tokens.push(Token { canon: Term::from(canon), lower: raw[index].lower.clone(), kind: Kind::Number, named: true, capital: false, function: false });
                 index += used;
                 continue;
             }
             let (named, capital) = (current.named, current.capital);
-            let lower = std::mem::take(&mut raw[index].lower);
+            let lower = raw[index].lower.clone();
             if is_negation(&lower) {
-                tokens.push(Token { canon: NEGATION.to_owned(), lower, kind: Kind::Negation, named: false, capital, function: false });
+                tokens.push(Token { canon: term(NEGATION), lower, kind: Kind::Negation, named: false, capital, function: false });
             } else {
                 let lemma = lemma(&lower);
-                let canon = if is_code(&lower) { lower.clone() } else if let Some(unit) = bare_unit(lemma) { unit } else { stem_word(&self.stemmer, lemma) };
+                let canon = if is_code(&lower) { lower.clone() } else if let Some(unit) = bare_unit(lemma) { Term::from(unit) } else { stem_word(&self.stemmer, lemma) };
                 let function = is_function_word(&lower);
                 tokens.push(Token { canon, lower, kind: Kind::Word, named, capital, function });
             }
@@ -459,7 +462,7 @@ impl ClaimRules {
                     let end = index + phrase.len();
                     if end <= tokens.len() && tokens[index..end].iter().zip(phrase).all(|(token, word)| token.kind == Kind::Word && token.canon == *word) {
                         let named = tokens[index..end].iter().any(|token| token.named);
-                        let lower = tokens[index..end].iter().map(|token| token.lower.as_str()).collect::<Vec<_>>().join(" ");
+                        let lower: Term = tokens[index..end].iter().map(|token| token.lower.as_str()).collect::<Vec<_>>().join(" ").into();
                         out.push(Token {
                             canon: canonical.clone(),
                             lower,
@@ -514,9 +517,9 @@ fn whole_sentence(parts: Vec<Vec<Token>>) -> Vec<Token> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Word {
     /// What it is compared by: its stem, its synonym group, or its value (`q:30s`).
-    pub canon: String,
+    pub canon: Term,
     /// As written, lower-cased (the words of a synonym phrase joined by spaces).
-    pub lower: String,
+    pub lower: Term,
     /// Whether it names a thing: capitalised inside the sentence, an identifier, a number.
     pub named: bool,
     /// Whether it was written with a capital first letter.
@@ -550,9 +553,9 @@ enum Kind {
 #[derive(Debug, Clone, PartialEq)]
 struct Token {
     /// What the token is compared by.
-    canon: String,
+    canon: Term,
     /// The word as written, lower-cased.
-    lower: String,
+    lower: Term,
     kind: Kind,
     /// Whether it names a thing: capitalised inside the sentence, an identifier, a number.
     named: bool,
@@ -564,7 +567,7 @@ struct Token {
 
 impl Token {
     fn breaking() -> Token {
-        Token { canon: String::new(), lower: String::new(), kind: Kind::Break, named: false, capital: false, function: true }
+        Token { canon: Term::empty(), lower: Term::empty(), kind: Kind::Break, named: false, capital: false, function: true }
     }
 
     fn is(&self, words: &[&str]) -> bool {
@@ -716,12 +719,12 @@ fn is_function_word(word: &str) -> bool {
 /// [`ClaimRules`] stems English, so the cache is keyed by the word alone.
 const STEM_CACHE_WORDS: usize = 16_384;
 
-fn stem_word(stemmer: &Stemmer, word: &str) -> String {
+fn stem_word(stemmer: &Stemmer, word: &str) -> Term {
     thread_local! {
-        static STEMS: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+        static STEMS: RefCell<HashMap<Term, Term>> = RefCell::new(HashMap::new());
     }
     if word.chars().count() > 40 || word.chars().any(|c| c.is_ascii_digit()) {
-        return word.to_owned();
+        return term(word);
     }
     STEMS.with_borrow_mut(|stems| {
         if let Some(stem) = stems.get(word) {
@@ -730,8 +733,8 @@ fn stem_word(stemmer: &Stemmer, word: &str) -> String {
         if stems.len() >= STEM_CACHE_WORDS {
             stems.clear();
         }
-        let stem = stemmer.stem(word).into_owned();
-        stems.insert(word.to_owned(), stem.clone());
+        let stem = term(&stemmer.stem(word));
+        stems.insert(term(word), stem.clone());
         stem
     })
 }
@@ -835,11 +838,17 @@ fn sentences(text: &str) -> Vec<&str> {
 /// A token as written.
 #[derive(Debug)]
 struct Raw {
-    lower: String,
+    lower: Term,
     /// Capitalised inside the sentence, an identifier, or all capitals.
     named: bool,
     capital: bool,
     is_break: bool,
+}
+
+impl Raw {
+    fn breaking() -> Raw {
+        Raw { lower: Term::empty(), named: false, capital: false, is_break: true }
+    }
 }
 
 /// Splits a sentence into words (letters, digits and the signs of identifiers, paths and
@@ -847,55 +856,63 @@ struct Raw {
 /// become their parts; `a.m.` is `am`.
 fn raw_tokens(sentence: &str) -> Vec<Raw> {
     let mut out: Vec<Raw> = Vec::new();
-    let mut current = String::new();
     let mut first = true;
-    let flush = |current: &mut String, out: &mut Vec<Raw>, first: &mut bool| {
-        if current.is_empty() {
-            return;
-        }
-        let word = std::mem::take(current);
-        let trimmed_end = word.trim_end_matches(['.', ':', '\'', '-', '_', '#']);
-        let ends_with_colon = word[trimmed_end.len()..].contains(':');
-        let trimmed = trimmed_end.trim_start_matches(['.', ':', '\'', '-', '_']);
-        if !trimmed.is_empty() {
-            let hyphenated_words = trimmed.contains('-') && trimmed.split('-').all(|part| part.chars().all(char::is_alphabetic));
-            let parts: Vec<&str> = if hyphenated_words { trimmed.split('-').filter(|part| !part.is_empty()).collect() } else { vec![trimmed] };
-            for part in parts {
-                let mut lower = part.to_lowercase();
-                match lower.as_str() {
-                    "a.m" => lower = "am".to_owned(),
-                    "p.m" => lower = "pm".to_owned(),
-                    // The plural of an abbreviation: `PRs`, `APIs`, `VMs`.
-                    _ if part.len() >= 3 && part.ends_with('s') && part[..part.len() - 1].chars().all(|c| c.is_ascii_uppercase()) => {
-                        lower.pop();
-                    }
-                    _ => {}
-                }
-                let (letters, upper) = part.chars().filter(|c| c.is_alphabetic()).fold((0, 0), |(letters, upper), c| (letters + 1, upper + usize::from(c.is_uppercase())));
-                let capital = part.chars().next().is_some_and(char::is_uppercase);
-                let inner_capital = part.chars().skip(1).any(char::is_uppercase);
-                let all_capitals = letters >= 2 && upper == letters;
-                let named = (capital && !*first) || inner_capital || all_capitals || is_code(&lower);
-                out.push(Raw { lower, named, capital, is_break: false });
-                *first = false;
-            }
-        }
-        if ends_with_colon {
-            out.push(Raw { lower: String::new(), named: false, capital: false, is_break: true });
-        }
-    };
-    for c in sentence.chars() {
+    // Where the word being read began: a word is a run of the sentence's characters, read
+    // where it stands.
+    let mut word_start: Option<usize> = None;
+    for (at, c) in sentence.char_indices() {
         if c.is_alphanumeric() || matches!(c, '.' | '_' | '/' | '-' | ':' | '%' | '#' | '@' | '+' | '\'') {
-            current.push(c);
+            word_start.get_or_insert(at);
         } else {
-            flush(&mut current, &mut out, &mut first);
+            if let Some(start) = word_start.take() {
+                raw_word(&sentence[start..at], &mut out, &mut first);
+            }
             if matches!(c, ',' | ';') {
-                out.push(Raw { lower: String::new(), named: false, capital: false, is_break: true });
+                out.push(Raw::breaking());
             }
         }
     }
-    flush(&mut current, &mut out, &mut first);
+    if let Some(start) = word_start {
+        raw_word(&sentence[start..], &mut out, &mut first);
+    }
     out
+}
+
+/// The tokens of one word as written, `first` while no word of the sentence was read before.
+fn raw_word(word: &str, out: &mut Vec<Raw>, first: &mut bool) {
+    let trimmed_end = word.trim_end_matches(['.', ':', '\'', '-', '_', '#']);
+    let ends_with_colon = word[trimmed_end.len()..].contains(':');
+    let trimmed = trimmed_end.trim_start_matches(['.', ':', '\'', '-', '_']);
+    if !trimmed.is_empty() {
+        let hyphenated_words = trimmed.contains('-') && trimmed.split('-').all(|part| part.chars().all(char::is_alphabetic));
+        if hyphenated_words {
+            trimmed.split('-').filter(|part| !part.is_empty()).for_each(|part| out.push(raw_part(part, first)));
+        } else {
+            out.push(raw_part(trimmed, first));
+        }
+    }
+    if ends_with_colon {
+        out.push(Raw::breaking());
+    }
+}
+
+fn raw_part(part: &str, first: &mut bool) -> Raw {
+    // Most words are written in lower case already, and are looked up as they stand.
+    let lowered: Cow<'_, str> = if part.bytes().any(|byte| !byte.is_ascii() || byte.is_ascii_uppercase()) { Cow::Owned(part.to_lowercase()) } else { Cow::Borrowed(part) };
+    let lower = match &*lowered {
+        "a.m" => term("am"),
+        "p.m" => term("pm"),
+        // The plural of an abbreviation: `PRs`, `APIs`, `VMs`.
+        _ if part.len() >= 3 && part.ends_with('s') && part[..part.len() - 1].chars().all(|c| c.is_ascii_uppercase()) => term(&lowered[..lowered.len() - 1]),
+        _ => term(&lowered),
+    };
+    let (letters, upper) = part.chars().filter(|c| c.is_alphabetic()).fold((0, 0), |(letters, upper), c| (letters + 1, upper + usize::from(c.is_uppercase())));
+    let capital = part.chars().next().is_some_and(char::is_uppercase);
+    let inner_capital = part.chars().skip(1).any(char::is_uppercase);
+    let all_capitals = letters >= 2 && upper == letters;
+    let named = (capital && !*first) || inner_capital || all_capitals || is_code(&lower);
+    *first = false;
+    Raw { lower, named, capital, is_break: false }
 }
 
 /// A unit's size in the base unit of its dimension, and the dimension's mark.

@@ -15,7 +15,8 @@
 //! - [`provenance`] reduces a memory's branch and the files it is about to facets that every
 //!   backend matches exactly, and makes a caller's path relative to the repository root.
 //! - [`claim`] tells whether two statements make the same claim: order, roles, numbers with
-//!   their units, negation and scope words decide, not the set of words they share.
+//!   their units, negation and scope words decide, not the set of words they share; its words
+//!   and the contradiction rules' are [`term::Term`]s, one shared copy of each word read.
 //! - [`expansion`] widens a query by the other names of what it names (built-in and project
 //!   synonyms, or a model's rewrite); [`question`] cuts a compound question into the parts that
 //!   ask something of their own; [`confidence`] assesses a memory's confidence now.
@@ -58,6 +59,7 @@ pub mod search;
 pub mod secrets;
 pub mod state;
 pub mod store;
+pub mod term;
 pub mod urn;
 pub mod when;
 pub mod workflow;

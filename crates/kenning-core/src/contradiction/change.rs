@@ -29,8 +29,10 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use super::detect::quoted;
 use super::{ContradictionKind, Detection};
 use crate::claim::{ClaimRules, Tokenized, Word, WordKind};
+use crate::term::{Term, term};
 
 /// Statements compared per memory, as in [`super::detect`].
 const MAX_STATEMENTS: usize = 12;
@@ -47,10 +49,10 @@ pub(super) fn update(olds: &[Statement], news: &[Statement]) -> Option<Detection
         for old in olds.iter().filter(|old| !old.words.is_empty() && !old.past && !old.change) {
             let found = replaced(old, new).or_else(|| moved(old, new)).or_else(|| cued(old, new));
             if let Some((before, after)) = found {
-                return Some(Detection { kind: ContradictionKind::Superseded, older: before, newer: after, newer_states_change: true });
+                return Some(Detection { kind: ContradictionKind::Superseded, older: quoted(before), newer: quoted(after), newer_states_change: true });
             }
             if let Some((before, after)) = renumbered(old, new) {
-                return Some(Detection { kind: ContradictionKind::ChangedValue, older: before, newer: after, newer_states_change: false });
+                return Some(Detection { kind: ContradictionKind::ChangedValue, older: quoted(before), newer: quoted(after), newer_states_change: false });
             }
         }
     }
@@ -70,7 +72,7 @@ pub(super) struct Statement {
     change: bool,
     // [`update`] compares each statement of a capture with every statement of its neighbours,
     // so what depends on one side only is read once, on first use, and kept here.
-    content: OnceLock<BTreeSet<String>>,
+    content: OnceLock<BTreeSet<Term>>,
     replacement: OnceLock<Option<Replacement>>,
     movement: OnceLock<Option<Movement>>,
     cued: OnceLock<Option<Cued>>,
@@ -97,7 +99,7 @@ impl Statement {
         }
     }
 
-    fn content(&self) -> &BTreeSet<String> {
+    fn content(&self) -> &BTreeSet<Term> {
         self.content.get_or_init(|| content(&self.words))
     }
 
@@ -196,20 +198,20 @@ fn has_pair(words: &[Word], first: &str, second: &str) -> bool {
 }
 
 /// The canonical words that carry content: not function words, negations or breaks.
-fn content(words: &[Word]) -> BTreeSet<String> {
-    content_in_order(words).into_iter().map(str::to_owned).collect()
+fn content(words: &[Word]) -> BTreeSet<Term> {
+    content_in_order(words).into_iter().cloned().collect()
 }
 
 /// The canonical words that carry content, in the order written.
-fn content_in_order(words: &[Word]) -> Vec<&str> {
-    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| word.canon.as_str()).collect()
+fn content_in_order(words: &[Word]) -> Vec<&Term> {
+    words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !word.canon.is_empty()).map(|word| &word.canon).collect()
 }
 
-fn named(words: &[Word]) -> BTreeSet<String> {
+fn named(words: &[Word]) -> BTreeSet<Term> {
     words.iter().filter(|word| word.named && matches!(word.kind, WordKind::Word | WordKind::Number)).map(|word| word.canon.clone()).collect()
 }
 
-fn written(words: &[Word]) -> Vec<String> {
+fn written(words: &[Word]) -> Vec<Term> {
     words.iter().filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function).map(|word| word.lower.clone()).collect()
 }
 
@@ -224,8 +226,8 @@ fn value_at(words: &[Word], start: usize) -> Range<usize> {
 
 /// A value of the newer statement as the older one is searched for it.
 struct Value {
-    words: BTreeSet<String>,
-    things: BTreeSet<String>,
+    words: BTreeSet<Term>,
+    things: BTreeSet<Term>,
 }
 
 impl Value {
@@ -235,7 +237,7 @@ impl Value {
 
     /// Whether the older statement names it: all of its named things (or, with none, most of
     /// its words).
-    fn named_in(&self, old: &BTreeSet<String>) -> bool {
+    fn named_in(&self, old: &BTreeSet<Term>) -> bool {
         if self.words.is_empty() || self.words.is_disjoint(old) {
             return false;
         }
@@ -243,7 +245,7 @@ impl Value {
     }
 
     /// Whether the older statement already holds it.
-    fn held_in(&self, old: &BTreeSet<String>) -> bool {
+    fn held_in(&self, old: &BTreeSet<Term>) -> bool {
         if self.things.is_empty() { !self.words.is_empty() && self.words.is_subset(old) } else { self.things.is_subset(old) }
     }
 }
@@ -255,7 +257,7 @@ struct Replacement {
     gone: Value,
     coming: Value,
     /// The rest of its subject: its content words but the two values and the verbs of change.
-    rest: BTreeSet<String>,
+    rest: BTreeSet<Term>,
     /// "gave up": the older statement must hold what was given up word for word.
     gave_up: bool,
 }
@@ -268,7 +270,7 @@ impl Replacement {
         if gone.words.is_empty() || (loose && gone.things.is_empty()) {
             return None;
         }
-        let rest: BTreeSet<String> = new
+        let rest: BTreeSet<Term> = new
             .content()
             .iter()
             .filter(|word| !gone.words.contains(*word) && !coming.words.contains(*word) && !is_cue(word) && *word != "use" && *word != "of")
@@ -364,7 +366,7 @@ impl Replacement {
 }
 
 /// The first shape: the newer statement names what it replaced.
-fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<Term>, Vec<Term>)> {
     let replacement = new.replacement()?;
     let old_words = old.content();
     // "gave up" drops what the older statement holds word for word ("gave up the violin", not
@@ -380,12 +382,12 @@ fn replaced(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String
         return None;
     }
     let after = &new.words[replacement.after.clone()];
-    Some((written(&new.words[replacement.before.clone()]), if after.is_empty() { vec!["no longer".to_owned()] } else { written(after) }))
+    Some((written(&new.words[replacement.before.clone()]), if after.is_empty() { vec![term("no longer")] } else { written(after) }))
 }
 
 /// Whether a canonical word is one of the verbs of change, which are no part of a subject.
 fn is_cue(canon: &str) -> bool {
-    static CUES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    static CUES: OnceLock<BTreeSet<Term>> = OnceLock::new();
     CUES.get_or_init(|| {
         CHANGE_MARKERS
             .iter()
@@ -399,7 +401,7 @@ fn is_cue(canon: &str) -> bool {
 
 /// The second shape as a newer statement has it: the subject it moves, and where to.
 struct Movement {
-    subject: BTreeSet<String>,
+    subject: BTreeSet<Term>,
     value: Range<usize>,
     moved_to: Value,
 }
@@ -426,8 +428,8 @@ impl Movement {
             return None;
         }
         // The particles of "went up to", "failed … over to" belong to the verb.
-        let particle = |word: &String| matches!(word.as_str(), "up" | "down" | "over" | "back");
-        let subject: BTreeSet<String> =
+        let particle = |word: &Term| matches!(word.as_str(), "up" | "down" | "over" | "back");
+        let subject: BTreeSet<Term> =
             content(&words[..verb]).into_iter().chain(content(&words[verb + 1..to])).filter(|word| !is_cue(word) && !particle(word)).collect();
         if subject.is_empty() {
             return None;
@@ -437,7 +439,7 @@ impl Movement {
 }
 
 /// The second shape: the newer statement moves a subject to a new value.
-fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+fn moved(old: &Statement, new: &Statement) -> Option<(Vec<Term>, Vec<Term>)> {
     let movement = new.movement()?;
     let old_words = old.content();
     let covered = movement.subject.intersection(old_words).count();
@@ -446,7 +448,7 @@ fn moved(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)>
     }
     // The older statement holds a value the newer one does not: what was moved away from.
     let new_words = new.content();
-    let before: Vec<String> = old
+    let before: Vec<Term> = old
         .words
         .iter()
         .filter(|word| matches!(word.kind, WordKind::Word | WordKind::Number) && !word.function && !movement.subject.contains(&word.canon) && !new_words.contains(&word.canon))
@@ -489,7 +491,7 @@ struct Cued {
     /// A cue that tells of a change whatever the older statement holds: "from Monday on",
     /// "became".
     sure: bool,
-    content: BTreeSet<String>,
+    content: BTreeSet<Term>,
     negations: usize,
 }
 
@@ -526,7 +528,7 @@ impl Cued {
             sure = true;
         }
         if let Some(became) = words.iter().position(|word| word.lower == "became" || word.lower == "becomes") {
-            words[became].canon = "is".to_owned();
+            words[became].canon = term("is");
             words[became].function = true;
             sure = true;
         }
@@ -544,20 +546,20 @@ fn negations(words: &[Word]) -> usize {
 }
 
 /// The third shape: a cue of change, and the same frame with other values.
-fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+fn cued(old: &Statement, new: &Statement) -> Option<(Vec<Term>, Vec<Term>)> {
     let cued = new.cued()?;
     if !cued.sure && cued.cues.iter().all(|cue| place(&old.words, cue).is_some()) {
         return None;
     }
     let (old_words, new_words, words) = (old.content(), &cued.content, &cued.words);
-    let gone: Vec<&String> = old_words.difference(new_words).collect();
-    let coming: Vec<&String> = new_words.difference(old_words).collect();
+    let gone: Vec<&Term> = old_words.difference(new_words).collect();
+    let coming: Vec<&Term> = new_words.difference(old_words).collect();
     let shared = old_words.intersection(new_words).count();
     let negated = cued.negations > negations(&old.words);
     if coming.is_empty() || (gone.is_empty() && !negated) || gone.len() > 3 || coming.len() > 4 || shared < 2 {
         return None;
     }
-    let valued = |tokens: &[&String], words: &[Word]| tokens.iter().any(|token| words.iter().any(|word| &&word.canon == token && word.named));
+    let valued = |tokens: &[&Term], words: &[Word]| tokens.iter().any(|token| words.iter().any(|word| &&word.canon == token && word.named));
     // The same words in the same order but one: "the default branch is master" / "… is now main".
     let (before, after) = (content_in_order(&old.words), content_in_order(words));
     let one_swapped = before.len() == after.len() && before.iter().zip(&after).filter(|(a, b)| a != b).count() == 1;
@@ -567,7 +569,7 @@ fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> 
     if !(valued(&gone, &old.words) || valued(&coming, words) || one_swapped || negated) {
         return None;
     }
-    let spelled = |tokens: &[&String], words: &[Word]| -> Vec<String> {
+    let spelled = |tokens: &[&Term], words: &[Word]| -> Vec<Term> {
         words.iter().filter(|word| tokens.contains(&&word.canon)).map(|word| word.lower.clone()).collect()
     };
     Some((spelled(&gone, &old.words), spelled(&coming, words)))
@@ -575,9 +577,9 @@ fn cued(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> 
 
 /// A statement's numbers and the words around them, as the fourth shape compares them.
 struct Numbering {
-    numbers: Vec<String>,
+    numbers: Vec<Term>,
     /// Its other words, but breaks and function words.
-    rest: Vec<String>,
+    rest: Vec<Term>,
     /// A number right after a word that names things by number says what the statement is
     /// about ("user 1 …", "issue 14 …"), as does one before a label's colon.
     identifies: bool,
@@ -600,7 +602,7 @@ impl Numbering {
 }
 
 /// The fourth shape: the same words with other numbers in the same places.
-fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<String>)> {
+fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<Term>, Vec<Term>)> {
     if new.past || new.change {
         return None;
     }
@@ -613,7 +615,7 @@ fn renumbered(old: &Statement, new: &Statement) -> Option<(Vec<String>, Vec<Stri
     if (first_change == 0 && (older.identifies || newer.identifies)) || older.locates || newer.locates {
         return None;
     }
-    let changed = |statement: &Statement, values: &[String], other: &[String]| -> Vec<String> {
+    let changed = |statement: &Statement, values: &[Term], other: &[Term]| -> Vec<Term> {
         statement
             .words
             .iter()

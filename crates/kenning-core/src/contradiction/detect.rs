@@ -22,12 +22,15 @@
 //! corpus in `tests/fixtures/contradictions.json` holds true conflicts and near-misses.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::{LazyLock, OnceLock};
+
+use foldhash::HashSet;
 
 use super::ContradictionKind;
 use crate::claim::Tokenized;
 use crate::decision::similarity::dice;
+use crate::term::{Term, term};
 
 /// Sentences whose content words are at least this alike (Dice) state the same claim, so that
 /// one of them negated is a contradiction. High on purpose: "tests run on forks" and "tests do
@@ -79,7 +82,7 @@ pub fn detect(older: &str, newer: &str, vector_similarity: Option<f64>) -> Optio
 pub struct Reading<'a> {
     text: Cow<'a, str>,
     sentences: OnceLock<Vec<Sentence>>,
-    subject: OnceLock<BTreeSet<String>>,
+    subject: OnceLock<BTreeSet<Term>>,
     statements: OnceLock<Vec<super::change::Statement>>,
 }
 
@@ -111,7 +114,7 @@ impl<'a> Reading<'a> {
     }
 
     /// The content words of all its sentences, values aside.
-    fn subject(&self) -> &BTreeSet<String> {
+    fn subject(&self) -> &BTreeSet<Term> {
         self.subject.get_or_init(|| self.sentences().iter().flat_map(|sentence| sentence.subject().iter().cloned()).collect())
     }
 
@@ -149,19 +152,24 @@ fn by_words(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<
     }
     let pairs = || news.iter().flat_map(|new| olds.iter().map(move |old| (old, new)));
     if let Some(found) = pairs().find_map(|(old, new)| superseded(old, new)) {
-        return Some(Detection { kind: ContradictionKind::Superseded, older: found.0, newer: found.1, newer_states_change: true });
+        return Some(Detection { kind: ContradictionKind::Superseded, older: quoted(found.0), newer: quoted(found.1), newer_states_change: true });
     }
     // The older statement says its subject changed and the newer one asserts what it changed
     // from: a conflict, but recency cannot settle it.
     if let Some(found) = pairs().find_map(|(old, new)| superseded(new, old)) {
-        return Some(Detection { kind: ContradictionKind::Superseded, older: found.1, newer: found.0, newer_states_change: false });
+        return Some(Detection { kind: ContradictionKind::Superseded, older: quoted(found.1), newer: quoted(found.0), newer_states_change: false });
     }
     if let Some(found) = pairs().find_map(|(old, new)| changed_value(old, new, close)) {
-        return Some(Detection { kind: ContradictionKind::ChangedValue, older: found.0, newer: found.1, newer_states_change: false });
+        return Some(Detection { kind: ContradictionKind::ChangedValue, older: quoted(found.0), newer: quoted(found.1), newer_states_change: false });
     }
     pairs()
         .find_map(|(old, new)| negation(old, new))
-        .map(|found| Detection { kind: ContradictionKind::Negation, older: found.0, newer: found.1, newer_states_change: false })
+        .map(|found| Detection { kind: ContradictionKind::Negation, older: quoted(found.0), newer: quoted(found.1), newer_states_change: false })
+}
+
+/// The words a detection quotes, as it keeps them.
+pub(super) fn quoted(words: Vec<Term>) -> Vec<String> {
+    words.iter().map(Term::to_string).collect()
 }
 
 /// One sentence: its tokens (lower-cased words, numbers, `=` and `:`) and its content words,
@@ -169,11 +177,11 @@ fn by_words(older: &Reading<'_>, newer: &Reading<'_>, vector_similarity: Option<
 /// every sentence of each memory it is checked against.
 #[derive(Debug)]
 struct Sentence {
-    tokens: Vec<String>,
+    tokens: Vec<Term>,
     /// Stemmed content words, values included.
-    content: BTreeSet<String>,
+    content: BTreeSet<Term>,
     negated: bool,
-    subject: OnceLock<BTreeSet<String>>,
+    subject: OnceLock<BTreeSet<Term>>,
     settings: OnceLock<Vec<Setting>>,
     change: OnceLock<Option<Change>>,
 }
@@ -187,7 +195,7 @@ impl Sentence {
     }
 
     /// Content words that are not values.
-    fn subject(&self) -> &BTreeSet<String> {
+    fn subject(&self) -> &BTreeSet<Term> {
         self.subject.get_or_init(|| self.content.iter().filter(|word| !has_digit(word)).cloned().collect())
     }
 
@@ -225,13 +233,13 @@ fn sentences(text: &str) -> Vec<Sentence> {
 /// Lower-cased tokens: runs of letters, digits and `. _ - ' % #` (so `v1.2.3`, `30s`, `don't`
 /// and `snake_case` stay whole), trimmed of punctuation at their ends; `=` and `:` are tokens
 /// of their own, because they mark a value.
-fn tokens(text: &str) -> Vec<String> {
+fn tokens(text: &str) -> Vec<Term> {
     let mut out = Vec::new();
     let mut current = String::new();
-    let flush = |current: &mut String, out: &mut Vec<String>| {
+    let flush = |current: &mut String, out: &mut Vec<Term>| {
         let trimmed = current.trim_matches(|c: char| matches!(c, '.' | '_' | '-' | '\'' | '#'));
         if !trimmed.is_empty() {
-            out.push(trimmed.to_owned());
+            out.push(term(trimmed));
         }
         current.clear();
     };
@@ -242,7 +250,7 @@ fn tokens(text: &str) -> Vec<String> {
         } else {
             flush(&mut current, &mut out);
             if c == '=' || c == ':' {
-                out.push(c.to_string());
+                out.push(term(if c == '=' { "=" } else { ":" }));
             }
         }
     }
@@ -277,17 +285,17 @@ fn has_digit(token: &str) -> bool {
 
 /// A light stem so that "uses" meets "use" and "services" meets "service"; values and short
 /// words stay as they are. Both sides are stemmed alike, so a crude stem costs nothing.
-fn stem(token: &str) -> String {
+fn stem(token: &str) -> Term {
     if has_digit(token) || token.chars().count() <= 3 {
-        return token.to_owned();
+        return term(token);
     }
     if let Some(base) = token.strip_suffix("ies") {
-        return format!("{base}y");
+        return term(&format!("{base}y"));
     }
     if token.ends_with('s') && !token.ends_with("ss") && !token.ends_with("us") && !token.ends_with("is") {
-        return token[..token.len() - 1].to_owned();
+        return term(&token[..token.len() - 1]);
     }
-    token.to_owned()
+    term(token)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,7 +319,7 @@ fn antonym(word: &str) -> Option<&'static str> {
     ANTONYMS.iter().find_map(|(a, b)| if *a == word { Some(*b) } else if *b == word { Some(*a) } else { None })
 }
 
-fn negation(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String>)> {
+fn negation(old: &Sentence, new: &Sentence) -> Option<(Vec<Term>, Vec<Term>)> {
     if old.content.len() < 2 || new.content.len() < 2 {
         return None;
     }
@@ -333,7 +341,7 @@ fn negation(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String>)
 }
 
 /// The one word of `these` that `those` lacks, or `None` when there is none or more than one.
-fn only_word<'a>(these: &'a BTreeSet<String>, those: &'a BTreeSet<String>) -> Option<&'a String> {
+fn only_word<'a>(these: &'a BTreeSet<Term>, those: &'a BTreeSet<Term>) -> Option<&'a Term> {
     let mut missing = these.difference(those);
     let word = missing.next()?;
     missing.next().is_none().then_some(word)
@@ -389,7 +397,7 @@ fn is_version(token: &str) -> bool {
 }
 
 /// A value in comparable form: a number times its unit, else the token without a leading `v`.
-fn normalise(token: &str, next: Option<&str>) -> String {
+fn normalise(token: &str, next: Option<&str>) -> Term {
     let split = token.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(token.len());
     let (number, unit) = token.split_at(split);
     if let Ok(value) = number.parse::<f64>()
@@ -397,22 +405,22 @@ fn normalise(token: &str, next: Option<&str>) -> String {
     {
         let factor = if unit.is_empty() { next.and_then(unit_factor) } else { unit_factor(unit) };
         if let Some(factor) = factor {
-            return format!("{}", value * factor);
+            return Term::from(format!("{}", value * factor));
         }
         if unit.is_empty() {
-            return format!("{value}");
+            return Term::from(format!("{value}"));
         }
     }
-    token.strip_prefix('v').filter(|rest| rest.starts_with(|c: char| c.is_ascii_digit())).unwrap_or(token).to_owned()
+    term(token.strip_prefix('v').filter(|rest| rest.starts_with(|c: char| c.is_ascii_digit())).unwrap_or(token))
 }
 
 /// A key and the value a sentence gives it.
 #[derive(Debug)]
 struct Setting {
-    key: String,
-    value: String,
+    key: Term,
+    value: Term,
     /// The value as written, with its unit when the unit is a word of its own.
-    written: String,
+    written: Term,
 }
 
 fn settings(sentence: &Sentence) -> Vec<Setting> {
@@ -463,9 +471,9 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
         if !accepted {
             continue;
         }
-        let next = tokens.get(index + 1).map(String::as_str);
+        let next = tokens.get(index + 1).map(Term::as_str);
         let written = match next {
-            Some(unit) if numeric && unit_factor(unit).is_some() && !token.ends_with(|c: char| c.is_alphabetic()) => format!("{token} {unit}"),
+            Some(unit) if numeric && unit_factor(unit).is_some() && !token.ends_with(|c: char| c.is_alphabetic()) => Term::from(format!("{token} {unit}")),
             _ => token.clone(),
         };
         found.push(Setting { key: stem(key), value: normalise(token, next), written });
@@ -479,7 +487,7 @@ fn from_to(sentence: &Sentence) -> bool {
     sentence.tokens.iter().position(|token| token == "from").is_some_and(|from| sentence.tokens[from..].iter().any(|token| token == "to"))
 }
 
-fn changed_value(old: &Sentence, new: &Sentence, close: bool) -> Option<(Vec<String>, Vec<String>)> {
+fn changed_value(old: &Sentence, new: &Sentence, close: bool) -> Option<(Vec<Term>, Vec<Term>)> {
     if old.negated != new.negated || from_to(old) || from_to(new) {
         return None;
     }
@@ -526,7 +534,7 @@ const REPLACES: &[&str] = &["replaces", "replaced", "supersedes", "superseded", 
 
 /// The content words of `tokens[from..]`, at most `most`, stopping at the first stop word after
 /// a content word was taken (the end of the noun phrase).
-fn phrase_after(tokens: &[String], from: usize, most: usize) -> Vec<String> {
+fn phrase_after(tokens: &[Term], from: usize, most: usize) -> Vec<Term> {
     let mut words = Vec::new();
     for token in tokens.iter().skip(from) {
         if is_content(token) {
@@ -542,7 +550,7 @@ fn phrase_after(tokens: &[String], from: usize, most: usize) -> Vec<String> {
 }
 
 /// The last content word of `tokens[..to]`.
-fn word_before(tokens: &[String], to: usize) -> Vec<String> {
+fn word_before(tokens: &[Term], to: usize) -> Vec<Term> {
     tokens[..to].iter().rev().find(|token| is_content(token)).cloned().into_iter().collect()
 }
 
@@ -550,8 +558,8 @@ fn word_before(tokens: &[String], to: usize) -> Vec<String> {
 /// empty for "no longer").
 #[derive(Debug)]
 struct Change {
-    old: Vec<String>,
-    new: Vec<String>,
+    old: Vec<Term>,
+    new: Vec<Term>,
 }
 
 fn change_of(sentence: &Sentence) -> Option<Change> {
@@ -562,7 +570,7 @@ fn change_of(sentence: &Sentence) -> Option<Change> {
         && verb < from
         && let Some(to) = tokens.iter().skip(from + 1).position(|token| token == "to").map(|offset| from + 1 + offset)
     {
-        let old: Vec<String> = tokens[from + 1..to].iter().filter(|token| is_content(token)).take(3).cloned().collect();
+        let old: Vec<Term> = tokens[from + 1..to].iter().filter(|token| is_content(token)).take(3).cloned().collect();
         let new = phrase_after(tokens, to + 1, 1);
         if !old.is_empty() && !new.is_empty() {
             return Some(Change { old, new });
@@ -572,7 +580,7 @@ fn change_of(sentence: &Sentence) -> Option<Change> {
     if let (Some(verb), Some(with)) = (tokens.iter().position(|token| token == "replaced" || token == "replace"), position("with"))
         && verb + 1 < with
     {
-        let old: Vec<String> = tokens[verb + 1..with].iter().filter(|token| is_content(token)).take(3).cloned().collect();
+        let old: Vec<Term> = tokens[verb + 1..with].iter().filter(|token| is_content(token)).take(3).cloned().collect();
         let new = phrase_after(tokens, with + 1, 1);
         if !old.is_empty() && !new.is_empty() {
             return Some(Change { old, new });
@@ -630,13 +638,13 @@ fn change_of(sentence: &Sentence) -> Option<Change> {
     let no_longer = tokens.windows(2).position(|pair| pair[0] == "no" && pair[1] == "longer").map(|at| at + 2);
     let anymore = tokens.iter().any(|token| token == "anymore") || tokens.windows(2).any(|pair| pair[0] == "any" && pair[1] == "more");
     if let Some(after) = no_longer {
-        let old: Vec<String> = tokens[after..].iter().filter(|token| is_content(token)).take(4).cloned().collect();
+        let old: Vec<Term> = tokens[after..].iter().filter(|token| is_content(token)).take(4).cloned().collect();
         if !old.is_empty() {
             return Some(Change { old, new: Vec::new() });
         }
     }
     if anymore && sentence.negated {
-        let old: Vec<String> = tokens.iter().filter(|token| is_content(token) && *token != "any" && *token != "more").take(6).cloned().collect();
+        let old: Vec<Term> = tokens.iter().filter(|token| is_content(token) && *token != "any" && *token != "more").take(6).cloned().collect();
         if !old.is_empty() {
             return Some(Change { old, new: Vec::new() });
         }
@@ -644,14 +652,14 @@ fn change_of(sentence: &Sentence) -> Option<Change> {
     None
 }
 
-fn stems(words: &[String]) -> BTreeSet<String> {
+fn stems(words: &[Term]) -> BTreeSet<Term> {
     words.iter().map(|word| stem(word)).collect()
 }
 
 /// Whether `new` says that what `old` asserts was replaced: the words it says were replaced
 /// appear in `old`, the words that replaced them do not, and the rest of their subject is
 /// shared. Returns the words of `old` and of `new` that conflict.
-fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String>)> {
+fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<Term>, Vec<Term>)> {
     let change = new.change()?;
     // An older sentence that states a change of its own is history, not a claim to replace.
     if old.change().is_some() {
@@ -661,18 +669,18 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
     if new_words.iter().any(|word| old.content.contains(word)) {
         return None;
     }
-    let original = |stemmed: &BTreeSet<String>| -> Vec<String> {
+    let original = |stemmed: &BTreeSet<Term>| -> Vec<Term> {
         old.tokens.iter().filter(|token| is_content(token) && stemmed.contains(&stem(token))).cloned().collect::<Vec<_>>()
     };
     if change.old.is_empty() {
         // "switched to Y": the older sentence's own choice is its words the newer one lacks,
         // one or two of them, with the rest of the subject shared.
-        let replaced: BTreeSet<String> = old.content.difference(&new.content).cloned().collect();
+        let replaced: BTreeSet<Term> = old.content.difference(&new.content).cloned().collect();
         if replaced.is_empty() || replaced.len() > 2 || old.negated {
             return None;
         }
-        let old_rest: BTreeSet<String> = old.content.intersection(&new.content).cloned().collect();
-        let new_rest: BTreeSet<String> = new.content.difference(&new_words).filter(|word| !CHANGE_VERBS.contains(&word.as_str())).cloned().collect();
+        let old_rest: BTreeSet<Term> = old.content.intersection(&new.content).cloned().collect();
+        let new_rest: BTreeSet<Term> = new.content.difference(&new_words).filter(|word| !CHANGE_VERBS.contains(&word.as_str())).cloned().collect();
         if old_rest.len() < MIN_SHARED || dice(&old_rest, &new_rest) < SWITCH_SUBJECT {
             return None;
         }
@@ -681,20 +689,20 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<String>, Vec<String
         return Some((older, change.new.clone()));
     }
     let old_words = stems(&change.old);
-    let named: BTreeSet<String> = old_words.intersection(&old.content).cloned().collect();
+    let named: BTreeSet<Term> = old_words.intersection(&old.content).cloned().collect();
     if named.is_empty() {
         return None;
     }
     if change.new.is_empty() {
         // "no longer": the older sentence asserts, without negation, what stopped, and the two
         // are mostly about the same things.
-        let new_rest: BTreeSet<String> = new.content.iter().filter(|word| !CHANGE_VERBS.contains(&word.as_str())).cloned().collect();
+        let new_rest: BTreeSet<Term> = new.content.iter().filter(|word| !CHANGE_VERBS.contains(&word.as_str())).cloned().collect();
         if old.negated || dice(&old.content, &new_rest) < SWITCH_SUBJECT {
             return None;
         }
         let mut older = original(&named);
         older.dedup();
-        return Some((older, vec!["no longer".to_owned()].into_iter().chain(change.old.iter().cloned()).collect()));
+        return Some((older, vec![term("no longer")].into_iter().chain(change.old.iter().cloned()).collect()));
     }
     // "from X to Y", "Y replaces X", "Y instead of X": the subject apart from X and Y is shared.
     let shared = old.content.iter().filter(|word| !old_words.contains(*word) && !new_words.contains(*word) && new.content.contains(*word)).count();

@@ -49,7 +49,7 @@ fn fold_plural(word: &str) -> String {
 }
 
 /// The Dice coefficient of two word sets: 1 for equal sets, 0 when they share nothing.
-pub(crate) fn dice(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+pub(crate) fn dice<Word: Ord>(a: &BTreeSet<Word>, b: &BTreeSet<Word>) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 0.0;
     }
