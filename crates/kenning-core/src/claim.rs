@@ -228,8 +228,8 @@ impl ClaimRules {
         };
         for group in CLAIM_SYNONYMS {
             let canonical = term(&stem_words(group[0]).join("_"));
-            for term in group.iter() {
-                let words = stem_words(term);
+            for spelling in group.iter() {
+                let words = stem_words(spelling);
                 if !words.is_empty() && !(words.len() == 1 && words[0] == canonical) {
                     phrases.push((words, canonical.clone()));
                 }
@@ -238,8 +238,8 @@ impl ClaimRules {
         for group in vocabulary.groups() {
             let Some(first) = group.first() else { continue };
             let canonical = Term::from(format!("={}", first.join("_")));
-            for term in group {
-                let words: Vec<Term> = term.iter().map(|word| stem_word(&stemmer, lemma(word))).collect();
+            for spelling in group {
+                let words: Vec<Term> = spelling.iter().map(|word| stem_word(&stemmer, lemma(word))).collect();
                 if !words.is_empty() && !phrases.iter().any(|(known, _)| *known == words) {
                     phrases.push((words, canonical.clone()));
                 }
@@ -432,7 +432,6 @@ impl ClaimRules {
                 continue;
             }
             if let Some((canon, used)) = number_at(&raw, index) {
-                // The words a number used are not read again, so its own is taken.
                 tokens.push(Token { canon: Term::from(canon), lower: raw[index].lower.clone(), kind: Kind::Number, named: true, capital: false, function: false });
                 index += used;
                 continue;
