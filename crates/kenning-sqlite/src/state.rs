@@ -26,7 +26,8 @@ fn record(kind: StateKind, row: &rusqlite::Row<'_>) -> Result<StateRecord, Error
 
 fn put(tx: &Transaction, record: &StateRecord) -> Result<(), Error> {
     let stored: Option<i64> = tx
-        .query_row("SELECT revision FROM state WHERE kind = ? AND id = ?", params![record.kind.as_str(), record.id], |row| row.get(0))
+        .prepare_cached("SELECT revision FROM state WHERE kind = ? AND id = ?")?
+        .query_row(params![record.kind.as_str(), record.id], |row| row.get(0))
         .optional()?;
     let expected = record.revision.saturating_sub(1);
     let conflict = || Error::Refused(Refusal::Conflict { id: record.id.clone(), expected: u32::try_from(expected).unwrap_or(u32::MAX) });
@@ -37,11 +38,11 @@ fn put(tx: &Transaction, record: &StateRecord) -> Result<(), Error> {
         Some(_) => return Err(conflict()),
     }
     let revision = i64::try_from(record.revision).map_err(|_| conflict())?;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO state (kind, id, revision, updated_us, body) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (kind, id) DO UPDATE SET revision = ?3, updated_us = ?4, body = ?5",
-        params![record.kind.as_str(), record.id, revision, micros(record.updated_at), record.body],
-    )?;
+    )?
+    .execute(params![record.kind.as_str(), record.id, revision, micros(record.updated_at), record.body])?;
     Ok(())
 }
 
@@ -52,7 +53,7 @@ impl StateStore for SqliteStore {
 
     fn get_state(&self, kind: StateKind, id: &str) -> kenning_core::Result<Option<StateRecord>> {
         Ok(self.db().read(|tx| {
-            let mut statement = tx.prepare("SELECT id, revision, updated_us, body FROM state WHERE kind = ? AND id = ?")?;
+            let mut statement = tx.prepare_cached("SELECT id, revision, updated_us, body FROM state WHERE kind = ? AND id = ?")?;
             let mut rows = statement.query(params![kind.as_str(), id])?;
             match rows.next()? {
                 Some(row) => Ok(Some(record(kind, row)?)),
@@ -63,7 +64,7 @@ impl StateStore for SqliteStore {
 
     fn list_state(&self, kind: StateKind, offset: usize, limit: usize) -> kenning_core::Result<Vec<StateRecord>> {
         Ok(self.db().read(|tx| {
-            let mut statement = tx.prepare(
+            let mut statement = tx.prepare_cached(
                 "SELECT id, revision, updated_us, body FROM state WHERE kind = ? ORDER BY updated_us DESC, id LIMIT ? OFFSET ?",
             )?;
             let mut rows = statement.query(params![kind.as_str(), limit.min(i64::MAX as usize) as i64, offset.min(i64::MAX as usize) as i64])?;
