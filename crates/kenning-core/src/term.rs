@@ -71,20 +71,8 @@ impl Borrow<str> for Term {
     }
 }
 
-impl AsRef<str> for Term {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl From<String> for Term {
     fn from(text: String) -> Term {
-        Term(Arc::from(text))
-    }
-}
-
-impl From<&str> for Term {
-    fn from(text: &str) -> Term {
         Term(Arc::from(text))
     }
 }
@@ -98,12 +86,6 @@ impl PartialEq<str> for Term {
 impl PartialEq<&str> for Term {
     fn eq(&self, other: &&str) -> bool {
         &*self.0 == *other
-    }
-}
-
-impl PartialEq<String> for Term {
-    fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
     }
 }
 

@@ -189,7 +189,7 @@ struct Sentence {
 impl Sentence {
     fn new(text: &str) -> Sentence {
         let tokens = tokens(text);
-        let content = tokens.iter().filter(|token| is_content(token)).map(|token| stem(token)).collect();
+        let content = tokens.iter().filter(|token| is_content(token)).map(stem_term).collect();
         let negated = tokens.iter().any(|token| is_negation(token));
         Sentence { tokens, content, negated, subject: OnceLock::new(), settings: OnceLock::new(), change: OnceLock::new() }
     }
@@ -285,17 +285,25 @@ fn has_digit(token: &str) -> bool {
 
 /// A light stem so that "uses" meets "use" and "services" meets "service"; values and short
 /// words stay as they are. Both sides are stemmed alike, so a crude stem costs nothing.
-fn stem(token: &str) -> Term {
+fn stem(token: &str) -> Cow<'_, str> {
     if has_digit(token) || token.chars().count() <= 3 {
-        return term(token);
+        return Cow::Borrowed(token);
     }
     if let Some(base) = token.strip_suffix("ies") {
-        return term(&format!("{base}y"));
+        return Cow::Owned(format!("{base}y"));
     }
     if token.ends_with('s') && !token.ends_with("ss") && !token.ends_with("us") && !token.ends_with("is") {
-        return term(&token[..token.len() - 1]);
+        return Cow::Borrowed(&token[..token.len() - 1]);
     }
-    term(token)
+    Cow::Borrowed(token)
+}
+
+/// [`stem`] as a term to keep: the token itself when its stem is the whole of it.
+fn stem_term(token: &Term) -> Term {
+    match stem(token) {
+        Cow::Borrowed(stemmed) if stemmed.len() == token.len() => token.clone(),
+        stemmed => term(&stemmed),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -455,7 +463,7 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
         if !is_content(key) || has_digit(key) || is_negation(key) || key.contains('.') || key.ends_with("ed") || CHANGE_VERBS.contains(&key) {
             continue;
         }
-        let key_noun = KEY_NOUNS.contains(&key) || KEY_NOUNS.contains(&stem(key).as_str());
+        let key_noun = KEY_NOUNS.contains(&key) || KEY_NOUNS.contains(&&*stem(key));
         let accepted = if numeric {
             marked || (adjacent && key_noun) || (adjacent && is_version(token) && !key.ends_with("ed") && !EVENT_WORDS.contains(&key))
         } else {
@@ -476,7 +484,7 @@ fn settings(sentence: &Sentence) -> Vec<Setting> {
             Some(unit) if numeric && unit_factor(unit).is_some() && !token.ends_with(|c: char| c.is_alphabetic()) => Term::from(format!("{token} {unit}")),
             _ => token.clone(),
         };
-        found.push(Setting { key: stem(key), value: normalise(token, next), written });
+        found.push(Setting { key: term(&stem(key)), value: normalise(token, next), written });
     }
     found
 }
@@ -506,8 +514,8 @@ fn changed_value(old: &Sentence, new: &Sentence, close: bool) -> Option<(Vec<Ter
             }
             let strip = |sentence: &Sentence, setting: &Setting| {
                 let mut words = sentence.subject().clone();
-                words.remove(&stem(&setting.value));
-                words.retain(|word| stem(&setting.written) != *word && !setting.written.split(' ').any(|part| stem(part) == *word));
+                words.remove(&*stem(&setting.value));
+                words.retain(|word| stem(&setting.written) != word.as_str() && !setting.written.split(' ').any(|part| stem(part) == word.as_str()));
                 words
             };
             let (old_subject, new_subject) = (strip(old, before), strip(new, after));
@@ -653,7 +661,7 @@ fn change_of(sentence: &Sentence) -> Option<Change> {
 }
 
 fn stems(words: &[Term]) -> BTreeSet<Term> {
-    words.iter().map(|word| stem(word)).collect()
+    words.iter().map(stem_term).collect()
 }
 
 /// Whether `new` says that what `old` asserts was replaced: the words it says were replaced
@@ -670,7 +678,7 @@ fn superseded(old: &Sentence, new: &Sentence) -> Option<(Vec<Term>, Vec<Term>)> 
         return None;
     }
     let original = |stemmed: &BTreeSet<Term>| -> Vec<Term> {
-        old.tokens.iter().filter(|token| is_content(token) && stemmed.contains(&stem(token))).cloned().collect::<Vec<_>>()
+        old.tokens.iter().filter(|token| is_content(token) && stemmed.contains(&*stem(token))).cloned().collect::<Vec<_>>()
     };
     if change.old.is_empty() {
         // "switched to Y": the older sentence's own choice is its words the newer one lacks,
