@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use crate::corpus::Corpus;
 use crate::embedder::{EmbedderArgs, EmbedderChoice};
 use crate::http_client::HttpMcpClient;
+use crate::latency::StoreDir;
 use crate::report::{Machine, status_kib};
 use crate::stats::{Summary, round};
 
@@ -56,6 +57,12 @@ pub struct HttpArgs {
     /// The kenning binary to serve with; relative to the repository root by default.
     #[arg(long, default_value = "target/release/kenning")]
     kenning_bin: PathBuf,
+    /// Keep the store in this directory rather than a temporary one. A directory that already
+    /// holds a store (`user.db`, left by an earlier run with the same `--memories` and `--seed`,
+    /// or by `latency --store`) is not loaded again, so that two builds' servers can be compared
+    /// on one store without paying the load twice.
+    #[arg(long)]
+    store: Option<PathBuf>,
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
@@ -96,13 +103,18 @@ pub fn run(args: &HttpArgs) -> Result<HttpReport> {
     let binary = args.kenning_bin.canonicalize().with_context(|| format!("resolving {}", args.kenning_bin.display()))?;
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let machine = Machine::detect();
-    let dir = tempfile::tempdir().context("creating a temporary directory for the store")?;
+    let dir = StoreDir::new(args.store.as_deref())?;
     let db_path = dir.path().join("user.db");
     let load_started = Instant::now();
-    load(args, &db_path)?;
+    if !db_path.exists() {
+        load(args, &db_path)?;
+    }
     let load_seconds = round(load_started.elapsed().as_secs_f64());
 
-    let server = Server::start(args, &binary, dir.path(), &db_path)?;
+    // The server's own directories (keys, audit log, configuration) are new for every run,
+    // also when the store is kept.
+    let server_dir = tempfile::tempdir().context("creating a temporary directory for the server")?;
+    let server = Server::start(args, &binary, server_dir.path(), &db_path)?;
     let corpus = Corpus::new(args.seed);
     let queries: Arc<Vec<String>> = Arc::new((0..args.queries).map(|index| corpus.query(index, args.memories)).collect());
 

@@ -360,13 +360,13 @@ fn empty_dir(parent: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// Where the store lives: a temporary directory removed at the end, or one the caller keeps.
-enum StoreDir {
+pub(crate) enum StoreDir {
     Temporary(tempfile::TempDir),
     Kept(PathBuf),
 }
 
 impl StoreDir {
-    fn new(kept: Option<&Path>) -> Result<StoreDir> {
+    pub(crate) fn new(kept: Option<&Path>) -> Result<StoreDir> {
         match kept {
             Some(path) => {
                 std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
@@ -376,7 +376,7 @@ impl StoreDir {
         }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match self {
             StoreDir::Temporary(dir) => dir.path(),
             StoreDir::Kept(path) => path,

@@ -17,6 +17,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -130,13 +131,26 @@ pub async fn serve_http_with(
         .merge(mcp)
         .layer(axum::middleware::from_fn(access::response_headers))
         .merge(routes);
-    axum::serve(listener, app)
+    axum::serve(without_nagle(listener), app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             cancel.cancel();
         })
         .await?;
     Ok(())
+}
+
+/// `listener` with Nagle's algorithm turned off on every connection it accepts. A
+/// streamable-HTTP answer is written in several small pieces (the headers, the event, the end
+/// of the stream); with Nagle's algorithm each piece after the first waited until the client
+/// acknowledged the one before, and clients delay an acknowledgement by up to 40 ms, so every
+/// tool call over HTTP took 40 ms longer (a recall at 100k memories 44 ms instead of 2.8).
+fn without_nagle(listener: tokio::net::TcpListener) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream: &mut tokio::net::TcpStream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not turn Nagle's algorithm off on a connection");
+        }
+    })
 }
 
 /// Liveness: the process is up and answering HTTP.
@@ -189,4 +203,22 @@ fn json_error(error: Value) -> Response {
     let mut response = (StatusCode::BAD_REQUEST, Bytes::from(error.to_string())).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn an_answer_over_http_does_not_wait_for_the_clients_delayed_acknowledgement() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let address = listener.local_addr().expect("the bound address");
+        let mut listener = without_nagle(listener);
+        let client = tokio::net::TcpStream::connect(address).await.expect("a connection");
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().expect("the option can be read"), "Nagle's algorithm is off on the server's side");
+        assert!(!client.nodelay().expect("the option can be read"), "only the accepted side was changed");
+    }
 }

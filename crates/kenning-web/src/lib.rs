@@ -34,6 +34,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
+use axum::serve::ListenerExt;
 use axum::routing::{get, post};
 
 use kenning_engine::{DecisionService, MemoryService};
@@ -129,6 +130,13 @@ async fn health() -> impl IntoResponse {
 
 /// Serves the web view on an already bound listener until `shutdown` resolves.
 pub async fn serve(web: Arc<Web>, listener: tokio::net::TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), Error> {
+    // Nagle's algorithm off, as on the MCP server: a page's answer written in pieces would
+    // otherwise wait on the browser's delayed acknowledgements.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not turn Nagle's algorithm off on a connection");
+        }
+    });
     axum::serve(listener, router(web)).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
