@@ -298,11 +298,19 @@ pub(crate) async fn guard_mcp(State(guard): State<Arc<Guard>>, request: Request,
         );
     }
     let closing = request.method() == Method::DELETE;
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     match (&session, response.headers().get(SESSION_HEADER).and_then(|value| value.to_str().ok())) {
         (None, Some(opened)) => guard.sessions.bind(opened, owner).await,
         (Some(session), _) if closing && response.status().is_success() => guard.sessions.unbind(session),
         _ => {}
+    }
+    // rmcp answers a session's end with 202 Accepted, which the Python SDK logs as "Session
+    // termination failed: 202" at the close of every session; the session is gone at once, so
+    // the answer is 204 No Content, which every client counts as done.
+    if closing && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Body::empty();
+        response.headers_mut().remove(header::CONTENT_LENGTH);
     }
     response
 }
