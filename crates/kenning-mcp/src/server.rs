@@ -10,7 +10,7 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
     ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool_handler};
 
 use kenning_core::{Cursor, Domain, FieldError};
@@ -353,17 +353,6 @@ impl ServerHandler for KenningServer {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("kenning", env!("CARGO_PKG_VERSION")))
             .with_instructions(instructions)
-    }
-
-    /// Once a client has finished the handshake, the stores' search indexes are built in the
-    /// background, so that its first recall finds them ready; the handshake itself does not wait.
-    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {
-        let memory = self.memory.clone();
-        tokio::task::spawn_blocking(move || {
-            if let Err(error) = memory.warm_up() {
-                tracing::warn!(%error, "could not prepare the search indexes");
-            }
-        });
     }
 
     async fn list_resources(

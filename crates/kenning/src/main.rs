@@ -302,6 +302,15 @@ fn serve(services: compose::Services, config: &Config, project: Option<&Project>
         toolsets: args.toolsets.or_else(|| config.toolsets.clone()),
         read_only: args.read_only || config.read_only,
     };
+    // The stores' search indexes are opened (or built) on a thread of their own while the rest
+    // of the server starts and the client's handshake runs, so that a first recall finds them
+    // ready; nothing waits for it but the first search.
+    let warming = services.memory.clone();
+    std::thread::Builder::new().name("kenning-warm-up".to_owned()).spawn(move || {
+        if let Err(error) = warming.warm_up() {
+            tracing::warn!(%error, "could not prepare the search indexes");
+        }
+    })?;
     let protocols = protocols::service(&services.decisions)?;
     let code = compose::code_service(&services, project, &options)?;
     let (memory, decisions) = (services.memory.clone(), services.decisions.clone());
