@@ -8,7 +8,7 @@
 //! the session and writes nothing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::decision::{CaptureDecision, Node, NodeKind};
@@ -127,9 +127,12 @@ pub struct AbortView {
 /// The protocol service.
 pub struct ProtocolService {
     decisions: Arc<DecisionService>,
-    library: Arc<Library>,
+    library: Arc<LazyLock<Library, LoadLibrary>>,
     idle_timeout: TimeDelta,
 }
+
+/// How a service's protocols are read, on first use.
+type LoadLibrary = Box<dyn FnOnce() -> Library + Send>;
 
 /// Recall, memory facts and module names, as the step machine reads them.
 struct EngineWorld<'a> {
@@ -256,8 +259,15 @@ fn machine_error(error: MachineError) -> Error {
 }
 
 impl ProtocolService {
-    pub fn new(decisions: Arc<DecisionService>, library: Arc<Library>) -> Self {
-        ProtocolService { decisions, library, idle_timeout: DEFAULT_IDLE_TIMEOUT }
+    /// A service running the protocols of `library`.
+    pub fn new(decisions: Arc<DecisionService>, library: Library) -> Self {
+        ProtocolService::loading(decisions, move || library)
+    }
+
+    /// A service running the protocols `load` reads when one is first listed or run. Parsing
+    /// the shipped protocols was a tenth of a server's start, and most sessions run none.
+    pub fn loading(decisions: Arc<DecisionService>, load: impl FnOnce() -> Library + Send + 'static) -> Self {
+        ProtocolService { decisions, library: Arc::new(LazyLock::new(Box::new(load))), idle_timeout: DEFAULT_IDLE_TIMEOUT }
     }
 
     /// The same protocols over other decision services (a view limited to some domains).
@@ -290,7 +300,7 @@ impl ProtocolService {
     pub fn list(&self) -> ProtocolList {
         ProtocolList {
             protocols: self
-                .library
+                .library()
                 .protocols()
                 .map(|loaded| ProtocolSummary {
                     name: loaded.protocol.name.clone(),
@@ -299,7 +309,7 @@ impl ProtocolService {
                     source: loaded.file.clone(),
                 })
                 .collect(),
-            problems: self.library.problems.iter().map(ToString::to_string).collect(),
+            problems: self.library().problems.iter().map(ToString::to_string).collect(),
         }
     }
 
@@ -309,8 +319,8 @@ impl ProtocolService {
         let now = self.memory().now();
         let id = format!("{SESSION_PREFIX}{}", new_memory_id(now));
         let world = self.world();
-        let (session, prompt) = machine::start(&self.library, name.trim(), inputs.into_iter().collect(), id, now, &world).map_err(machine_error)?;
-        let skill = self.library.get(&session.protocol).and_then(|loaded| loaded.skill.clone());
+        let (session, prompt) = machine::start(self.library(), name.trim(), inputs.into_iter().collect(), id, now, &world).map_err(machine_error)?;
+        let skill = self.library().get(&session.protocol).and_then(|loaded| loaded.skill.clone());
         let mut view = match prompt {
             None => self.complete(&session)?,
             Some(prompt) => {
@@ -362,7 +372,7 @@ impl ProtocolService {
         let world = self.world();
         let mut answer = answer;
         let redacted = redact(&mut Named("answer", &mut answer));
-        match machine::answer(&self.library, &mut session, answer, now, &world) {
+        match machine::answer(self.library(), &mut session, answer, now, &world) {
             Ok(Some(prompt)) => {
                 match state.put_state(&encode(&session, record.revision + 1)?) {
                     Ok(()) => {}
@@ -387,7 +397,7 @@ impl ProtocolService {
             }
             Err(MachineError::Rejected { problem }) => {
                 let (_, _, stored) = self.find(id)?;
-                let prompt = machine::current(&self.library, &stored, now, &world).map_err(machine_error)?.ok_or_else(|| {
+                let prompt = machine::current(self.library(), &stored, now, &world).map_err(machine_error)?.ok_or_else(|| {
                     Error::Storage("a session waiting for an answer has no question".into())
                 })?;
                 let message = format!("The answer {problem}. Answer the step again.");
@@ -400,7 +410,7 @@ impl ProtocolService {
     /// The step a session waits on, without answering it.
     pub fn current(&self, id: &str) -> Result<SessionView> {
         let (_, _, session) = self.find(id)?;
-        let prompt = machine::current(&self.library, &session, self.memory().now(), &self.world()).map_err(machine_error)?;
+        let prompt = machine::current(self.library(), &session, self.memory().now(), &self.world()).map_err(machine_error)?;
         match prompt {
             Some(prompt) => Ok(active(&session, prompt, None, "Answer the step with protocol_continue.")),
             None => Err(Error::Storage("a stored session is complete".into())),

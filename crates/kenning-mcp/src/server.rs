@@ -98,7 +98,7 @@ impl KenningServer {
         let session = subscriptions.next_number();
         Ok(KenningServer {
             workflows: Arc::new(WorkflowService::new(memory.clone())),
-            protocols: Arc::new(ProtocolService::new(decisions.clone(), Arc::new(kenning_protocol::Library::shipped()))),
+            protocols: Arc::new(ProtocolService::loading(decisions.clone(), kenning_protocol::Library::shipped)),
             memory,
             decisions,
             tool_router,

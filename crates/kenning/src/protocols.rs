@@ -40,17 +40,21 @@ fn folders(repository_root: Option<&std::path::Path>) -> Vec<PathBuf> {
     crate::config::Config::config_dir().map(|dir| dir.join("protocols")).into_iter().chain(repository).collect()
 }
 
-/// The protocol service over the shipped protocols and the user's and project's folders. A file
-/// that is refused is logged and listed by `protocol_list`; the others still load.
+/// The protocol service over the shipped protocols and the user's and project's folders, read
+/// when a protocol is first listed or run. A file that is refused is logged then and listed by
+/// `protocol_list`; the others still load.
 pub fn service(decisions: &Arc<DecisionService>) -> Result<ProtocolService> {
-    let mut library = Library::shipped();
-    for folder in folders(decisions.memory().repository_root()) {
-        library.load_dir(&folder);
-    }
-    for problem in &library.problems {
-        tracing::warn!(%problem, "a protocol file was refused");
-    }
-    let service = ProtocolService::new(decisions.clone(), Arc::new(library));
+    let folders = folders(decisions.memory().repository_root());
+    let service = ProtocolService::loading(decisions.clone(), move || {
+        let mut library = Library::shipped();
+        for folder in &folders {
+            library.load_dir(folder);
+        }
+        for problem in &library.problems {
+            tracing::warn!(%problem, "a protocol file was refused");
+        }
+        library
+    });
     Ok(match idle_minutes()? {
         Some(minutes) => service.with_idle_timeout(chrono::TimeDelta::minutes(minutes)),
         None => service,

@@ -36,7 +36,7 @@ impl Setup {
             library.load_dir(folder);
         }
         assert!(library.problems.is_empty(), "{:?}", library.problems);
-        ProtocolService::new(self.decisions.clone(), Arc::new(library))
+        ProtocolService::new(self.decisions.clone(), library)
     }
 
     fn count(&self) -> u64 {
@@ -250,6 +250,26 @@ fn a_session_survives_a_restart_and_abort_writes_nothing() {
     assert_eq!(setup.count(), before, "an aborted session leaves no memory behind");
     assert!(service.answer(&view.session_id, json!("shallow")).is_err());
     assert!(service.abort(&view.session_id).is_err());
+}
+
+/// A server reads its protocols when one is first listed or run, not when it starts: parsing
+/// them was a tenth of a server's start. Then they are read once.
+#[test]
+fn protocols_are_read_on_first_use_and_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = open(dir.path());
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = reads.clone();
+    let service = ProtocolService::loading(setup.decisions.clone(), move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Library::shipped()
+    });
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 0, "read before any use");
+    let listed = service.list();
+    assert!(listed.protocols.iter().any(|protocol| protocol.name == "capture_decision"), "{listed:?}");
+    service.list();
+    service.with_decisions(setup.decisions.clone()).list();
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
 #[test]
