@@ -56,6 +56,7 @@ use git2::{Oid, Repository};
 #[cfg(target_os = "linux")]
 use crate::error::Error;
 use crate::error::Result;
+use crate::notes::Added;
 #[cfg(target_os = "linux")]
 use crate::notes::{self, NOTES_REF};
 
@@ -92,7 +93,7 @@ impl Flush {
     /// first) and, when it moved, makes the move and `objects`, those `commit` added, durable
     /// before returning.
     #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
-    pub fn advance(&self, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
+    pub fn advance(&self, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Added], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
         match self {
             #[cfg(target_os = "linux")]
             Flush::Journal(journal) => journal.advance(advance, |file| {
@@ -191,22 +192,28 @@ impl Journal {
     }
 
     /// Appends and flushes the record of a move; returns the journal's length after it.
-    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Oid]) -> Result<u64> {
+    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Added]) -> Result<u64> {
         let odb = repo.odb()?;
         let mut payload = Vec::with_capacity(4096);
         payload.extend_from_slice(base.unwrap_or_else(Oid::zero).as_bytes());
         payload.extend_from_slice(commit.as_bytes());
         payload.extend_from_slice(&u32::try_from(objects.len()).unwrap_or(u32::MAX).to_le_bytes());
-        for oid in objects {
-            let object = odb.read(*oid)?;
-            let kind = match object.kind() {
+        for added in objects {
+            let read;
+            let (kind, data) = match &added.bytes {
+                Some((kind, data)) => (*kind, data.as_slice()),
+                None => {
+                    read = odb.read(added.id)?;
+                    (read.kind(), read.data())
+                }
+            };
+            payload.push(match kind {
                 ObjectType::Commit => 1u8,
                 ObjectType::Tree => 2,
                 _ => 3,
-            };
-            payload.push(kind);
-            payload.extend_from_slice(&u32::try_from(object.data().len()).unwrap_or(u32::MAX).to_le_bytes());
-            payload.extend_from_slice(object.data());
+            });
+            payload.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_le_bytes());
+            payload.extend_from_slice(data);
         }
         let checksum = Oid::hash_object(ObjectType::Blob, &payload)?;
         let mut record = Vec::with_capacity(payload.len() + FRAME_BYTES as usize);
@@ -416,7 +423,9 @@ impl<'a> Reader<'a> {
 /// This boot's id, `None` where the kernel does not say (then every open replays the journal).
 #[cfg(target_os = "linux")]
 fn boot_id() -> Option<[u8; BOOT_BYTES]> {
-    std::fs::read(BOOT_ID).ok()?.get(..BOOT_BYTES)?.try_into().ok()
+    // Read once per process: a process does not outlive its boot.
+    static BOOT: std::sync::OnceLock<Option<[u8; BOOT_BYTES]>> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| std::fs::read(BOOT_ID).ok()?.get(..BOOT_BYTES)?.try_into().ok())
 }
 
 /// Where git keeps `oid` as a loose object.

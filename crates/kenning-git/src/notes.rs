@@ -72,12 +72,46 @@ pub fn read_note_id(repo: &Repository, tree: &Tree<'_>, key: Oid) -> Result<Opti
 /// fan-out trees holding them, its root tree and itself.
 pub struct Written {
     pub commit: Oid,
-    pub objects: Vec<Oid>,
+    pub objects: Vec<Added>,
+}
+
+/// An object a notes commit added, with its type and bytes where the writer had them at hand
+/// (its notes and the commit), so that the journal need not read them back.
+pub struct Added {
+    pub id: Oid,
+    pub bytes: Option<(ObjectType, Vec<u8>)>,
+}
+
+/// Who signs notes commits and the reflog entries of the ref's moves: the repository's
+/// configured identity or, when it has none, kenning. A store reads it once when it opens,
+/// because libgit2 took a fresh snapshot of the git configuration for each commit and each
+/// move, a twentieth of a notes write; a changed `user.name` signs the commits of the next
+/// process. A note's author is in the note itself, never taken from here.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    name: String,
+    email: String,
+}
+
+impl Identity {
+    pub fn of(repo: &Repository) -> Identity {
+        match repo.signature() {
+            Ok(signature) => Identity {
+                name: String::from_utf8_lossy(signature.name_bytes()).into_owned(),
+                email: String::from_utf8_lossy(signature.email_bytes()).into_owned(),
+            },
+            Err(_) => Identity { name: "kenning".to_owned(), email: "kenning@localhost".to_owned() },
+        }
+    }
+
+    pub fn now(&self) -> Result<Signature<'static>> {
+        Ok(Signature::now(&self.name, &self.email)?)
+    }
 }
 
 /// Writes the blobs of `notes` and a commit whose tree is `base`'s tree with them in place,
 /// with `base` as its parent. Returns the new commit; the ref is not moved.
-pub fn commit(repo: &Repository, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Written> {
+pub fn commit(repo: &Repository, signature: &Signature<'_>, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Written> {
     let baseline = match base {
         Some(base) => tree_of(repo, base)?,
         None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
@@ -86,48 +120,58 @@ pub fn commit(repo: &Repository, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], me
     let mut objects = Vec::with_capacity(notes.len() * 2 + 2);
     for (key, bytes) in notes {
         let blob = repo.blob(bytes)?;
-        objects.push(blob);
+        objects.push(Added { id: blob, bytes: Some((ObjectType::Blob, bytes.clone())) });
         update.upsert(note_path(*key), blob, FileMode::Blob);
     }
     let tree = repo.find_tree(update.create_updated(repo, &baseline)?)?;
     for (key, _) in notes {
         let fan_out = &note_path(*key)[..2];
-        if let Some(entry) = tree.get_name(fan_out).filter(|entry| entry.kind() == Some(ObjectType::Tree)) {
-            if !objects.contains(&entry.id()) {
-                objects.push(entry.id());
-            }
+        if let Some(entry) = tree.get_name(fan_out).filter(|entry| entry.kind() == Some(ObjectType::Tree))
+            && !objects.iter().any(|added| added.id == entry.id())
+        {
+            objects.push(Added { id: entry.id(), bytes: None });
         }
     }
-    objects.push(tree.id());
-    let commit = commit_tree(repo, &tree, base.into_iter().collect::<Vec<_>>().as_slice(), message)?;
-    objects.push(commit);
+    objects.push(Added { id: tree.id(), bytes: None });
+    let parents = base.into_iter().collect::<Vec<_>>();
+    let (commit, bytes) = write_commit(repo, signature, &tree, &parents, message)?;
+    objects.push(Added { id: commit, bytes: Some((ObjectType::Commit, bytes)) });
     Ok(Written { commit, objects })
 }
 
-/// A commit of `tree` with `parents`, signed by the repository's configured identity or, when it
-/// has none, by kenning.
-pub fn commit_tree(repo: &Repository, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<Oid> {
-    let signature = repo.signature().or_else(|_| Signature::now("kenning", "kenning@localhost"))?;
-    let parents = parents.iter().map(|oid| repo.find_commit(*oid)).collect::<Result<Vec<_>, _>>()?;
-    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-    Ok(repo.commit(None, &signature, &signature, message, tree, &parents)?)
+/// A commit of `tree` with `parents`, signed by `signature`.
+pub fn commit_tree(repo: &Repository, signature: &Signature<'_>, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<Oid> {
+    Ok(write_commit(repo, signature, tree, parents, message)?.0)
 }
 
-/// Moves `name` from `expected` to `new`; `false` if another writer moved it first (or holds
-/// its lock), in which case nothing changed.
-pub fn advance(repo: &Repository, name: &str, expected: Option<Oid>, new: Oid, message: &str) -> Result<bool> {
-    let result = match expected {
-        Some(expected) => repo.reference_matching(name, new, true, expected, message).map(drop),
-        None => repo.reference(name, new, false, message).map(drop),
-    };
-    match result {
-        Ok(()) => Ok(true),
-        Err(error) if matches!(error.code(), ErrorCode::Modified | ErrorCode::Exists | ErrorCode::Locked) => {
+/// Writes a commit object and returns it with its bytes.
+fn write_commit(repo: &Repository, signature: &Signature<'_>, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<(Oid, Vec<u8>)> {
+    let parents = parents.iter().map(|oid| repo.find_commit(*oid)).collect::<Result<Vec<_>, _>>()?;
+    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+    let bytes = repo.commit_create_buffer(signature, signature, message, tree, &parents)?.to_vec();
+    let commit = repo.odb()?.write(ObjectType::Commit, &bytes)?;
+    Ok((commit, bytes))
+}
+
+/// Moves `name` from `expected` to `new`, signing the reflog entry with `signature`; `false`
+/// if another writer moved it first (or holds its lock), in which case nothing changed.
+pub fn advance(repo: &Repository, signature: &Signature<'_>, name: &str, expected: Option<Oid>, new: Oid, message: &str) -> Result<bool> {
+    let mut transaction = repo.transaction()?;
+    match transaction.lock_ref(name) {
+        Ok(()) => {}
+        Err(error) if error.code() == ErrorCode::Locked => {
             clear_stale_lock(repo, name);
-            Ok(false)
+            return Ok(false);
         }
-        Err(error) => Err(error.into()),
+        Err(error) => return Err(error.into()),
     }
+    // Read under the lock, so no other writer can move the ref between this and the move.
+    if resolve(repo, name)? != expected {
+        return Ok(false);
+    }
+    transaction.set_target(name, new, Some(signature), message)?;
+    transaction.commit()?;
+    Ok(true)
 }
 
 /// Removes the ref's lock file if a killed process left it behind.

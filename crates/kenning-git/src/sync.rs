@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 
 use git2::build::TreeUpdateBuilder;
-use git2::{FileMode, Oid, Repository};
+use git2::{FileMode, Oid, Repository, Signature};
 use kenning_core::{Memory, MemoryId, Status, SyncReport};
 
 use crate::error::{Error, Result};
@@ -106,13 +106,13 @@ impl GitNotesStore {
                         // The index must reflect `ours` to answer which local memory holds a
                         // content that came in.
                         self.catch_up(repo, &[])?;
-                        let (merged, counts) = merge_commits(repo, ours, theirs, &|memory: &Memory| Ok(self.index().active_duplicate(memory, Some(&memory.id))?))?;
+                        let (merged, counts) = merge_commits(repo, &self.identity().now()?, ours, theirs, &|memory: &Memory| Ok(self.index().active_duplicate(memory, Some(&memory.id))?))?;
                         (Some(merged), counts)
                     }
                 };
                 // The merge's commit may stand on fetched objects, so its move flushes all.
                 if merged == ours
-                    || self.flush().advance_flushed(|| notes::advance(repo, NOTES_REF, ours, merged.unwrap_or(Oid::zero()), "kenning sync: merge"))?
+                    || self.flush().advance_flushed(|| notes::advance(repo, &self.identity().now()?, NOTES_REF, ours, merged.unwrap_or(Oid::zero()), "kenning sync: merge"))?
                 {
                     self.catch_up(repo, &[])?;
                     return Ok((merged, counts));
@@ -145,7 +145,7 @@ type FindDuplicate<'f> = dyn Fn(&Memory) -> Result<Option<MemoryId>> + 'f;
 
 /// The commit joining `ours` and `theirs`: one of them when the other is its ancestor, else a
 /// merge commit whose tree merges the two note by note, and then retires duplicates.
-fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &FindDuplicate<'_>) -> Result<(Oid, Counts)> {
+fn merge_commits(repo: &Repository, signature: &Signature<'_>, ours: Oid, theirs: Oid, find_duplicate: &FindDuplicate<'_>) -> Result<(Oid, Counts)> {
     if ours == theirs || repo.graph_descendant_of(ours, theirs)? {
         return Ok((ours, Counts::default()));
     }
@@ -215,7 +215,7 @@ fn merge_commits(repo: &Repository, ours: Oid, theirs: Oid, find_duplicate: &Fin
     }
     let tree = repo.find_tree(update.create_updated(repo, &ours_tree)?)?;
     let tree = retire_duplicates(repo, tree, &incoming, find_duplicate, &mut counts)?;
-    let merged = notes::commit_tree(repo, &tree, &[ours, theirs], "kenning sync: merge notes")?;
+    let merged = notes::commit_tree(repo, signature, &tree, &[ours, theirs], "kenning sync: merge notes")?;
     Ok((merged, counts))
 }
 

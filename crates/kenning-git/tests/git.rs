@@ -382,6 +382,44 @@ fn another_process_s_capture_is_seen_by_the_next_read() {
     assert_eq!(hits.len(), 1);
 }
 
+#[test]
+fn a_lock_on_the_notes_ref_left_by_a_killed_process_is_cleared_by_the_next_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let store = open_new(&repo);
+    store.insert(&[(memory("before", "learnings", "Written before the kill."), None)]).unwrap();
+    let before = git(&repo, &["rev-parse", NOTES_REF]);
+    let lock = repo.join(".git").join(format!("{NOTES_REF}.lock"));
+    std::fs::write(&lock, "").unwrap();
+    let killed_at = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    std::fs::File::options().write(true).open(&lock).unwrap().set_modified(killed_at).unwrap();
+    store.insert(&[(memory("after", "learnings", "Written after the kill."), None)]).unwrap();
+    assert!(!lock.exists(), "the stale lock is still there");
+    assert_ne!(git(&repo, &["rev-parse", NOTES_REF]), before, "the ref did not move");
+    assert!(open(&repo).get(&id("after")).unwrap().is_some());
+}
+
+#[test]
+fn notes_commits_and_their_reflog_entries_are_signed_by_the_repository_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    init_repo(&repo);
+    git(&repo, &["config", "user.name", "Grace Hopper"]);
+    git(&repo, &["config", "user.email", "grace@example.com"]);
+    let store = open(&repo);
+    store.insert(&[(memory("first", "learnings", "Written under the first identity."), None)]).unwrap();
+    git(&repo, &["config", "user.name", "Ada Lovelace"]);
+    git(&repo, &["config", "user.email", "ada@example.com"]);
+    // The identity is read when a store opens.
+    let store = open(&repo);
+    store.insert(&[(memory("second", "learnings", "Written under the second identity."), None)]).unwrap();
+    let authors = git(&repo, &["log", "--format=%an <%ae>|%cn <%ce>", NOTES_REF]);
+    let authors: Vec<&str> = authors.lines().collect();
+    assert_eq!(authors, ["Ada Lovelace <ada@example.com>|Ada Lovelace <ada@example.com>", "Grace Hopper <grace@example.com>|Grace Hopper <grace@example.com>"]);
+    let reflog = git(&repo, &["reflog", "show", "--format=%gn <%ge>", NOTES_REF]);
+    assert_eq!(reflog.lines().next(), Some("Ada Lovelace <ada@example.com>"), "reflog: {reflog}");
+}
+
 /// Writes `bytes` as the note on `key` (hex) with git itself, as another tool would.
 fn write_raw_note(repo: &Path, bytes: &str) {
     let blob = git(repo, &["rev-parse", "HEAD"]);

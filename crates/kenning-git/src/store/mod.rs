@@ -29,7 +29,7 @@ use kenning_sqlite::{Durability, MirrorChange, MirrorUpdate, SqliteStore, Versio
 use crate::error::{Error, Result};
 use crate::journal::Flush;
 use crate::note::{DecisionDoc, EdgeDoc, Note, edges_key, note_key};
-use crate::notes::{self, NOTES_REF};
+use crate::notes::{self, Identity, NOTES_REF};
 
 mod decision_store;
 mod draft;
@@ -58,6 +58,8 @@ pub struct GitNotesStore {
     reflected: Mutex<Option<Oid>>,
     /// How writes survive a power loss.
     flush: Flush,
+    /// Who signs this store's notes commits.
+    identity: Identity,
 }
 
 /// The branch and commit checked out when a memory is captured.
@@ -91,7 +93,8 @@ impl GitNotesStore {
         crate::journal::recover(&repo)?;
         let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
         let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
-        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush };
+        let identity = Identity::of(&repo);
+        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush, identity };
         store.migrate()?;
         store.catch_up(&lock(&store.repo), &[])?;
         store.merge_fetched();
@@ -134,6 +137,10 @@ impl GitNotesStore {
     /// How writes survive a power loss, for sync's merges.
     pub(crate) fn flush(&self) -> &Flush {
         &self.flush
+    }
+
+    pub(crate) fn identity(&self) -> &Identity {
+        &self.identity
     }
 
     /// Runs `work` with the repository, for sync and status.
@@ -221,9 +228,10 @@ impl GitNotesStore {
                 .chain(draft.staged_purges.iter().map(|(id, note)| (note_key(id), note)))
                 .map(|(key, note)| indexable_note(&key.to_string(), note).ok())
                 .collect();
-            let written = notes::commit(&repo, base, &encoded, message)?;
+            let signature = self.identity.now()?;
+            let written = notes::commit(&repo, &signature, base, &encoded, message)?;
             let moved = self.flush.advance(&repo, base, written.commit, &written.objects, || {
-                notes::advance(&repo, NOTES_REF, base, written.commit, message)
+                notes::advance(&repo, &signature, NOTES_REF, base, written.commit, message)
             })?;
             if moved {
                 let embeddings = std::mem::take(&mut draft.embeddings);
@@ -337,19 +345,30 @@ impl GitNotesStore {
     }
 }
 
+/// The largest tree libgit2 keeps in its object cache.
+const TREE_CACHE_LIMIT: usize = 1 << 20;
+
 /// libgit2's global settings: flush every object and ref to disk when that is how writes
 /// survive a power loss (the settings are per process, so the last store opened decides).
+/// libgit2 also stops checking, for each tree and commit it writes, that every object named in
+/// it exists: a notes commit names only the blobs and trees written just before it, or a
+/// fetched commit's, and the check read an object header from disk per entry changed. And it
+/// keeps trees of up to a mebibyte in its object cache, not 4 KiB: the notes tree's root (256
+/// fan-out entries, about 7 KiB) and its fan-out trees are read again by every write.
 fn configure_libgit2(flush: &Flush) {
+    git2::opts::strict_object_creation(false);
     let fsync = match flush {
         #[cfg(not(target_os = "linux"))]
         Flush::EveryFile => 1,
         _ => 0,
     };
-    // SAFETY: GIT_OPT_ENABLE_FSYNC_GITDIR takes a single int argument; libgit2 is initialised
-    // by git2 before any repository is opened, and this runs before the first one is.
+    // SAFETY: GIT_OPT_ENABLE_FSYNC_GITDIR takes a single int argument and the cache limit a type
+    // and a size; libgit2 is initialised by git2 before any repository is opened, and this runs
+    // before the first one is. Each sets one word of libgit2's globals.
     unsafe {
         libgit2_sys::init();
         libgit2_sys::git_libgit2_opts(libgit2_sys::GIT_OPT_ENABLE_FSYNC_GITDIR as std::ffi::c_int, fsync);
+        let _ = git2::opts::set_cache_object_limit(git2::ObjectType::Tree, TREE_CACHE_LIMIT);
     }
 }
 
