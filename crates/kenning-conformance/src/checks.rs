@@ -6,7 +6,7 @@ use chrono::TimeDelta;
 use kenning_core::store::NEIGHBOUR_REACH;
 use kenning_core::{
     Domain, Embedding, Error, Inserted, Link, Memory, MemoryId, MemoryKind, MemoryRecord, MemoryStore, MemoryUrn,
-    Namespace, PurgeMode, SearchFilter, Source, Status,
+    Namespace, PurgeMode, Replacement, SearchFilter, Source, Status,
 };
 
 use crate::MakeStore;
@@ -213,6 +213,51 @@ pub fn replace_is_compare_and_swap_with_history(make: MakeStore) {
     let ghost = memory("ghost", "decisions", "Never stored.");
     let (next, previous) = supersede(&ghost, "nothing to replace", |m| m.content = "Still not stored.".into());
     assert!(matches!(store.replace(&next, &previous, None), Err(Error::NotFound(_))), "replacing a missing memory");
+    assert_eq!(store.get(&ghost.id).unwrap(), None);
+}
+
+pub fn replace_many_is_all_or_none(make: MakeStore) {
+    let store = make();
+    let port = memory("port", "context", "The billing service listens on port 8080.");
+    let lang = memory("lang", "context", "The billing service is written in Go.");
+    insert_all(&*store, &[port.clone(), lang.clone()]);
+
+    let (port_2, port_1) = supersede(&port, "superseded", |m| m.tags = vec!["superseded".to_owned()]);
+    let (lang_2, lang_1) = supersede(&lang, "superseded", |m| m.tags = vec!["superseded".to_owned()]);
+    store
+        .replace_many(&[
+            Replacement { next: &port_2, previous: &port_1, embedding: None },
+            Replacement { next: &lang_2, previous: &lang_1, embedding: None },
+        ])
+        .unwrap();
+    assert_eq!(store.get(&port.id).unwrap(), Some(port_2.clone()));
+    assert_eq!(store.get(&lang.id).unwrap(), Some(lang_2.clone()));
+    assert_eq!(store.history(&port.id).unwrap(), vec![port_1]);
+    assert_eq!(store.history(&lang.id).unwrap(), vec![lang_1.clone()]);
+
+    // One change starting from a version that moved on refuses them all.
+    let (port_3, port_2_previous) = supersede(&port_2, "retagged", |m| m.tags = vec!["billing".to_owned()]);
+    let (stale, stale_previous) = supersede(&lang, "late", |m| m.content = "The billing service is written in Rust.".into());
+    match store.replace_many(&[
+        Replacement { next: &port_3, previous: &port_2_previous, embedding: None },
+        Replacement { next: &stale, previous: &stale_previous, embedding: None },
+    ]) {
+        Err(Error::Conflict { id, expected }) => assert_eq!((id.as_str(), expected), ("lang", 1)),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // So does one whose memory does not exist.
+    let ghost = memory("ghost", "context", "Never stored.");
+    let (ghost_2, ghost_1) = supersede(&ghost, "nothing to replace", |m| m.content = "Still not stored.".into());
+    assert!(matches!(
+        store.replace_many(&[
+            Replacement { next: &port_3, previous: &port_2_previous, embedding: None },
+            Replacement { next: &ghost_2, previous: &ghost_1, embedding: None },
+        ]),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(store.get(&port.id).unwrap(), Some(port_2));
+    assert_eq!(store.get(&lang.id).unwrap(), Some(lang_2));
+    assert_eq!(store.history(&lang.id).unwrap(), vec![lang_1]);
     assert_eq!(store.get(&ghost.id).unwrap(), None);
 }
 

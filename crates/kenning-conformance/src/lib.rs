@@ -119,6 +119,7 @@ macro_rules! conformance_tests {
             a_large_batch_is_stored_as_a_small_one_is,
             forgotten_memories_do_not_block_a_new_capture,
             replace_is_compare_and_swap_with_history,
+            replace_many_is_all_or_none,
             replace_keeps_text_search_in_step,
             replace_keeps_or_drops_vectors,
             status_filter,

@@ -75,5 +75,5 @@ pub use memory::{
     BUILT_IN_NAMESPACES, Link, Memory, MemoryId, MemoryKind, MemoryVersion, Namespace, Source, Status, validate_author,
 };
 pub use search::{Cursor, Detail, FilterCondition, ScoredId, SearchFilter};
-pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, PurgeMode, StoreStats, SyncReport, parse_time_key, time_key};
+pub use store::{Embedder, Embedding, Inserted, MemoryRecord, MemoryStore, PurgeCounts, PurgeMode, Replacement, StoreStats, SyncReport, parse_time_key, time_key};
 pub use urn::{Domain, MemoryUrn, Urn};

@@ -149,6 +149,15 @@ impl PurgeCounts {
 /// enough that looking costs next to nothing.
 pub const NEIGHBOUR_REACH: usize = 16;
 
+/// One memory's change for [`MemoryStore::replace_many`]: the next version, the version it
+/// replaces, and the vector for the next one if there is one.
+#[derive(Debug, Clone, Copy)]
+pub struct Replacement<'a> {
+    pub next: &'a Memory,
+    pub previous: &'a MemoryVersion,
+    pub embedding: Option<&'a Embedding>,
+}
+
 /// One domain's durable memory store and search index.
 ///
 /// Contract (checked by the shared conformance suite): an `insert` or `replace` that returned
@@ -175,6 +184,11 @@ pub trait MemoryStore: Send + Sync {
     /// and times are not versioned: the store keeps the higher of its own and `next`'s. `embedding`
     /// replaces the stored vector when given; otherwise the vector is dropped if the content changed.
     fn replace(&self, next: &Memory, previous: &MemoryVersion, embedding: Option<&Embedding>) -> Result<()>;
+
+    /// [`Self::replace`] for several memories in one write, all or none: a conflict or a
+    /// missing memory on any of them changes none of them. One write is one disk flush, where
+    /// a replace each would flush once each (a capture marking the memories it contradicts).
+    fn replace_many(&self, changes: &[Replacement<'_>]) -> Result<()>;
 
     /// Superseded versions, oldest first.
     fn history(&self, id: &MemoryId) -> Result<Vec<MemoryVersion>>;

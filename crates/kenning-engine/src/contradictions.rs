@@ -23,7 +23,7 @@ use kenning_core::contradiction::{
 };
 use kenning_core::llm::LlmUse;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
-use kenning_core::{Cursor, FieldError, Memory, MemoryUrn};
+use kenning_core::{Cursor, FieldError, Memory, MemoryUrn, Replacement};
 
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
@@ -51,6 +51,25 @@ pub(crate) struct Conflict {
     detection: Detection,
 }
 
+/// How a capture changes an older memory it contradicts: settled against it, or marked
+/// superseded by it until the contradiction is settled.
+struct Supersession {
+    older: MemoryUrn,
+    newer: MemoryUrn,
+    reason: String,
+    settled: bool,
+}
+
+impl Supersession {
+    fn apply(&self, current: &Memory, now: DateTime<Utc>) -> Option<(Memory, kenning_core::MemoryVersion)> {
+        if self.settled {
+            Some(settled_against(current, Some(&self.newer), &self.reason, now))
+        } else {
+            marked_superseded(current, &self.newer, &self.reason, now)
+        }
+    }
+}
+
 impl MemoryService {
     /// The contradictions a capture makes with its nearest neighbours, found before it is
     /// stored and recorded by [`MemoryService::record_conflicts`] once it is. A domain that keeps
@@ -63,7 +82,9 @@ impl MemoryService {
     }
 
     /// Records each contradiction found for a memory just stored. A failure here does not fail
-    /// the capture, which is already stored: it becomes a warning.
+    /// the capture, which is already stored: it becomes a warning. The older memories the
+    /// capture supersedes are changed together in one write, so that a capture makes two
+    /// durable writes however many memories it contradicts.
     pub(crate) fn record_conflicts(
         &self,
         entry: &DomainStore,
@@ -74,9 +95,13 @@ impl MemoryService {
     ) -> Vec<ContradictionNote> {
         let Some(state) = entry.store.state() else { return Vec::new() };
         let mut notes = Vec::new();
+        let mut supersessions = Vec::new();
         for conflict in conflicts {
             match self.record_conflict(state, settled, memory, conflict) {
-                Ok(note) => notes.push(note),
+                Ok((note, supersession)) => {
+                    notes.push(note);
+                    supersessions.extend(supersession);
+                }
                 Err(error) => {
                     // What the failed write left is not known: the next conflict reads afresh.
                     settled.forget();
@@ -84,7 +109,38 @@ impl MemoryService {
                 }
             }
         }
+        if let Err(error) = self.supersede(entry, &supersessions) {
+            warnings.push(format!("the memories this capture contradicts could not be marked superseded: {error}"));
+        }
         notes
+    }
+
+    /// Applies `supersessions` to the current versions of their older memories in one
+    /// compare-and-swap write, read again and tried again when another writer got there first.
+    /// A memory gone meanwhile is left out.
+    fn supersede(&self, entry: &DomainStore, supersessions: &[Supersession]) -> Result<()> {
+        let Some(first) = supersessions.first() else { return Ok(()) };
+        for attempt in 0..CAS_ATTEMPTS {
+            let now = self.now();
+            let mut changes = Vec::with_capacity(supersessions.len());
+            for supersession in supersessions {
+                let Some(current) = entry.store.get(&supersession.older.id)? else { continue };
+                let Some((next, previous)) = supersession.apply(&current, now) else { continue };
+                let embedding = if next.search_text() != current.search_text() { self.embed_one(&next.search_text())? } else { None };
+                changes.push((next, previous, embedding));
+            }
+            if changes.is_empty() {
+                return Ok(());
+            }
+            let replacements: Vec<Replacement<'_>> =
+                changes.iter().map(|(next, previous, embedding)| Replacement { next, previous, embedding: embedding.as_ref() }).collect();
+            match entry.store.replace_many(&replacements) {
+                Ok(()) => return Ok(()),
+                Err(kenning_core::Error::Conflict { .. }) => backoff(attempt),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(Error::Busy { target: first.older.to_string() })
     }
 
     /// The nearest active memories (of the capture's neighbours, which its judgement read)
@@ -128,7 +184,13 @@ impl MemoryService {
     /// Writes the record of one contradiction found at capture; settles it at once when the new
     /// memory states the change itself, and otherwise reopens the settled contradictions the
     /// contradicted memory had won.
-    fn record_conflict(&self, state: &dyn StateStore, settled: &SettledRecords, memory: &Memory, found: Conflict) -> Result<ContradictionNote> {
+    fn record_conflict(
+        &self,
+        state: &dyn StateStore,
+        settled: &SettledRecords,
+        memory: &Memory,
+        found: Conflict,
+    ) -> Result<(ContradictionNote, Option<Supersession>)> {
         let now = self.now();
         let (older_urn, newer_urn) = (found.older.urn(), memory.urn());
         let id = format!("{ID_PREFIX}{}", new_memory_id(now));
@@ -139,20 +201,21 @@ impl MemoryService {
         }
         let stored = StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() };
         state.put_state(&stored)?;
-        if settle_now {
+        let supersession = if settle_now {
             settled.add(stored, record.clone());
             let reason = format!("superseded by {newer_urn} (contradiction {})", record.id);
-            self.change("urn", &older_urn.to_string(), |current, now| Ok(Some(settled_against(current, Some(&newer_urn), &reason, now))))?;
+            Some(Supersession { older: older_urn.clone(), newer: newer_urn, reason, settled: true })
         } else {
+            self.reopen_won_by(state, settled, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
             // A newer statement of the same fact with another value or the opposite sense is
             // preferred by recall until the contradiction is settled otherwise.
-            if matches!(found.detection.kind, ContradictionKind::ChangedValue | ContradictionKind::Negation) {
+            matches!(found.detection.kind, ContradictionKind::ChangedValue | ContradictionKind::Negation).then(|| {
                 let reason = format!("superseded by {newer_urn} until contradiction {} is settled", record.id);
-                self.change("urn", &older_urn.to_string(), |current, now| Ok(marked_superseded(current, &newer_urn, &reason, now)))?;
-            }
-            self.reopen_won_by(state, settled, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
-        }
-        Ok(ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() })
+                Supersession { older: older_urn.clone(), newer: newer_urn, reason, settled: false }
+            })
+        };
+        let note = ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() };
+        Ok((note, supersession))
     }
 
     /// Reopens every settled contradiction that `contradicted` won, or that was found to depend

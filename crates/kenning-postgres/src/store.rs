@@ -155,6 +155,16 @@ impl MemoryStore for PostgresStore {
         Ok(self.db.write(async |tx: &Tx| write::replace(tx, next, previous, embedding).await)?)
     }
 
+    fn replace_many(&self, changes: &[kenning_core::Replacement<'_>]) -> CoreResult<()> {
+        self.ensure_live_indexes(changes.iter().filter_map(|change| change.embedding))?;
+        Ok(self.db.write(async |tx: &Tx| {
+            for change in changes {
+                write::replace(tx, change.next, change.previous, change.embedding).await?;
+            }
+            Ok(())
+        })?)
+    }
+
     fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
         Ok(self.db.read(async |tx: &Tx| read::history(tx, id.as_str()).await)?)
     }

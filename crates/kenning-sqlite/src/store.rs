@@ -192,6 +192,10 @@ impl MemoryStore for SqliteStore {
         Ok(self.db.write(|tx| write::replace(tx, next, previous, embedding))?)
     }
 
+    fn replace_many(&self, changes: &[kenning_core::Replacement<'_>]) -> CoreResult<()> {
+        Ok(self.db.write(|tx| changes.iter().try_for_each(|change| write::replace(tx, change.next, change.previous, change.embedding)))?)
+    }
+
     fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
         Ok(self.db.read(|tx| read::history(tx, id.as_str()))?)
     }

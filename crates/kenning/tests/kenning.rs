@@ -381,6 +381,28 @@ fn recall_by_branch_and_by_file_from_any_folder_of_the_repository() {
     assert!(stderr.contains("`file`") && stderr.contains("outside the repository") && stderr.contains("suggestion:"), "{stderr}");
 }
 
+#[test]
+fn a_capture_contradicting_two_memories_marks_both_in_one_notes_write() {
+    let sandbox = Sandbox::new();
+    let older: Vec<String> = ["8080", "9090"]
+        .iter()
+        .map(|port| text(&sandbox.json(&["capture", &format!("The billing service listens on port {port}.")]), "/urn").to_owned())
+        .collect();
+    let writes = || sandbox.git(&["rev-list", "--count", "refs/notes/kenning"]).trim().parse::<u32>().unwrap();
+    let before = writes();
+    let captured = sandbox.json(&["capture", "The billing service listens on port 7070."]);
+    let contradicted: Vec<&str> = captured["contradictions"].as_array().unwrap().iter().map(|found| text(found, "/with")).collect();
+    assert_eq!(contradicted, older, "{captured}");
+    // The capture, then both older memories marked superseded together: two notes commits (and
+    // two journal flushes), where a write per contradiction made three.
+    assert_eq!(writes() - before, 2);
+    for urn in &older {
+        let memory = sandbox.json(&["get", urn]);
+        let links = memory["links"].as_array().unwrap();
+        assert!(links.iter().any(|link| link["relation"] == "superseded-by" && link["target"] == captured["urn"]), "{memory}");
+    }
+}
+
 /// The MCP server (stdio and streamable HTTP) against the official Python SDK: see tests/e2e.
 #[test]
 fn python_mcp_sdk_end_to_end() {

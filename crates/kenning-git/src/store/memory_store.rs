@@ -29,6 +29,12 @@ impl MemoryStore for GitNotesStore {
         Ok(self.write("kenning: update", |draft| draft.replace(next, previous, embedding))?)
     }
 
+    fn replace_many(&self, changes: &[kenning_core::Replacement<'_>]) -> CoreResult<()> {
+        Ok(self.write("kenning: update", |draft| {
+            changes.iter().try_for_each(|change| draft.replace(change.next, change.previous, change.embedding))
+        })?)
+    }
+
     fn history(&self, id: &MemoryId) -> CoreResult<Vec<MemoryVersion>> {
         self.refresh()?;
         self.index.history(id)
