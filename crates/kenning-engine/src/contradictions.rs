@@ -126,7 +126,7 @@ impl MemoryService {
             for supersession in supersessions {
                 let Some(current) = entry.store.get(&supersession.older.id)? else { continue };
                 let Some((next, previous)) = supersession.apply(&current, now) else { continue };
-                let embedding = if next.search_text() != current.search_text() { self.embed_one(&next.search_text())? } else { None };
+                let embedding = self.embed_change(&current, &next)?;
                 changes.push((next, previous, embedding));
             }
             if changes.is_empty() {

@@ -270,6 +270,14 @@ impl MemoryService {
         Ok(Some(Embedding { model: embedder.model_id().to_owned(), vector }))
     }
 
+    /// The vector for `next`, a new version of `current`, when the text it is searched by
+    /// changed and there is an embedder; otherwise `None`, with which a store keeps the vector of
+    /// an unchanged text.
+    pub(crate) fn embed_change(&self, current: &Memory, next: &Memory) -> Result<Option<Embedding>> {
+        let text = next.search_text();
+        if text == current.search_text() { Ok(None) } else { self.embed_one(&text) }
+    }
+
     /// Validates and stores a new memory in `domain` (or the default domain).
     pub fn capture(&self, input: CaptureInput, domain: Option<&str>) -> Result<CaptureOutcome> {
         let mut outcomes = self.capture_many(vec![input], domain)?;
@@ -631,8 +639,7 @@ impl MemoryService {
                     warnings: Vec::new(),
                 });
             };
-            let text_changed = next.search_text() != current.search_text();
-            let embedding = if text_changed { self.embed_one(&next.search_text())? } else { None };
+            let embedding = self.embed_change(&current, &next)?;
             match entry.store.replace(&next, &previous, embedding.as_ref()) {
                 Ok(()) => {
                     return Ok(ChangeOutcome {

@@ -174,8 +174,7 @@ impl DecisionService {
                     Some(current) => {
                         let reason = format!("{} outcomes now, confidence {:.2}", skill.total, skill.confidence);
                         if let Some((next, previous)) = refresh_memory(current, face, Status::Active, &reason, now)? {
-                            let text_changed = next.search_text() != current.search_text();
-                            let embedding = if text_changed { self.memory().embed_one(&next.search_text())? } else { None };
+                            let embedding = self.memory().embed_change(current, &next)?;
                             sync.replaces.push(MemoryChange { next, previous, embedding });
                             changes.push(change(if current.status == Status::Forgotten { "revived" } else { "updated" }));
                         }

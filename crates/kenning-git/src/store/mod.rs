@@ -58,7 +58,7 @@ pub struct GitNotesStore {
     reflected: Mutex<Option<Oid>>,
     /// How writes survive a power loss.
     flush: Flush,
-    /// Who signs this store's notes commits.
+    /// Who signs this store's notes commits and the reflog entries of its ref's moves.
     identity: Identity,
 }
 
