@@ -516,26 +516,32 @@ impl MemoryService {
         // The records confidence weighing reads first are read with these, in one call.
         let first_weighed = (plan.offset + plan.limit).max(CONFIDENCE_BATCH) + CONFIDENCE_BATCH;
         fetch(plan, fused.iter().take(NEIGHBOUR_SOURCES.max(first_weighed)).map(|(key, _)| key))?;
+        // The hits of one store and session have their neighbours looked up in one call: for a
+        // store on a server each call is a round trip, and the best hits often share a session.
+        let mut by_session: Vec<((usize, String), Vec<(&(usize, MemoryId), f64)>)> = Vec::new();
+        {
+            let fetched = plan.fetched.borrow();
+            for (key, score) in sources {
+                let Some(session) = fetched.get(key).filter(|memory| memory.author.is_some()).and_then(session_of) else { continue };
+                let group = (key.0, session.to_owned());
+                match by_session.iter_mut().find(|(known, _)| *known == group) {
+                    Some((_, hits)) => hits.push((key, *score)),
+                    None => by_session.push((group, vec![(key, *score)])),
+                }
+            }
+        }
         let mut lenders: Vec<(&(usize, MemoryId), f64, Vec<MemoryId>)> = Vec::new();
-        for (key, score) in sources {
-            let (index, id) = key;
-            let session = plan
-                .fetched
-                .borrow()
-                .get(key)
-                .filter(|memory| memory.author.is_some())
-                .and_then(session_of)
-                .map(str::to_owned);
-            let Some(session) = session else { continue };
-            if !plan.is_available(*index) {
+        for ((index, session), hits) in by_session {
+            if !plan.is_available(index) {
                 continue;
             }
             let in_session = SearchFilter { session: Some(session), ..plan.filter.clone() };
-            let store = &plan.stores[*index].store;
-            let Some(neighbours) = plan.answer(*index, store.neighbours(std::slice::from_ref(id), &in_session, NEIGHBOUR_WINDOW))? else {
-                continue;
-            };
-            lenders.push((key, *score, neighbours.into_iter().flatten().collect()));
+            let ids: Vec<MemoryId> = hits.iter().map(|((_, id), _)| id.clone()).collect();
+            let store = &plan.stores[index].store;
+            let Some(neighbours) = plan.answer(index, store.neighbours(&ids, &in_session, NEIGHBOUR_WINDOW))? else { continue };
+            for ((key, score), neighbours) in hits.into_iter().zip(neighbours) {
+                lenders.push((key, score, neighbours));
+            }
         }
         // The neighbours' records, for their authors, in one read; most are candidates whose
         // records confidence weighing reads anyway.

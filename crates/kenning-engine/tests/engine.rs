@@ -248,6 +248,29 @@ fn recall_brings_along_the_reply_captured_next_to_a_strong_hit_in_its_session() 
     assert!(other_agent < answer / 2.0, "another session's note captured next to the hit gets nothing: {other_agent} vs {answer}");
 }
 
+/// The neighbours of the hits of one session are looked up together (one call for the session):
+/// each hit still lends to its own neighbour, the stronger hit more.
+#[test]
+fn two_hits_of_one_session_each_lend_to_their_own_neighbour() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = two_domains(&dir, builtin_embedder());
+    let captured = capture_authored(
+        &memory,
+        &[
+            ("Asked which port the staging database listens on", "context", "2026-03-02T10:00:00Z", Some("agent-a"), Some("ana")),
+            ("It is 5433 since the upgrade", "context", "2026-03-02T10:00:30Z", Some("agent-a"), Some("ben")),
+            ("Renamed the billing queue", "progress", "2026-03-02T10:01:00Z", Some("agent-a"), Some("ana")),
+            ("Which database do the staging reports read", "context", "2026-03-02T10:01:30Z", Some("agent-a"), Some("ana")),
+            ("The reporting replica, read only", "context", "2026-03-02T10:02:00Z", Some("agent-a"), Some("ben")),
+        ],
+    );
+    let page = memory.recall(RecallRequest { limit: Some(5), ..recall("staging database port") }).unwrap();
+    let [strong, strong_reply, _, weak, weak_reply] = [0, 1, 2, 3, 4].map(|at| score_of(&page, &captured[at]));
+    assert!(strong > weak, "the first question matches more of the query: {strong} vs {weak}");
+    assert!(weak_reply >= 0.4 * weak, "the weaker hit lends to its reply: {weak_reply} vs {weak}");
+    assert!(strong_reply > weak_reply, "each reply gets its own hit's share: {strong_reply} vs {weak_reply}");
+}
+
 /// Regression: any memory captured within the hour next to a hit was its neighbour, so two
 /// agents' unrelated notes lent each other score. Without a session nothing is lent; the same
 /// two notes in one session, by two authors, are neighbours.
