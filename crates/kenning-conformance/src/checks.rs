@@ -261,6 +261,24 @@ pub fn replace_many_is_all_or_none(make: MakeStore) {
     assert_eq!(store.get(&ghost.id).unwrap(), None);
 }
 
+pub fn replace_many_applies_changes_in_order(make: MakeStore) {
+    let store = make();
+    let port = memory("port", "context", "The billing service listens on port 8080.");
+    insert_all(&*store, std::slice::from_ref(&port));
+    // Two captures of one batch marking the same older memory: the second change starts from
+    // the version the first one writes.
+    let (port_2, port_1) = supersede(&port, "superseded once", |m| m.tags = vec!["superseded".to_owned()]);
+    let (port_3, port_2_previous) = supersede(&port_2, "superseded again", |m| m.tags.push("twice".to_owned()));
+    store
+        .replace_many(&[
+            Replacement { next: &port_2, previous: &port_1, embedding: None },
+            Replacement { next: &port_3, previous: &port_2_previous, embedding: None },
+        ])
+        .unwrap();
+    assert_eq!(store.get(&port.id).unwrap(), Some(port_3));
+    assert_eq!(store.history(&port.id).unwrap(), vec![port_1, port_2_previous], "each change keeps the version it replaced");
+}
+
 pub fn replace_keeps_text_search_in_step(make: MakeStore) {
     let store = make();
     let cache = memory("cache", "apis", "The session cache runs on Redis.");

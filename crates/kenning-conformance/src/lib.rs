@@ -59,6 +59,7 @@ macro_rules! state_conformance_tests {
         $crate::state_conformance_tests!(@each $make;
             state_put_get_round_trip,
             state_put_is_compare_and_swap,
+            state_put_many_checks_each_record_in_order,
             state_lists_newest_first_per_kind,
             state_delete_removes_one_record,
             state_every_kind_is_kept_apart,
@@ -120,6 +121,7 @@ macro_rules! conformance_tests {
             forgotten_memories_do_not_block_a_new_capture,
             replace_is_compare_and_swap_with_history,
             replace_many_is_all_or_none,
+            replace_many_applies_changes_in_order,
             replace_keeps_text_search_in_step,
             replace_keeps_or_drops_vectors,
             status_filter,

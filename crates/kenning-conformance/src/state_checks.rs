@@ -56,6 +56,28 @@ pub fn state_put_is_compare_and_swap(make: MakeStore) {
     });
 }
 
+pub fn state_put_many_checks_each_record_in_order(make: MakeStore) {
+    with_state(make, |state| {
+        assert!(state.put_states(&[]).unwrap().is_empty());
+        state.put_state(&record(StateKind::Workflow, "wf_1", 1, 0, "a")).unwrap();
+        let written = state
+            .put_states(&[
+                record(StateKind::Contradiction, "ct_1", 1, 1, "new"),
+                record(StateKind::Contradiction, "ct_1", 2, 2, "its next revision"),
+                record(StateKind::Workflow, "wf_1", 1, 3, "created again"),
+                record(StateKind::Workflow, "wf_1", 3, 4, "a revision skipped"),
+                record(StateKind::Workflow, "wf_9", 2, 5, "not there"),
+                record(StateKind::Workflow, "wf_1", 2, 6, "b"),
+            ])
+            .unwrap();
+        assert_eq!(written, [true, true, false, false, false, true], "each record is checked against what the ones before it wrote");
+        assert_eq!(state.get_state(StateKind::Contradiction, "ct_1").unwrap().unwrap().body, "its next revision");
+        let workflow = state.get_state(StateKind::Workflow, "wf_1").unwrap().unwrap();
+        assert_eq!((workflow.revision, workflow.body.as_str()), (2, "b"), "refused records change nothing");
+        assert_eq!(state.get_state(StateKind::Workflow, "wf_9").unwrap(), None);
+    });
+}
+
 pub fn state_lists_newest_first_per_kind(make: MakeStore) {
     with_state(make, |state| {
         for (n, minutes) in [(1, 10), (2, 30), (3, 20), (4, 30)] {

@@ -58,6 +58,13 @@ pub trait StateStore: Send + Sync {
     /// is none).
     fn put_state(&self, record: &StateRecord) -> Result<()>;
 
+    /// [`StateStore::put_state`] for several records in one durable write, in order, so that a
+    /// later record may be the next revision of an earlier one. Each is written by the same
+    /// compare-and-swap; one that it refuses (a conflict, or a later revision of a record that
+    /// does not exist) is left out and answered `false`, and the others are written. Any other
+    /// failure writes none of them.
+    fn put_states(&self, records: &[StateRecord]) -> Result<Vec<bool>>;
+
     fn get_state(&self, kind: StateKind, id: &str) -> Result<Option<StateRecord>>;
 
     /// Records of `kind`, most recently updated first, from `offset`.

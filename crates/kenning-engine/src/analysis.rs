@@ -11,7 +11,8 @@
 //! likeliest neighbour of the next one.
 //!
 //! Analyses are made on every core when there are enough of them ([`prepare`]): each reads
-//! its parts once, and comparisons afterwards only read what is made.
+//! its parts once, and comparisons afterwards only read what is made. The contradiction
+//! checks of a batch's captures are spread over the cores the same way ([`on_every_core`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -101,32 +102,46 @@ fn make_room(kept: &mut HashMap<MemoryId, Arc<Analysis>>, id: &MemoryId) {
 }
 
 /// Makes every part of each analysis now, on every core, when there are enough of them for
-/// two threads at least: each thread takes the next analysis not yet taken, so one long text
-/// does not hold up a share. Fewer (a single capture, a batch whose neighbours were read
-/// lately) are left to be made as the checks need them, since a check may not need every part.
+/// two threads at least. Fewer (a single capture, a batch whose neighbours were read lately)
+/// are left to be made as the checks need them, since a check may not need every part.
 pub(crate) fn prepare(rules: &ClaimRules, analyses: &[&Analysis]) {
-    static CORES: OnceLock<usize> = OnceLock::new();
     if analyses.len() < 2 * PARALLEL_FROM {
         return;
     }
+    on_every_core(analyses.len(), |at| analyses[at].prepare(rules));
+}
+
+/// `work` of each position below `count`, in order, on every core when there are at least
+/// [`PARALLEL_FROM`] positions per thread: each thread takes the next position not yet taken,
+/// so that one long text does not hold up a share.
+pub(crate) fn on_every_core<T: Send>(count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    static CORES: OnceLock<usize> = OnceLock::new();
     // Asking costs a few system calls (the process's CPU quota is read), so it is asked once.
-    let threads = (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(analyses.len() / PARALLEL_FROM);
+    let threads = (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(count / PARALLEL_FROM);
     if threads <= 1 {
-        analyses.iter().for_each(|analysis| analysis.prepare(rules));
-        return;
+        return (0..count).map(work).collect();
     }
     let next = AtomicUsize::new(0);
-    let work = || {
-        while let Some(analysis) = analyses.get(next.fetch_add(1, Ordering::Relaxed)) {
-            analysis.prepare(rules);
+    let share = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            if at >= count {
+                return done;
+            }
+            done.push((at, work(at)));
         }
     };
-    std::thread::scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(work);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let others: Vec<_> = (1..threads).map(|_| scope.spawn(share)).collect();
+        let mut done = share();
+        for other in others {
+            done.extend(other.join().expect("the checks do not panic"));
         }
-        work();
+        done
     });
+    done.sort_unstable_by_key(|(at, _)| *at);
+    done.into_iter().map(|(_, value)| value).collect()
 }
 
 #[cfg(test)]

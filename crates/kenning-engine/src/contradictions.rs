@@ -14,6 +14,7 @@
 //! the `superseded-by` link, which a settlement for the older one takes away again).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
@@ -23,8 +24,9 @@ use kenning_core::contradiction::{
 };
 use kenning_core::llm::LlmUse;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
-use kenning_core::{Cursor, FieldError, Memory, MemoryUrn, Replacement};
+use kenning_core::{Cursor, FieldError, Memory, MemoryId, MemoryUrn, Replacement};
 
+use crate::analysis;
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::judgment::Neighbour;
@@ -51,6 +53,14 @@ pub(crate) struct Conflict {
     detection: Detection,
 }
 
+/// What recording a capture's contradictions made: a note per contradiction recorded, and a
+/// warning per failure.
+#[derive(Default)]
+pub(crate) struct RecordedConflicts {
+    pub notes: Vec<ContradictionNote>,
+    pub warnings: Vec<String>,
+}
+
 /// How a capture changes an older memory it contradicts: settled against it, or marked
 /// superseded by it until the contradiction is settled.
 struct Supersession {
@@ -71,62 +81,113 @@ impl Supersession {
 }
 
 impl MemoryService {
-    /// The contradictions a capture makes with its nearest neighbours, found before it is
-    /// stored and recorded by [`MemoryService::record_conflicts`] once it is. A domain that keeps
-    /// no records is not checked.
-    pub(crate) fn conflicts_of(&self, entry: &DomainStore, memory: &Memory, newer: &Reading<'_>, neighbours: &[Neighbour<'_>], warnings: &mut Vec<String>) -> Vec<Conflict> {
-        if entry.store.state().is_none() {
-            return Vec::new();
-        }
-        self.find_conflicts(memory, newer, neighbours, warnings)
-    }
-
-    /// Records each contradiction found for a memory just stored. A failure here does not fail
-    /// the capture, which is already stored: it becomes a warning. The older memories the
-    /// capture supersedes are changed together in one write, so that a capture makes two
-    /// durable writes however many memories it contradicts.
-    pub(crate) fn record_conflicts(
+    /// The contradictions each capture of `checked` (its position in `memories`, its reading
+    /// and its neighbours) makes with its nearest neighbours, found before it is stored and
+    /// recorded by [`MemoryService::record_conflicts`] once it is, with the warnings of the
+    /// search; in the order of `checked`. A domain that keeps no records is not checked. Many
+    /// captures (a bulk load) are checked on every core, unless a language model confirms
+    /// what the rules find: its calls are made one at a time.
+    pub(crate) fn conflicts_of_many(
         &self,
         entry: &DomainStore,
-        settled: &SettledRecords,
-        memory: &Memory,
-        conflicts: Vec<Conflict>,
-        warnings: &mut Vec<String>,
-    ) -> Vec<ContradictionNote> {
-        let Some(state) = entry.store.state() else { return Vec::new() };
-        let mut notes = Vec::new();
-        let mut supersessions = Vec::new();
-        for conflict in conflicts {
-            match self.record_conflict(state, settled, memory, conflict) {
-                Ok((note, supersession)) => {
-                    notes.push(note);
-                    supersessions.extend(supersession);
-                }
-                Err(error) => {
-                    // What the failed write left is not known: the next conflict reads afresh.
-                    settled.forget();
-                    warnings.push(format!("a contradiction could not be recorded: {error}"));
+        memories: &[Memory],
+        checked: &[(usize, &Reading<'_>, &[Neighbour<'_>])],
+    ) -> Vec<(Vec<Conflict>, Vec<String>)> {
+        if entry.store.state().is_none() {
+            return checked.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        }
+        let check = |at: usize| {
+            let (index, newer, neighbours) = checked[at];
+            let mut warnings = Vec::new();
+            let found = self.find_conflicts(&memories[index], newer, neighbours, &mut warnings);
+            (found, warnings)
+        };
+        if self.llm().is_some() {
+            return (0..checked.len()).map(check).collect();
+        }
+        analysis::on_every_core(checked.len(), check)
+    }
+
+    /// Records the contradictions found for the memories of a batch just stored, each memory
+    /// with its conflicts, in batch order, and answers each one's notes and warnings in that
+    /// order. The records go in one write and the older memories they supersede in one more,
+    /// so that a batch makes two durable writes however many contradictions its captures make.
+    /// A failure here fails no capture, which is stored already: it becomes a warning of each
+    /// capture whose contradictions it left unrecorded.
+    pub(crate) fn record_conflicts(&self, entry: &DomainStore, found: Vec<(&Memory, Vec<Conflict>)>) -> Vec<RecordedConflicts> {
+        let mut recorded: Vec<RecordedConflicts> = found.iter().map(|_| RecordedConflicts::default()).collect();
+        let Some(state) = entry.store.state() else { return recorded };
+        if found.iter().all(|(_, conflicts)| conflicts.is_empty()) {
+            return recorded;
+        }
+        let settled = SettledRecords::default();
+        let mut writes = Vec::new();
+        // Per contradiction found: the capture it is of, its note, where its record is among
+        // the writes, and how it changes the older memory.
+        let mut made: Vec<(usize, ContradictionNote, usize, Option<Supersession>)> = Vec::new();
+        for (at, (memory, conflicts)) in found.into_iter().enumerate() {
+            for conflict in conflicts {
+                match self.make_record(state, &settled, memory, conflict, &mut writes) {
+                    Ok((note, written_at, supersession)) => made.push((at, note, written_at, supersession)),
+                    Err(error) => {
+                        // What the batch's records say of the settled ones is not known now:
+                        // the next conflict reads them afresh.
+                        settled.forget();
+                        recorded[at].warnings.push(format!("a contradiction could not be recorded: {error}"));
+                    }
                 }
             }
         }
-        if let Err(error) = self.supersede(entry, &supersessions) {
-            warnings.push(format!("the memories this capture contradicts could not be marked superseded: {error}"));
+        let written = match state.put_states(&writes) {
+            Ok(written) => written,
+            Err(error) => {
+                for &(at, ..) in &made {
+                    if recorded[at].warnings.is_empty() {
+                        recorded[at].warnings.push(format!("the contradictions this capture makes could not be recorded: {error}"));
+                    }
+                }
+                return recorded;
+            }
+        };
+        let mut supersessions = Vec::new();
+        for (at, note, written_at, supersession) in made {
+            if !written[written_at] {
+                recorded[at].warnings.push(format!("contradiction {} could not be recorded: another writer holds its id", note.id));
+                continue;
+            }
+            recorded[at].notes.push(note);
+            supersessions.extend(supersession.map(|supersession| (at, supersession)));
         }
-        notes
+        if let Err(error) = self.supersede(entry, &supersessions) {
+            let mut warned = Vec::new();
+            for &(at, _) in &supersessions {
+                if !warned.contains(&at) {
+                    warned.push(at);
+                    recorded[at].warnings.push(format!("the memories this capture contradicts could not be marked superseded: {error}"));
+                }
+            }
+        }
+        recorded
     }
 
-    /// Applies `supersessions` to the current versions of their older memories in one
-    /// compare-and-swap write, read again and tried again when another writer got there first.
-    /// A memory gone meanwhile is left out.
-    fn supersede(&self, entry: &DomainStore, supersessions: &[Supersession]) -> Result<()> {
-        let Some(first) = supersessions.first() else { return Ok(()) };
+    /// Applies `supersessions` (with the position of the capture each is of) to the current
+    /// versions of their older memories in one compare-and-swap write, in order: when two
+    /// captures change one memory, the second change starts from the first. Read again and
+    /// tried again when another writer got there first; a memory gone meanwhile is left out.
+    fn supersede(&self, entry: &DomainStore, supersessions: &[(usize, Supersession)]) -> Result<()> {
+        let Some((_, first)) = supersessions.first() else { return Ok(()) };
+        let mut olders: Vec<MemoryId> = supersessions.iter().map(|(_, supersession)| supersession.older.id.clone()).collect();
+        olders.sort();
+        olders.dedup();
         for attempt in 0..CAS_ATTEMPTS {
             let now = self.now();
+            let mut latest: HashMap<MemoryId, Memory> = entry.store.get_many(&olders)?.into_iter().map(|memory| (memory.id.clone(), memory)).collect();
             let mut changes = Vec::with_capacity(supersessions.len());
-            for supersession in supersessions {
-                let Some(current) = entry.store.get(&supersession.older.id)? else { continue };
-                let Some((next, previous)) = supersession.apply(&current, now) else { continue };
-                let embedding = self.embed_change(&current, &next)?;
+            for (_, supersession) in supersessions {
+                let Some(current) = latest.get(&supersession.older.id) else { continue };
+                let Some((next, previous)) = supersession.apply(current, now) else { continue };
+                let embedding = self.embed_change(current, &next)?;
+                latest.insert(next.id.clone(), next.clone());
                 changes.push((next, previous, embedding));
             }
             if changes.is_empty() {
@@ -181,16 +242,18 @@ impl MemoryService {
         found
     }
 
-    /// Writes the record of one contradiction found at capture; settles it at once when the new
-    /// memory states the change itself, and otherwise reopens the settled contradictions the
-    /// contradicted memory had won.
-    fn record_conflict(
+    /// The record of one contradiction found at capture, added to `writes` (answered with its
+    /// position there); settled at once when the new memory states the change itself, and
+    /// otherwise with the settled contradictions the contradicted memory had won reopened
+    /// (their new revisions added to `writes` after it).
+    fn make_record(
         &self,
         state: &dyn StateStore,
         settled: &SettledRecords,
         memory: &Memory,
         found: Conflict,
-    ) -> Result<(ContradictionNote, Option<Supersession>)> {
+        writes: &mut Vec<StateRecord>,
+    ) -> Result<(ContradictionNote, usize, Option<Supersession>)> {
         let now = self.now();
         let (older_urn, newer_urn) = (found.older.urn(), memory.urn());
         let id = format!("{ID_PREFIX}{}", new_memory_id(now));
@@ -200,13 +263,15 @@ impl MemoryService {
             record.settle(supersession_resolution(&found.detection), now)?;
         }
         let stored = StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() };
-        state.put_state(&stored)?;
+        let written_at = writes.len();
         let supersession = if settle_now {
+            writes.push(stored.clone());
             settled.add(stored, record.clone());
             let reason = format!("superseded by {newer_urn} (contradiction {})", record.id);
             Some(Supersession { older: older_urn.clone(), newer: newer_urn, reason, settled: true })
         } else {
-            self.reopen_won_by(state, settled, &older_urn.to_string(), &newer_urn.to_string(), &record.id)?;
+            writes.push(stored);
+            self.reopen_won_by(state, settled, &older_urn.to_string(), &newer_urn.to_string(), &record.id, writes)?;
             // A newer statement of the same fact with another value or the opposite sense is
             // preferred by recall until the contradiction is settled otherwise.
             matches!(found.detection.kind, ContradictionKind::ChangedValue | ContradictionKind::Negation).then(|| {
@@ -215,12 +280,14 @@ impl MemoryService {
             })
         };
         let note = ContradictionNote { id: record.id, kind: record.kind.to_string(), with: older_urn.to_string(), state: record.state.to_string() };
-        Ok((note, supersession))
+        Ok((note, written_at, supersession))
     }
 
     /// Reopens every settled contradiction that `contradicted` won, or that was found to depend
-    /// on context with it, now that `by` contradicts it.
-    fn reopen_won_by(&self, state: &dyn StateStore, settled: &SettledRecords, contradicted: &str, by: &str, except: &str) -> Result<()> {
+    /// on context with it, now that `by` contradicts it: their new revisions are added to
+    /// `writes`. One that another writer changed meanwhile is refused by that write and left
+    /// as it is, since the record has moved on.
+    fn reopen_won_by(&self, state: &dyn StateStore, settled: &SettledRecords, contradicted: &str, by: &str, except: &str, writes: &mut Vec<StateRecord>) -> Result<()> {
         for (stored, mut record) in settled.take(state, |record| {
             let won = record.winner() == Some(contradicted);
             let context = record.state == ContradictionState::ContextDependent && record.involves(contradicted);
@@ -228,12 +295,7 @@ impl MemoryService {
         })? {
             let now = self.now();
             record.reopen(by, now)?;
-            match state.put_state(&StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored }) {
-                // Another writer changed the record meanwhile; its own check of this capture's
-                // conflict is not needed, as the record has moved on.
-                Ok(()) | Err(kenning_core::Error::Conflict { .. }) => {}
-                Err(other) => return Err(other.into()),
-            }
+            writes.push(StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored });
         }
         Ok(())
     }
@@ -405,7 +467,7 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
 /// read on the first conflict that looks, then kept current with what the batch settles and
 /// reopens, so that a bulk load reads them once rather than once per conflict found.
 #[derive(Default)]
-pub(crate) struct SettledRecords {
+struct SettledRecords {
     read: RefCell<Option<Vec<(StateRecord, Contradiction)>>>,
 }
 

@@ -21,7 +21,7 @@ use crate::access_counts::AccessRecorder;
 use crate::analysis::{self, Analyses, Analysis};
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
-use crate::contradictions::{Conflict, SettledRecords};
+use crate::contradictions::{Conflict, RecordedConflicts};
 use crate::judgment::{Plan, link_views};
 use crate::redaction::redact;
 use crate::views::{
@@ -357,11 +357,14 @@ impl MemoryService {
             // Many new neighbours (a bulk load) are read ahead on every core, every part of
             // them, since most parts are needed.
             analysis::prepare(self.claims(), &fresh.iter().map(Arc::as_ref).collect::<Vec<_>>());
-            for (offset, neighbours) in nearby.lists(&known).iter().enumerate() {
+            let lists = nearby.lists(&known);
+            // The plans in batch order, since each capture is judged against the ones before
+            // it; then the contradictions of those to be stored, which depend on no other.
+            let mut checked = Vec::new();
+            for (offset, neighbours) in lists.iter().enumerate() {
                 let index = chunk * CHECK_CHUNK + offset;
                 let Some(analysis) = &analyses[index] else {
                     plans.push(Plan::Store(Vec::new()));
-                    conflicts.push(Vec::new());
                     continue;
                 };
                 let claim = analysis.claim(self.claims());
@@ -369,12 +372,14 @@ impl MemoryService {
                 let plan = self.plan_capture(&memories[index], claim, same_earlier, neighbours);
                 if let Plan::Store(_) = plan {
                     same_in_batch.insert(claim, index);
+                    checked.push((index, analysis.reading(), neighbours.as_slice()));
                 }
-                conflicts.push(match plan {
-                    Plan::Store(_) => self.conflicts_of(entry, &memories[index], analysis.reading(), neighbours, &mut early_warnings[index]),
-                    Plan::Merge(_) | Plan::MergeIntoBatch(_) => Vec::new(),
-                });
                 plans.push(plan);
+            }
+            conflicts.resize_with(plans.len(), Vec::new);
+            for ((index, ..), (found, warnings)) in checked.iter().zip(self.conflicts_of_many(entry, &memories, &checked)) {
+                conflicts[*index] = found;
+                early_warnings[*index].extend(warnings);
             }
         }
         // Captures merged into an earlier one of the batch are kept beside it, forgotten; the
@@ -419,13 +424,31 @@ impl MemoryService {
                 self.analyses.keep(&memory.id, analysis);
             }
         }
+        // The contradictions of the captures stored anew are recorded together, once they are
+        // stored.
+        let mut found = Vec::new();
+        let mut found_at = Vec::new();
+        let mut stored = batch.iter().zip(&inserted);
+        for (index, (outcome, conflicts)) in outcomes.iter().zip(conflicts).enumerate() {
+            if outcome.is_some() {
+                continue;
+            }
+            let ((memory, _), inserted) = stored.next().expect("one insert result per stored memory");
+            if matches!(inserted, Inserted::Created) && memory.status != Status::Forgotten {
+                found.push((memory, conflicts));
+                found_at.push(index);
+            }
+        }
+        let mut recorded: Vec<RecordedConflicts> = (0..outcomes.len()).map(|_| RecordedConflicts::default()).collect();
+        for (index, conflicts) in found_at.into_iter().zip(self.record_conflicts(entry, found)) {
+            recorded[index] = conflicts;
+        }
         let mut stored = batch.iter().zip(inserted).zip(batch_links);
-        let settled = SettledRecords::default();
         outcomes
             .into_iter()
             .zip(redactions)
-            .zip(conflicts.into_iter().zip(early_warnings))
-            .map(|((outcome, redacted), (conflicts, early_warnings))| {
+            .zip(recorded.into_iter().zip(early_warnings))
+            .map(|((outcome, redacted), (recorded, early_warnings))| {
                 if let Some(outcome) = outcome {
                     return Ok(outcome);
                 }
@@ -457,7 +480,8 @@ impl MemoryService {
                     }
                     Inserted::Created => {
                         warnings.extend(early_warnings);
-                        let contradictions = self.record_conflicts(entry, &settled, memory, conflicts, &mut warnings);
+                        warnings.extend(recorded.warnings);
+                        let contradictions = recorded.notes;
                         CaptureOutcome {
                             urn: memory.urn().to_string(),
                             title: memory.title.clone(),

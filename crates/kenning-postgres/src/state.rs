@@ -53,6 +53,21 @@ pub(crate) async fn put(tx: &Tx, record: &StateRecord) -> Result<()> {
     }
 }
 
+/// [`put`] of each record in order, in the caller's transaction: a refused record is answered
+/// `false` and leaves the transaction usable, since [`put`] refuses by the rows its statements
+/// touch, never by a failed statement.
+pub(crate) async fn put_many(tx: &Tx, records: &[StateRecord]) -> Result<Vec<bool>> {
+    let mut written = Vec::with_capacity(records.len());
+    for record in records {
+        written.push(match put(tx, record).await {
+            Ok(()) => true,
+            Err(Error::Refused(Refusal::Conflict { .. } | Refusal::NotFound(_))) => false,
+            Err(other) => return Err(other),
+        });
+    }
+    Ok(written)
+}
+
 pub(crate) async fn get(tx: &Tx, kind: StateKind, id: &str) -> Result<Option<StateRecord>> {
     let row = tx
         .query_opt("SELECT id, revision, updated_us, body FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id])

@@ -354,6 +354,13 @@ impl kenning_core::state::StateStore for PostgresStore {
         Ok(self.db.write(async |tx: &Tx| state::put(tx, record).await)?)
     }
 
+    fn put_states(&self, records: &[kenning_core::state::StateRecord]) -> CoreResult<Vec<bool>> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.db.write(async |tx: &Tx| state::put_many(tx, records).await)?)
+    }
+
     fn get_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<Option<kenning_core::state::StateRecord>> {
         Ok(self.db.read_primary(async |tx: &Tx| state::get(tx, kind, id).await)?)
     }

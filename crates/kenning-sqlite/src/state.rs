@@ -1,5 +1,6 @@
 //! The [`StateStore`] half of [`SqliteStore`]: workflows and protocol sessions in the `state`
-//! table (schema migration 7), each write one transaction with its compare-and-swap check.
+//! table (schema migration 7), each write one transaction with its compare-and-swap check (a
+//! batch of writes, one transaction with a check per record).
 
 use chrono::{DateTime, Utc};
 use kenning_core::Refusal;
@@ -49,6 +50,22 @@ fn put(tx: &Transaction, record: &StateRecord) -> Result<(), Error> {
 impl StateStore for SqliteStore {
     fn put_state(&self, record: &StateRecord) -> kenning_core::Result<()> {
         Ok(self.db().write(|tx| put(tx, record))?)
+    }
+
+    fn put_states(&self, records: &[StateRecord]) -> kenning_core::Result<Vec<bool>> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self.db().write(|tx| {
+            records
+                .iter()
+                .map(|record| match put(tx, record) {
+                    Ok(()) => Ok(true),
+                    Err(Error::Refused(Refusal::Conflict { .. } | Refusal::NotFound(_))) => Ok(false),
+                    Err(other) => Err(other),
+                })
+                .collect()
+        })?)
     }
 
     fn get_state(&self, kind: StateKind, id: &str) -> kenning_core::Result<Option<StateRecord>> {

@@ -182,6 +182,50 @@ fn a_batch_of_conflicts_with_the_winner_reopens_the_settled_contradiction_once()
 }
 
 #[test]
+fn two_captures_of_a_batch_contradicting_one_memory_each_mark_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let old = capture(&memory, "The worker pool size is 4.", "inference");
+    let inputs = vec![input("The worker pool size is 16.", "tool-result"), input("The queue retry limit is 3.", "inference"), input("The worker pool size is 32.", "tool-result")];
+    let batch = memory.capture_many(inputs, None).unwrap();
+    for at in [0, 2] {
+        let notes = &batch[at].contradictions;
+        assert_eq!(notes.len(), 1, "{:?}", batch[at]);
+        assert_eq!((notes[0].with.as_str(), notes[0].kind.as_str(), notes[0].state.as_str()), (old.urn.as_str(), "changed_value", "open"));
+        assert!(memory.contradiction(&notes[0].id).is_ok(), "the record is kept");
+    }
+    assert!(batch[1].contradictions.is_empty() && batch.iter().all(|outcome| outcome.warnings.is_empty()), "{batch:?}");
+    assert_eq!(memory.contradiction_counts(None).unwrap().open, 2);
+    // The second change starts from the version the first one wrote: both are kept, newest first.
+    let history = memory.history(&old.urn).unwrap();
+    assert_eq!(history.versions.len(), 2, "{history:?}");
+    assert!(history.versions[0].reason.contains(&batch[2].urn) && history.versions[1].reason.contains(&batch[0].urn), "{history:?}");
+    let stale = memory.get(&old.urn).unwrap();
+    assert_eq!(stale.version, 3);
+    assert_eq!(stale.superseded_by.as_deref(), Some(batch[2].urn.as_str()), "the latest statement supersedes it");
+}
+
+#[test]
+fn each_capture_of_a_large_batch_reports_its_own_contradiction() {
+    // Enough captures for their contradictions to be looked for on every core: each must still
+    // be reported by the capture that makes it.
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let syllables = ["ka", "lo", "mi", "nu", "pe", "ri", "so", "tu"];
+    let names: Vec<String> = (0..64).map(|at| format!("{}{}{}", syllables[at % 8], syllables[at / 8], ["x", "v", "q", "z"][at % 4])).collect();
+    let fact = |name: &str, minutes: u32| format!("The {name} cache keeps its {name} entries for {minutes} minutes.");
+    let older: Vec<String> = names.iter().map(|name| capture(&memory, &fact(name, 30), "inference").urn).collect();
+    let batch = memory.capture_many(names.iter().map(|name| input(&fact(name, 45), "tool-result")).collect(), None).unwrap();
+    for (at, outcome) in batch.iter().enumerate() {
+        assert!(outcome.created, "{outcome:?}");
+        assert!(
+            outcome.contradictions.iter().any(|note| note.with == older[at] && note.kind == "changed_value"),
+            "capture {at} reports its own contradiction: {outcome:?}"
+        );
+    }
+}
+
+#[test]
 fn a_contradiction_survives_a_reopen_of_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (id, before) = {
