@@ -53,11 +53,28 @@ impl Analysis {
         &self.reading
     }
 
-    /// Makes every part now.
-    fn prepare(&self, rules: &ClaimRules) {
-        self.claim(rules);
-        self.reading.prepare();
+    /// Makes now the parts the checks will read.
+    fn prepare(&self, rules: &ClaimRules, needs: Needs) {
+        if needs.claim {
+            self.claim(rules);
+        }
+        if needs.reading {
+            self.reading.prepare();
+        }
     }
+}
+
+/// Which parts of an analysis the checks of a batch will read: the claim of a memory judged
+/// against a capture, the reading of one checked for contradictions. A part not made ahead is
+/// made on first use, so a wrong guess costs time, never an answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Needs {
+    pub claim: bool,
+    pub reading: bool,
+}
+
+impl Needs {
+    pub(crate) const ALL: Needs = Needs { claim: true, reading: true };
 }
 
 /// The analyses of the memories read most recently, by memory id.
@@ -101,14 +118,14 @@ fn make_room(kept: &mut HashMap<MemoryId, Arc<Analysis>>, id: &MemoryId) {
     }
 }
 
-/// Makes every part of each analysis now, on every core, when there are enough of them for
+/// Makes the parts each analysis needs now, on every core, when there are enough of them for
 /// two threads at least. Fewer (a single capture, a batch whose neighbours were read lately)
-/// are left to be made as the checks need them, since a check may not need every part.
-pub(crate) fn prepare(rules: &ClaimRules, analyses: &[&Analysis]) {
+/// are left to be made as the checks use them.
+pub(crate) fn prepare(rules: &ClaimRules, analyses: &[(&Analysis, Needs)]) {
     if analyses.len() < 2 * PARALLEL_FROM {
         return;
     }
-    on_every_core(analyses.len(), |at| analyses[at].prepare(rules));
+    on_every_core(analyses.len(), |at| analyses[at].0.prepare(rules, analyses[at].1));
 }
 
 /// `work` of each position below `count`, in order, on every core when there are at least
@@ -181,7 +198,7 @@ mod tests {
         let rules = ClaimRules::default();
         let texts: Vec<String> = (0..4 * PARALLEL_FROM).map(|at| format!("The worker pool of service {at} holds {} threads.", at % 7)).collect();
         let made: Vec<Analysis> = texts.iter().map(|text| Analysis::new(text)).collect();
-        prepare(&rules, &made.iter().collect::<Vec<_>>());
+        prepare(&rules, &made.iter().map(|analysis| (analysis, Needs::ALL)).collect::<Vec<_>>());
         for (analysis, text) in made.iter().zip(&texts) {
             assert_eq!(analysis.claim.get(), Some(&rules.claim(text)), "{text}");
         }

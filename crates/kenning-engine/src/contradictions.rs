@@ -35,7 +35,7 @@ use crate::views::{ContradictionCounts, ContradictionNote, ContradictionPage, Co
 
 /// How many of the nearest memories a new one is compared with: the conflicting statement of
 /// the same fact is among the closest, and each comparison is cheap but not free.
-const CANDIDATES: usize = 5;
+pub(crate) const CANDIDATES: usize = 5;
 /// The most contradiction records of one domain read when looking for those to reopen, list or
 /// count; a domain with more is read up to this many, most recently changed first.
 const MAX_RECORDS: usize = 10_000;

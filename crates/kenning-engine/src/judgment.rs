@@ -26,7 +26,8 @@ use kenning_core::confidence::{SUPPORTING_KEY, evidence_counts};
 use kenning_core::input::{EvidenceKind, MAX_LINKS, apply_update, change_status, record_evidence};
 use kenning_core::{Embedding, Inserted, Link, Memory, MemoryId, SearchFilter, Status, UpdateInput};
 
-use crate::analysis::{Analyses, Analysis};
+use crate::analysis::{Analyses, Analysis, Needs};
+use crate::contradictions::CANDIDATES as CONTRADICTION_CANDIDATES;
 use crate::error::Result;
 use crate::service::{DomainStore, MemoryService};
 use crate::views::{CaptureOutcome, ChangeOutcome, LinkView, RedactionView, redaction_warning};
@@ -76,16 +77,26 @@ pub(crate) struct Neighbour<'a> {
 
 impl Nearby {
     /// One [`Known`] per neighbour, for the checks of the whole batch to share, with the
-    /// analyses `analyses` did not keep (new, not yet made).
-    pub(crate) fn known(&self, analyses: &Analyses) -> (Vec<Known<'_>>, Vec<Arc<Analysis>>) {
+    /// analyses `analyses` did not keep (new, not yet made) and the parts of each that the
+    /// checks of `captures` (those [`MemoryService::neighbours_of`] was given) will read.
+    pub(crate) fn known(&self, analyses: &Analyses, captures: &[Option<(&Memory, Option<&Embedding>)>]) -> (Vec<Known<'_>>, Vec<(Arc<Analysis>, Needs)>) {
+        let mut needs = vec![Needs::default(); self.memories.len()];
+        for (capture, list) in captures.iter().zip(&self.lists) {
+            let Some((memory, _)) = capture else { continue };
+            for (rank, &(at, _)) in list.iter().enumerate() {
+                needs[at].claim |= alike(memory, &self.memories[at]);
+                needs[at].reading |= rank < CONTRADICTION_CANDIDATES;
+            }
+        }
         let mut fresh = Vec::new();
         let known = self
             .memories
             .iter()
-            .map(|memory| {
+            .zip(needs)
+            .map(|(memory, needs)| {
                 let (analysis, new) = analyses.of(memory);
                 if new {
-                    fresh.push(analysis.clone());
+                    fresh.push((analysis.clone(), needs));
                 }
                 Known { memory, analysis }
             })
@@ -97,6 +108,12 @@ impl Nearby {
     pub(crate) fn lists<'a>(&self, known: &'a [Known<'a>]) -> Vec<Vec<Neighbour<'a>>> {
         self.lists.iter().map(|list| list.iter().map(|&(at, similarity)| Neighbour { known: &known[at], similarity }).collect()).collect()
     }
+}
+
+/// Whether a capture is judged against `other`: a memory of its namespace and kind, worded
+/// otherwise (the same wording is the store's exact duplicate).
+fn alike(capture: &Memory, other: &Memory) -> bool {
+    other.namespace == capture.namespace && other.kind == capture.kind && other.content.trim() != capture.content.trim()
 }
 
 /// What to do with one capture.
@@ -157,13 +174,12 @@ impl MemoryService {
         neighbours: &[Neighbour<'_>],
     ) -> Plan {
         let Some(threshold) = self.deduplication.threshold(&memory.namespace) else { return Plan::Store(Vec::new()) };
-        let alike = |other: &Memory| other.namespace == memory.namespace && other.kind == memory.kind && other.content.trim() != memory.content.trim();
-        if let Some((index, _)) = same_earlier.find(|(_, before)| alike(before)) {
+        if let Some((index, _)) = same_earlier.find(|(_, before)| alike(memory, before)) {
             return Plan::MergeIntoBatch(index);
         }
         let paraphrase = self.embedder.as_ref().and_then(|embedder| embedder.paraphrase_similarity());
         let mut links: Vec<Link> = Vec::new();
-        for neighbour in neighbours.iter().filter(|neighbour| alike(neighbour.known.memory)) {
+        for neighbour in neighbours.iter().filter(|neighbour| alike(memory, neighbour.known.memory)) {
             let other = neighbour.known.claim(self.claims());
             let close = match neighbour.similarity {
                 Some(similarity) => similarity >= threshold,

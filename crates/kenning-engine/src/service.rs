@@ -18,7 +18,7 @@ use kenning_core::{
 };
 
 use crate::access_counts::AccessRecorder;
-use crate::analysis::{self, Analyses, Analysis};
+use crate::analysis::{self, Analyses, Analysis, Needs};
 use crate::error::{Error, Result};
 use crate::ids::new_memory_id;
 use crate::contradictions::{Conflict, RecordedConflicts};
@@ -340,7 +340,7 @@ impl MemoryService {
         // Each capture to judge is read once, ahead on every core for a large batch; a skipped
         // capture is never compared (it counts as not stored for the later ones).
         let analyses: Vec<Option<Arc<Analysis>>> = holders.iter().zip(&memories).map(|(holder, memory)| holder.is_none().then(|| Arc::new(Analysis::new(&memory.content)))).collect();
-        analysis::prepare(self.claims(), &analyses.iter().flatten().map(Arc::as_ref).collect::<Vec<_>>());
+        analysis::prepare(self.claims(), &analyses.iter().flatten().map(|analysis| (analysis.as_ref(), Needs::ALL)).collect::<Vec<_>>());
         // Each capture is judged against its nearest stored memories and the captures before
         // it in the batch (see `crate::judgment`), and the same neighbours are checked for
         // contradictions, recorded once it is stored. The neighbours are read a chunk of the
@@ -353,10 +353,10 @@ impl MemoryService {
         let mut same_in_batch = SameClaims::default();
         for (chunk, judged) in judged.chunks(CHECK_CHUNK).enumerate() {
             let nearby = self.neighbours_of(entry, judged)?;
-            let (known, fresh) = nearby.known(&self.analyses);
-            // Many new neighbours (a bulk load) are read ahead on every core, every part of
-            // them, since most parts are needed.
-            analysis::prepare(self.claims(), &fresh.iter().map(Arc::as_ref).collect::<Vec<_>>());
+            let (known, fresh) = nearby.known(&self.analyses, judged);
+            // Many new neighbours (a bulk load) are read ahead on every core, each as far as
+            // the checks below will read it.
+            analysis::prepare(self.claims(), &fresh.iter().map(|(analysis, needs)| (analysis.as_ref(), *needs)).collect::<Vec<_>>());
             let lists = nearby.lists(&known);
             // The plans in batch order, since each capture is judged against the ones before
             // it; then the contradictions of those to be stored, which depend on no other.
