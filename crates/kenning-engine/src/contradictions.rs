@@ -138,8 +138,20 @@ impl MemoryService {
                 }
             }
         }
-        let written = match state.put_states(&writes) {
-            Ok(written) => written,
+        // Written in the order of their ids (a record's revisions keep theirs), so that two
+        // batches reopening some of the same records lock them in the same order: a deadlock
+        // costs PostgreSQL's `deadlock_timeout`, a second by default.
+        let mut order: Vec<usize> = (0..writes.len()).collect();
+        order.sort_by(|&a, &b| writes[a].id.cmp(&writes[b].id));
+        let sorted: Vec<StateRecord> = order.iter().map(|&at| writes[at].clone()).collect();
+        let written = match state.put_states(&sorted) {
+            Ok(sorted_written) => {
+                let mut written = vec![false; writes.len()];
+                for (&at, was_written) in order.iter().zip(sorted_written) {
+                    written[at] = was_written;
+                }
+                written
+            }
             Err(error) => {
                 for &(at, ..) in &made {
                     if recorded[at].warnings.is_empty() {
@@ -193,6 +205,9 @@ impl MemoryService {
             if changes.is_empty() {
                 return Ok(());
             }
+            // In the order of the memories' ids (one memory's changes keep theirs), for the
+            // reason the records are written in theirs.
+            changes.sort_by(|a, b| a.0.id.cmp(&b.0.id));
             let replacements: Vec<Replacement<'_>> =
                 changes.iter().map(|(next, previous, embedding)| Replacement { next, previous, embedding: embedding.as_ref() }).collect();
             match entry.store.replace_many(&replacements) {

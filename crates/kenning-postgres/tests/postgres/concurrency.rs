@@ -100,3 +100,53 @@ fn eight_processes_lose_no_update_and_store_no_duplicate() {
     // Not a requirement, but a sign that the writers really raced.
     eprintln!("{conflicts} compare-and-swap conflicts were retried");
 }
+
+/// Two batches, each on its own connections, whose captures contradict the same stored memories
+/// in opposite orders: each batch marks them all superseded in one transaction, so both must
+/// come through (a deadlock between them was broken by the server after a second and retried),
+/// and every contradiction is recorded and every mark kept.
+#[test]
+fn two_batches_contradicting_the_same_memories_at_once_record_every_contradiction() {
+    use std::sync::Arc;
+
+    use kenning_core::{CaptureInput, Domain, Embedder};
+    use kenning_engine::{DomainStore, MemoryService};
+
+    if !servers(&[PG_URL]) {
+        return;
+    }
+    let schema = fresh_schema("batches");
+    let embedder: Arc<dyn Embedder> = Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap());
+    let service = || {
+        let store: Arc<dyn MemoryStore> = Arc::new(PostgresStore::open(&settings(&schema)).unwrap());
+        MemoryService::new(vec![DomainStore { domain: Domain::Org("acme".to_owned()), store }], Some(embedder.clone()))
+    };
+    let syllables = ["ka", "lo", "mi", "nu", "pe", "ri", "so", "tu"];
+    let names: Vec<String> = (0..48).map(|at| format!("{}{}{}", syllables[at % 8], syllables[at / 8], ["x", "v", "q", "z"][at % 4])).collect();
+    let fact = |name: &str, minutes: u32| CaptureInput {
+        content: format!("The {name} cache keeps its {name} entries for {minutes} minutes."),
+        namespace: Some("config".to_owned()),
+        ..CaptureInput::default()
+    };
+    let first = service();
+    let older: Vec<String> = first.capture_many(names.iter().map(|name| fact(name, 30)).collect(), None).unwrap().into_iter().map(|outcome| outcome.urn).collect();
+
+    let batches = std::thread::scope(|scope| {
+        let forward = scope.spawn(|| service().capture_many(names.iter().map(|name| fact(name, 45)).collect(), None).unwrap());
+        let backward = scope.spawn(|| service().capture_many(names.iter().rev().map(|name| fact(name, 60)).collect(), None).unwrap());
+        [forward.join().unwrap(), backward.join().unwrap().into_iter().rev().collect::<Vec<_>>()]
+    });
+    for batch in &batches {
+        for (at, outcome) in batch.iter().enumerate() {
+            assert!(outcome.created && outcome.warnings.is_empty(), "{outcome:?}");
+            assert!(outcome.contradictions.iter().any(|note| note.with == older[at]), "capture {at} reports its contradiction: {outcome:?}");
+        }
+    }
+    let recorded: usize = batches.iter().flatten().map(|outcome| outcome.contradictions.len()).sum();
+    assert_eq!(first.contradiction_counts(None).unwrap().open as usize, recorded, "every contradiction reported is recorded");
+    for urn in &older {
+        let stale = first.get(urn).unwrap();
+        assert_eq!(stale.version, 3, "marked superseded by a capture of each batch: {stale:?}");
+        assert_eq!(first.history(urn).unwrap().versions.len(), 2);
+    }
+}
