@@ -130,8 +130,8 @@ impl MemoryService {
                 match self.make_record(state, &settled, memory, conflict, &mut writes) {
                     Ok((note, written_at, supersession)) => made.push((at, note, written_at, supersession)),
                     Err(error) => {
-                        // What the batch's records say of the settled ones is not known now:
-                        // the next conflict reads them afresh.
+                        // What the store holds of the settled records is not known now: the
+                        // next conflict reads them afresh.
                         settled.forget();
                         recorded[at].warnings.push(format!("a contradiction could not be recorded: {error}"));
                     }
@@ -479,11 +479,13 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
 
 /// The settled contradiction records of one domain (won by one side, or found to depend on
 /// context), the only ones a new conflict can reopen, as the captures of one batch see them:
-/// read on the first conflict that looks, then kept current with what the batch settles and
+/// those in the store, read on the first conflict that looks, and those the batch has settled,
+/// which it writes with its other records at the end; kept current with what the batch
 /// reopens, so that a bulk load reads them once rather than once per conflict found.
 #[derive(Default)]
 struct SettledRecords {
     read: RefCell<Option<Vec<(StateRecord, Contradiction)>>>,
+    settled_by_batch: RefCell<Vec<(StateRecord, Contradiction)>>,
 }
 
 impl SettledRecords {
@@ -497,19 +499,21 @@ impl SettledRecords {
         if read.is_none() {
             *read = Some(read_records(state)?.into_iter().filter(|(_, record)| Self::is_settled(record)).collect());
         }
-        let records = read.as_mut().expect("read above");
-        let (taken, kept) = std::mem::take(records).into_iter().partition(|(_, record)| reopened(record));
-        *records = kept;
+        let mut taken = Vec::new();
+        for records in [read.as_mut().expect("read above"), &mut *self.settled_by_batch.borrow_mut()] {
+            let (picked, kept): (Vec<_>, Vec<_>) = std::mem::take(records).into_iter().partition(|(_, record)| reopened(record));
+            *records = kept;
+            taken.extend(picked);
+        }
         Ok(taken)
     }
 
-    /// A record the batch has just written settled.
+    /// A record the batch has settled, not yet written.
     fn add(&self, stored: StateRecord, record: Contradiction) {
-        if let Some(records) = self.read.borrow_mut().as_mut() {
-            records.push((stored, record));
-        }
+        self.settled_by_batch.borrow_mut().push((stored, record));
     }
 
+    /// Forgets what was read of the store, to be read again.
     fn forget(&self) {
         self.read.borrow_mut().take();
     }
