@@ -153,11 +153,8 @@ impl MemoryService {
                 written
             }
             Err(error) => {
-                for &(at, ..) in &made {
-                    if recorded[at].warnings.is_empty() {
-                        recorded[at].warnings.push(format!("the contradictions this capture makes could not be recorded: {error}"));
-                    }
-                }
+                let message = format!("the contradictions this capture makes could not be recorded: {error}");
+                warn_each(&mut recorded, made.iter().map(|&(at, ..)| at), &message);
                 return recorded;
             }
         };
@@ -171,13 +168,8 @@ impl MemoryService {
             supersessions.extend(supersession.map(|supersession| (at, supersession)));
         }
         if let Err(error) = self.supersede(entry, &supersessions) {
-            let mut warned = Vec::new();
-            for &(at, _) in &supersessions {
-                if !warned.contains(&at) {
-                    warned.push(at);
-                    recorded[at].warnings.push(format!("the memories this capture contradicts could not be marked superseded: {error}"));
-                }
-            }
+            let message = format!("the memories this capture contradicts could not be marked superseded: {error}");
+            warn_each(&mut recorded, supersessions.iter().map(|&(at, _)| at), &message);
         }
         recorded
     }
@@ -516,6 +508,17 @@ impl SettledRecords {
     /// Forgets what was read of the store, to be read again.
     fn forget(&self) {
         self.read.borrow_mut().take();
+    }
+}
+
+/// Adds `message` once to the warnings of each capture at `positions`, which may repeat.
+fn warn_each(recorded: &mut [RecordedConflicts], positions: impl Iterator<Item = usize>, message: &str) {
+    let mut warned = Vec::new();
+    for at in positions {
+        if !warned.contains(&at) {
+            warned.push(at);
+            recorded[at].warnings.push(message.to_owned());
+        }
     }
 }
 
