@@ -633,3 +633,69 @@ fn two_step_vector_search_finds_a_stored_vector_first() {
         }
     }
 }
+
+/// Unit vectors of 384 components that share a large common part (a length of 0.74 along a
+/// few components, as the built-in model's vectors do) and differ in the rest.
+fn vectors_with_a_common_part(seed: u64) -> impl FnMut() -> Vec<f32> {
+    let mut rng = seed;
+    let mut common = [0f32; 384];
+    common[..4].copy_from_slice(&[1.0, -0.8, 0.6, 0.5]);
+    let common_norm = common.iter().map(|v| v * v).sum::<f32>().sqrt();
+    move || {
+        let own: Vec<f32> = (0..384)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        let own_norm = own.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let vector: Vec<f32> = own.iter().zip(common).map(|(own, common)| 0.74 * common / common_norm + 0.67 * own / own_norm).collect();
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        vector.iter().map(|v| v / norm).collect()
+    }
+}
+
+/// Vectors that share a large common part were quantised with most of their 8-bit steps spent
+/// on it: here scores strayed from the exact cosine by up to 0.003 and 7% of the exact ten
+/// nearest were missed, though every row is scored. The index quantises each vector's
+/// difference from the mean of its first rows, whether written to an image or added since
+/// (then 0.0004 and 1.5%).
+#[test]
+fn vectors_sharing_a_large_common_part_keep_their_exact_scores_and_order() {
+    let mut next = vectors_with_a_common_part(0x51f1_5eed_0dd5_a1e5);
+    let history: Vec<(i64, Record)> = (0..3000i64)
+        .map(|key| {
+            (key, Record {
+                id: format!("m{key:05}"),
+                kind: MemoryKind::Semantic,
+                status: Status::Active,
+                namespace: "learnings".into(),
+                tags: Vec::new(),
+                confidence: 0.9,
+                occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+                text: format!("memory {key}"),
+                facets: Vec::new(),
+                vector: Some(next()),
+            })
+        })
+        .collect();
+    let (index, records) = replay_through_image(&history, 2000);
+    let filter = SearchFilter::active();
+    let (mut found, mut possible, mut worst) = (0, 0, 0f64);
+    for _ in 0..60 {
+        let query = next();
+        let hits = index.search_vector(&query, MODEL, &filter, 10);
+        let expected = reference_cosine(&records, &query, &filter);
+        for hit in &hits {
+            let (_, score) = expected.iter().find(|(id, _)| id == hit.id.as_str()).expect("a stored record");
+            worst = worst.max((hit.score - score).abs());
+        }
+        possible += 10;
+        found += expected[..10].iter().filter(|(id, _)| hits.iter().any(|hit| hit.id.as_str() == id)).count();
+    }
+    assert!(worst < 0.0015, "a score strays {worst} from the exact cosine");
+    let recall = found as f64 / possible as f64;
+    assert!(recall >= 0.97, "recall@10 {recall} against exact search");
+}
