@@ -330,7 +330,7 @@ impl VectorIndex {
             }
             nearer += count;
         }
-        rows_within(&distances, cut_off as u16).into_iter().map(|offset| first + offset).collect()
+        distances.iter().enumerate().filter(|(_, distance)| usize::from(**distance) <= cut_off).map(|(offset, _)| first + offset).collect()
     }
 
     /// Fills in the Hamming distance to `code` of the code of every admitted row from
@@ -712,24 +712,6 @@ fn hamming(a: &[u64], b: &[u64]) -> u32 {
 /// Marks a row the filter left out.
 const NOT_ADMITTED: u16 = u16::MAX;
 
-/// The offsets of the distances at most `cut_off`, in order. A thousand of a hundred thousand
-/// pass, so most blocks of sixteen hold none: each block's least distance (a loop the compiler
-/// turns into a few vector instructions) tells which blocks to look through, rather than
-/// testing every distance with a branch.
-fn rows_within(distances: &[u16], cut_off: u16) -> Vec<usize> {
-    const BLOCK: usize = 16;
-    let mut found = Vec::new();
-    let (blocks, rest) = distances.as_chunks::<BLOCK>();
-    for (number, block) in blocks.iter().enumerate() {
-        if block.iter().fold(u16::MAX, |least, distance| least.min(*distance)) <= cut_off {
-            found.extend(block.iter().enumerate().filter(|(_, distance)| **distance <= cut_off).map(|(offset, _)| number * BLOCK + offset));
-        }
-    }
-    let start = blocks.len() * BLOCK;
-    found.extend(rest.iter().enumerate().filter(|(_, distance)| **distance <= cut_off).map(|(offset, _)| start + offset));
-    found
-}
-
 /// With the CPU's population-count instruction the loop is several times faster, so it is
 /// used when the CPU has one.
 fn scan_codes(codes: &[u64], words: usize, first_row: usize, code: &[u64], admitted: &impl Fn(usize) -> bool, distances: &mut [u16], histogram: &mut [usize]) {
@@ -872,15 +854,6 @@ mod tests {
             }
             assert_eq!(histogram.iter().sum::<usize>(), (0..rows).filter(|row| admitted(*row)).count());
         }
-    }
-
-    #[test]
-    fn rows_within_a_cut_off_are_found_in_every_block_and_the_rest() {
-        let distances: Vec<u16> = (0..1000u32).map(|n| if n % 37 == 5 || n == 999 { (n % 7) as u16 } else { 20 + (n % 300) as u16 }).chain([NOT_ADMITTED; 3]).collect();
-        let expected: Vec<usize> = (0..distances.len()).filter(|offset| distances[*offset] <= 6).collect();
-        assert_eq!(rows_within(&distances, 6), expected);
-        assert!(rows_within(&distances, 6).contains(&999));
-        assert_eq!(rows_within(&[NOT_ADMITTED; 40], 300), Vec::<usize>::new());
     }
 
     #[test]
