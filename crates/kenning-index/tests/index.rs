@@ -699,3 +699,41 @@ fn vectors_sharing_a_large_common_part_keep_their_exact_scores_and_order() {
     let recall = found as f64 / possible as f64;
     assert!(recall >= 0.97, "recall@10 {recall} against exact search");
 }
+
+/// An image written while its index had fewer rows than fix a centre holds none; the index read
+/// from it fixes one when rows added since bring it to that size, moving the image's rows into
+/// memory as differences from it. Every row is still there under its own record, written again
+/// to an image and read back, and each stored vector still finds its own record first.
+#[test]
+fn an_index_read_from_an_image_without_a_centre_takes_one_as_it_grows() {
+    let mut next = vectors_with_a_common_part(0x0dd5_eed5_1f15_a1e5);
+    let history: Vec<(i64, Record)> = (0..2500i64)
+        .map(|key| {
+            (key, Record {
+                id: format!("m{key:05}"),
+                kind: MemoryKind::Semantic,
+                status: if key % 5 == 0 { Status::Forgotten } else { Status::Active },
+                namespace: "learnings".into(),
+                tags: Vec::new(),
+                confidence: 0.9,
+                occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+                text: format!("memory {key}"),
+                facets: Vec::new(),
+                vector: Some(next()),
+            })
+        })
+        .collect();
+    let (grown, records) = replay_through_image(&history, 400);
+    let (index, _) = read_image(&image_of(&grown, b"store 8")).unwrap();
+    assert_eq!(index.len(), records.len());
+    let filter = SearchFilter::active();
+    for (key, record) in records.iter().filter(|(key, record)| *key % 23 == 1 && record.status == Status::Active) {
+        let query = record.vector.clone().unwrap();
+        let hits = index.search_vector(&query, MODEL, &filter, 10);
+        assert_eq!(hits[0].id.as_str(), record.id, "record {key}");
+        for hit in &hits {
+            let (_, score) = reference_cosine(&records, &query, &filter).into_iter().find(|(id, _)| id == hit.id.as_str()).expect("a stored record");
+            assert!((hit.score - score).abs() < 0.005, "record {key}: {} scored {} where it scores {score}", hit.id, hit.score);
+        }
+    }
+}
