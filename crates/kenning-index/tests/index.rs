@@ -476,12 +476,12 @@ fn a_damaged_image_is_refused() {
     assert!(matches!(read_image(b"SQLite format 3\0 and then some more bytes to pass the header length ......"), Err(ImageError::Magic)));
 }
 
-/// Random unit vectors of 96 components: the hardest case for an approximate search, since
+/// Random unit vectors of `dims` components: the hardest case for an approximate search, since
 /// they have no structure a graph or a code could follow.
-fn random_unit_vectors(seed: u64) -> impl FnMut() -> Vec<f32> {
+fn random_unit_vectors(seed: u64, dims: usize) -> impl FnMut() -> Vec<f32> {
     let mut rng = seed;
     move || {
-        let raw: Vec<f32> = (0..96)
+        let raw: Vec<f32> = (0..dims)
             .map(|_| {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
@@ -497,7 +497,7 @@ fn random_unit_vectors(seed: u64) -> impl FnMut() -> Vec<f32> {
 /// 7,000 records with random vectors, a third forgotten, one in ten in the namespace
 /// "decisions", and then new vectors (some with new text) for every seventh of the first 5,000.
 fn history_of_random_vectors() -> Vec<(i64, Record)> {
-    let mut unit_vector = random_unit_vectors(0x9e37_79b9_7f4a_7c15);
+    let mut unit_vector = random_unit_vectors(0x9e37_79b9_7f4a_7c15, 96);
     let mut history = Vec::new();
     for key in 0..7000i64 {
         history.push((key, Record {
@@ -637,24 +637,35 @@ fn two_step_vector_search_finds_a_stored_vector_first() {
 /// Unit vectors of 384 components that share a large common part (a length of 0.74 along a
 /// few components, as the built-in model's vectors do) and differ in the rest.
 fn vectors_with_a_common_part(seed: u64) -> impl FnMut() -> Vec<f32> {
-    let mut rng = seed;
+    let mut own_part = random_unit_vectors(seed, 384);
     let mut common = [0f32; 384];
     common[..4].copy_from_slice(&[1.0, -0.8, 0.6, 0.5]);
     let common_norm = common.iter().map(|v| v * v).sum::<f32>().sqrt();
     move || {
-        let own: Vec<f32> = (0..384)
-            .map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-            })
-            .collect();
-        let own_norm = own.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let vector: Vec<f32> = own.iter().zip(common).map(|(own, common)| 0.74 * common / common_norm + 0.67 * own / own_norm).collect();
+        let vector: Vec<f32> = own_part().iter().zip(common).map(|(own, common)| 0.74 * common / common_norm + 0.67 * own).collect();
         let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
         vector.iter().map(|v| v / norm).collect()
     }
+}
+
+/// A record in "learnings" under each of `keys`, with the status `status_of` gives it and the
+/// next of `vectors`.
+fn records_of_vectors(keys: std::ops::Range<i64>, status_of: impl Fn(i64) -> Status, mut vectors: impl FnMut() -> Vec<f32>) -> Vec<(i64, Record)> {
+    keys.map(|key| {
+        (key, Record {
+            id: format!("m{key:05}"),
+            kind: MemoryKind::Semantic,
+            status: status_of(key),
+            namespace: "learnings".into(),
+            tags: Vec::new(),
+            confidence: 0.9,
+            occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+            text: format!("memory {key}"),
+            facets: Vec::new(),
+            vector: Some(vectors()),
+        })
+    })
+    .collect()
 }
 
 /// Vectors that share a large common part were quantised with most of their 8-bit steps spent
@@ -665,22 +676,7 @@ fn vectors_with_a_common_part(seed: u64) -> impl FnMut() -> Vec<f32> {
 #[test]
 fn vectors_sharing_a_large_common_part_keep_their_exact_scores_and_order() {
     let mut next = vectors_with_a_common_part(0x51f1_5eed_0dd5_a1e5);
-    let history: Vec<(i64, Record)> = (0..3000i64)
-        .map(|key| {
-            (key, Record {
-                id: format!("m{key:05}"),
-                kind: MemoryKind::Semantic,
-                status: Status::Active,
-                namespace: "learnings".into(),
-                tags: Vec::new(),
-                confidence: 0.9,
-                occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-                text: format!("memory {key}"),
-                facets: Vec::new(),
-                vector: Some(next()),
-            })
-        })
-        .collect();
+    let history = records_of_vectors(0..3000, |_| Status::Active, &mut next);
     let (index, records) = replay_through_image(&history, 2000);
     let filter = SearchFilter::active();
     let (mut found, mut possible, mut worst) = (0, 0, 0f64);
@@ -707,22 +703,7 @@ fn vectors_sharing_a_large_common_part_keep_their_exact_scores_and_order() {
 #[test]
 fn an_index_read_from_an_image_without_a_centre_takes_one_as_it_grows() {
     let mut next = vectors_with_a_common_part(0x0dd5_eed5_1f15_a1e5);
-    let history: Vec<(i64, Record)> = (0..2500i64)
-        .map(|key| {
-            (key, Record {
-                id: format!("m{key:05}"),
-                kind: MemoryKind::Semantic,
-                status: if key % 5 == 0 { Status::Forgotten } else { Status::Active },
-                namespace: "learnings".into(),
-                tags: Vec::new(),
-                confidence: 0.9,
-                occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-                text: format!("memory {key}"),
-                facets: Vec::new(),
-                vector: Some(next()),
-            })
-        })
-        .collect();
+    let history = records_of_vectors(0..2500, |key| if key % 5 == 0 { Status::Forgotten } else { Status::Active }, &mut next);
     let (grown, records) = replay_through_image(&history, 400);
     let (index, _) = read_image(&image_of(&grown, b"store 8")).unwrap();
     assert_eq!(index.len(), records.len());
