@@ -26,6 +26,9 @@ pub enum Error {
     Busy(String),
     #[error("sync with {remote}: {reason}")]
     Sync { remote: String, reason: String },
+    /// A loose object of a notes commit could not be written.
+    #[error("object {id} could not be written to {path}: {reason}")]
+    Object { id: String, path: PathBuf, reason: String },
     /// The journal that makes writes survive a power loss could not be written or read.
     #[error("{reason} ({path})")]
     Journal { path: PathBuf, reason: String },

@@ -93,16 +93,26 @@ impl Flush {
     /// first) and, when it moved, makes the move and `objects`, those `commit` added, durable
     /// before returning.
     #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
-    pub fn advance(&self, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Added], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
+    pub fn advance(&self, base: Option<Oid>, commit: Oid, objects: &[Added], advance: impl FnOnce() -> Result<bool>) -> Result<bool> {
         match self {
             #[cfg(target_os = "linux")]
             Flush::Journal(journal) => journal.advance(advance, |file| {
-                if journal.append(file, repo, base, commit, objects)? > CHECKPOINT_BYTES {
+                if journal.append(file, base, commit, objects)? > CHECKPOINT_BYTES {
                     journal.checkpoint_locked(file)?;
                 }
                 Ok(())
             }),
             _ => advance(),
+        }
+    }
+
+    /// Whether every object and ref is flushed to disk as it is written, rather than through
+    /// the journal or not at all.
+    pub fn flushes_each_file(&self) -> bool {
+        match self {
+            #[cfg(not(target_os = "linux"))]
+            Flush::EveryFile => true,
+            _ => false,
         }
     }
 
@@ -192,28 +202,19 @@ impl Journal {
     }
 
     /// Appends and flushes the record of a move; returns the journal's length after it.
-    fn append(&self, file: &mut Locked, repo: &Repository, base: Option<Oid>, commit: Oid, objects: &[Added]) -> Result<u64> {
-        let odb = repo.odb()?;
+    fn append(&self, file: &mut Locked, base: Option<Oid>, commit: Oid, objects: &[Added]) -> Result<u64> {
         let mut payload = Vec::with_capacity(4096);
         payload.extend_from_slice(base.unwrap_or_else(Oid::zero).as_bytes());
         payload.extend_from_slice(commit.as_bytes());
         payload.extend_from_slice(&u32::try_from(objects.len()).unwrap_or(u32::MAX).to_le_bytes());
         for added in objects {
-            let read;
-            let (kind, data) = match &added.bytes {
-                Some((kind, data)) => (*kind, data.as_slice()),
-                None => {
-                    read = odb.read(added.id)?;
-                    (read.kind(), read.data())
-                }
-            };
-            payload.push(match kind {
+            payload.push(match added.kind {
                 ObjectType::Commit => 1u8,
                 ObjectType::Tree => 2,
                 _ => 3,
             });
-            payload.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_le_bytes());
-            payload.extend_from_slice(data);
+            payload.extend_from_slice(&u32::try_from(added.bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+            payload.extend_from_slice(&added.bytes);
         }
         let checksum = Oid::hash_object(ObjectType::Blob, &payload)?;
         let mut record = Vec::with_capacity(payload.len() + FRAME_BYTES as usize);

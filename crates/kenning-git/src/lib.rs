@@ -22,6 +22,7 @@ mod journal;
 pub mod merge;
 pub mod note;
 mod notes;
+mod objects;
 mod store;
 mod sync;
 

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use git2::build::TreeUpdateBuilder;
-use git2::{ErrorCode, FileMode, ObjectType, Oid, Repository, Signature, Tree};
+use git2::{ErrorCode, ObjectType, Oid, Repository, Signature, Tree};
 
 use crate::error::Result;
+use crate::objects::{FILE_MODE, FOLDER_MODE, Objects, TreeItem, commit_bytes, tree_bytes};
 
 /// The ref holding every project memory's note.
 pub const NOTES_REF: &str = "refs/notes/kenning";
@@ -75,11 +75,11 @@ pub struct Written {
     pub objects: Vec<Added>,
 }
 
-/// An object a notes commit added, with its type and bytes where the writer had them at hand
-/// (its notes and the commit), so that the journal need not read them back.
+/// An object a notes commit added, with its type and bytes, so that the journal need not read
+/// them back.
 pub struct Added {
-    pub id: Oid,
-    pub bytes: Option<(ObjectType, Vec<u8>)>,
+    pub kind: ObjectType,
+    pub bytes: Vec<u8>,
 }
 
 /// Who signs notes commits and the reflog entries of the ref's moves: the repository's
@@ -110,47 +110,55 @@ impl Identity {
 }
 
 /// Writes the blobs of `notes` and a commit whose tree is `base`'s tree with them in place,
-/// with `base` as its parent. Returns the new commit; the ref is not moved.
-pub fn commit(repo: &Repository, signature: &Signature<'_>, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Written> {
-    let baseline = match base {
-        Some(base) => tree_of(repo, base)?,
-        None => repo.find_tree(repo.treebuilder(None)?.write()?)?,
-    };
-    let mut update = TreeUpdateBuilder::new();
-    let mut objects = Vec::with_capacity(notes.len() * 2 + 2);
+/// with `base` as its parent, through `objects`. Returns the new commit; the ref is not moved.
+///
+/// Each note goes in its fan-out folder (the `xx/` of [`note_path`]), in place of the entry of
+/// the same name or beside the folder's other entries, whatever their depth: a folder that
+/// `git notes` split further keeps its subfolders, and the note found first is this one.
+pub fn commit(repo: &Repository, objects: &Objects, signature: &Signature<'_>, base: Option<Oid>, notes: &[(Oid, Vec<u8>)], message: &str) -> Result<Written> {
+    let baseline = base.map(|base| tree_of(repo, base)).transpose()?;
+    let mut added = Vec::with_capacity(notes.len() * 2 + 2);
+    let mut folders: BTreeMap<String, Vec<TreeItem>> = BTreeMap::new();
     for (key, bytes) in notes {
-        let blob = repo.blob(bytes)?;
-        objects.push(Added { id: blob, bytes: Some((ObjectType::Blob, bytes.clone())) });
-        update.upsert(note_path(*key), blob, FileMode::Blob);
+        let blob = objects.write(ObjectType::Blob, bytes)?;
+        added.push(Added { kind: ObjectType::Blob, bytes: bytes.clone() });
+        let hex = key.to_string();
+        let (folder, name) = hex.split_at(2);
+        let items = match folders.entry(folder.to_owned()) {
+            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(folder_items(repo, baseline.as_ref(), folder)?),
+        };
+        TreeItem::upsert(items, TreeItem { name: name.as_bytes().to_vec(), mode: FILE_MODE, id: blob });
     }
-    let tree = repo.find_tree(update.create_updated(repo, &baseline)?)?;
-    for (key, _) in notes {
-        let fan_out = &note_path(*key)[..2];
-        if let Some(entry) = tree.get_name(fan_out).filter(|entry| entry.kind() == Some(ObjectType::Tree))
-            && !objects.iter().any(|added| added.id == entry.id())
-        {
-            objects.push(Added { id: entry.id(), bytes: None });
-        }
+    let mut root = baseline.as_ref().map(TreeItem::all_of).unwrap_or_default();
+    for (folder, mut items) in folders {
+        let bytes = tree_bytes(&mut items);
+        let id = objects.write(ObjectType::Tree, &bytes)?;
+        added.push(Added { kind: ObjectType::Tree, bytes });
+        TreeItem::upsert(&mut root, TreeItem { name: folder.into_bytes(), mode: FOLDER_MODE, id });
     }
-    objects.push(Added { id: tree.id(), bytes: None });
+    let bytes = tree_bytes(&mut root);
+    let tree = objects.write(ObjectType::Tree, &bytes)?;
+    added.push(Added { kind: ObjectType::Tree, bytes });
     let parents = base.into_iter().collect::<Vec<_>>();
-    let (commit, bytes) = write_commit(repo, signature, &tree, &parents, message)?;
-    objects.push(Added { id: commit, bytes: Some((ObjectType::Commit, bytes)) });
-    Ok(Written { commit, objects })
+    let bytes = commit_bytes(tree, &parents, signature, message);
+    let commit = objects.write(ObjectType::Commit, &bytes)?;
+    added.push(Added { kind: ObjectType::Commit, bytes });
+    Ok(Written { commit, objects: added })
+}
+
+/// The entries of the fan-out folder `folder` of `baseline`: none when there is no such folder.
+fn folder_items(repo: &Repository, baseline: Option<&Tree<'_>>, folder: &str) -> Result<Vec<TreeItem>> {
+    match baseline.and_then(|tree| tree.get_name(folder)) {
+        None => Ok(Vec::new()),
+        Some(entry) if entry.kind() == Some(ObjectType::Tree) => Ok(TreeItem::all_of(&repo.find_tree(entry.id())?)),
+        Some(_) => Err(git2::Error::from_str(&format!("the notes tree holds `{folder}`, where a note's folder belongs, as something other than a folder")).into()),
+    }
 }
 
 /// A commit of `tree` with `parents`, signed by `signature`.
 pub fn commit_tree(repo: &Repository, signature: &Signature<'_>, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<Oid> {
-    Ok(write_commit(repo, signature, tree, parents, message)?.0)
-}
-
-/// Writes a commit object and returns it with its bytes.
-fn write_commit(repo: &Repository, signature: &Signature<'_>, tree: &Tree<'_>, parents: &[Oid], message: &str) -> Result<(Oid, Vec<u8>)> {
-    let parents = parents.iter().map(|oid| repo.find_commit(*oid)).collect::<Result<Vec<_>, _>>()?;
-    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-    let bytes = repo.commit_create_buffer(signature, signature, message, tree, &parents)?.to_vec();
-    let commit = repo.odb()?.write(ObjectType::Commit, &bytes)?;
-    Ok((commit, bytes))
+    Ok(repo.odb()?.write(ObjectType::Commit, &commit_bytes(tree.id(), parents, signature, message))?)
 }
 
 /// Moves `name` from `expected` to `new`, signing the reflog entry with `signature`; `false`

@@ -420,6 +420,45 @@ fn notes_commits_and_their_reflog_entries_are_signed_by_the_repository_identity(
     assert_eq!(reflog.lines().next(), Some("Ada Lovelace <ada@example.com>"), "reflog: {reflog}");
 }
 
+/// The notes commits' objects are written by kenning, not libgit2: git must find every one of
+/// them well formed, and each tree byte for byte as git itself would write its listing.
+#[test]
+fn notes_trees_and_commits_are_written_as_git_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    init_repo(&repo);
+    git(&repo, &["config", "user.name", "Grace Hopper"]);
+    git(&repo, &["config", "user.email", "grace@example.com"]);
+    let store = GitNotesStore::open(&repo, &index_path(&repo), Durability::PowerLoss).unwrap();
+    // Enough memories that many fan-out folders hold several notes, some captured one at a
+    // time into a folder an earlier batch made.
+    let batch: Vec<(Memory, Option<_>)> = (0..400).map(|n| (numbered("batch", n), None)).collect();
+    store.insert(&batch).unwrap();
+    for n in 0..20 {
+        store.insert(&[(numbered("single", n), None)]).unwrap();
+    }
+    let changed = update(&store, &batch[7].0, |m| m.content = "Changed after the batch.".into());
+    assert_eq!(store.get(&changed.id).unwrap().unwrap().content, "Changed after the batch.");
+    drop(store);
+
+    git(&repo, &["fsck", "--strict", "--no-dangling", "--no-progress"]);
+    let root = notes_tree(&repo);
+    let listing = git(&repo, &["ls-tree", &root]);
+    assert_eq!(mktree(&repo, listing.trim_end()), root);
+    let folders: Vec<&str> = listing.lines().map(|line| line.split('\t').next().unwrap().split(' ').nth(2).unwrap()).collect();
+    assert!(folders.len() > 200, "{} folders", folders.len());
+    for folder in folders {
+        assert_eq!(mktree(&repo, git(&repo, &["ls-tree", folder]).trim_end()), folder);
+    }
+    assert_eq!(git_notes(&repo).len(), 420);
+    let commit = git(&repo, &["cat-file", "commit", NOTES_REF]);
+    let parent = git(&repo, &["rev-parse", &format!("{NOTES_REF}^")]);
+    assert!(commit.starts_with(&format!("tree {root}\nparent {}\nauthor Grace Hopper <grace@example.com> ", parent.trim())), "{commit}");
+    assert_eq!(git(&repo, &["log", "--format=%an|%cn|%s", "-1", NOTES_REF]).trim(), "Grace Hopper|Grace Hopper|kenning: update");
+    let reopened = open(&repo);
+    assert_eq!(reopened.rebuild_index().unwrap(), 420);
+}
+
 /// Writes `bytes` as the note on `key` (hex) with git itself, as another tool would.
 fn write_raw_note(repo: &Path, bytes: &str) {
     let blob = git(repo, &["rev-parse", "HEAD"]);

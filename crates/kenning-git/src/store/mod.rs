@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::journal::Flush;
 use crate::note::{DecisionDoc, EdgeDoc, Note, edges_key, note_key};
 use crate::notes::{self, Identity, NOTES_REF};
+use crate::objects::Objects;
 
 mod decision_store;
 mod draft;
@@ -60,6 +61,8 @@ pub struct GitNotesStore {
     flush: Flush,
     /// Who signs this store's notes commits and the reflog entries of its ref's moves.
     identity: Identity,
+    /// Where its notes commits' objects are written.
+    objects: Objects,
 }
 
 /// The branch and commit checked out when a memory is captured.
@@ -94,7 +97,8 @@ impl GitNotesStore {
         let location = format!("{} ({NOTES_REF}; index {})", repo.commondir().display(), index_path.display());
         let index = SqliteStore::open_with(index_path, Durability::ProcessCrash)?;
         let identity = Identity::of(&repo);
-        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush, identity };
+        let objects = Objects::new(repo.commondir().join("objects"), flush.flushes_each_file());
+        let store = GitNotesStore { repo: Mutex::new(repo), index, location, reflected: Mutex::new(None), flush, identity, objects };
         store.migrate()?;
         store.catch_up(&lock(&store.repo), &[])?;
         store.merge_fetched();
@@ -229,8 +233,8 @@ impl GitNotesStore {
                 .map(|(key, note)| indexable_note(&key.to_string(), note).ok())
                 .collect();
             let signature = self.identity.now()?;
-            let written = notes::commit(&repo, &signature, base, &encoded, message)?;
-            let moved = self.flush.advance(&repo, base, written.commit, &written.objects, || {
+            let written = notes::commit(&repo, &self.objects, &signature, base, &encoded, message)?;
+            let moved = self.flush.advance(base, written.commit, &written.objects, || {
                 notes::advance(&repo, &signature, NOTES_REF, base, written.commit, message)
             })?;
             if moved {
