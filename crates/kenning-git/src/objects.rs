@@ -7,8 +7,8 @@
 //! four objects (its note, the fan-out tree holding it, the root tree and the commit), so it paid
 //! for four listings of the pack folder, and then for reading the two trees back from disk for
 //! the journal, which needs every object's bytes. [`Objects::write`] checks only that the loose
-//! file is not there already, writes a temporary file beside the fan-out folders and renames it
-//! into place, so a reader sees the whole object or none; a copy also held in a pack is
+//! file is not there already, writes a temporary file in its fan-out folder and renames it into
+//! place, so a reader sees the whole object or none; a copy also held in a pack is
 //! harmless, as in git. [`tree_bytes`] and [`commit_bytes`] give the bytes git itself would
 //! write, so the journal has them at hand.
 
@@ -54,14 +54,16 @@ impl Objects {
         let header = format!("{} {}\0", kind.str(), bytes.len());
         encoder.write_all(header.as_bytes()).and_then(|()| encoder.write_all(bytes)).map_err(|error| failed("compressing", error))?;
         let compressed = encoder.finish().map_err(|error| failed("compressing", error))?;
-        let temporary = self.folder.join(format!("tmp_obj_kenning_{:016x}", fastrand::u64(..)));
-        let written = write_new(&temporary, &compressed, self.sync).and_then(|()| match std::fs::rename(&temporary, &path) {
+        // In the fan-out folder and named as git names its own, so that `git gc` removes one a
+        // killed process left behind.
+        let temporary = fan_out.join(format!("tmp_obj_kenning_{:016x}", fastrand::u64(..)));
+        let written = match write_new(&temporary, &compressed, self.sync) {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&fan_out)?;
-                std::fs::rename(&temporary, &path)
+                std::fs::create_dir_all(&fan_out).and_then(|()| write_new(&temporary, &compressed, self.sync))
             }
             other => other,
-        });
+        }
+        .and_then(|()| std::fs::rename(&temporary, &path));
         if let Err(error) = written {
             let _ = std::fs::remove_file(&temporary);
             return Err(failed("writing", error));

@@ -442,6 +442,13 @@ fn notes_trees_and_commits_are_written_as_git_writes_them() {
     drop(store);
 
     git(&repo, &["fsck", "--strict", "--no-dangling", "--no-progress"]);
+    let leftovers: Vec<PathBuf> = std::fs::read_dir(repo.join(".git/objects"))
+        .unwrap()
+        .flat_map(|folder| std::fs::read_dir(folder.unwrap().path()).into_iter().flatten())
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.file_name().unwrap().to_string_lossy().starts_with("tmp_obj"))
+        .collect();
+    assert_eq!(leftovers, Vec::<PathBuf>::new());
     let root = notes_tree(&repo);
     let listing = git(&repo, &["ls-tree", &root]);
     assert_eq!(mktree(&repo, listing.trim_end()), root);
