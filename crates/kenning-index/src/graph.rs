@@ -40,9 +40,13 @@ const NONE: u32 = u32::MAX;
 /// The rows a graph links, as far as the graph needs them: scores by dot product, higher for
 /// nearer rows.
 pub(crate) trait RowScores {
+    /// A query as the rows are scored against it.
+    type Query;
+    /// `vector` made a query.
+    fn query(&self, vector: &[f32]) -> Self::Query;
     /// The score of `row` against `query`, less [`RowScores::offset`]: enough to order rows
     /// against one query.
-    fn score(&self, query: &[f32], row: usize) -> f32;
+    fn score(&self, query: &Self::Query, row: usize) -> f32;
     /// What [`RowScores::score`] leaves out, the same for every row: added back where a score
     /// against one query is weighed against a score of two rows.
     fn offset(&self, query: &[f32]) -> f32;
@@ -139,7 +143,7 @@ impl Graph {
 
     /// The rows nearest `query` that the search meets, each passed to `seen` with its score as
     /// it is scored: the `ef` best of them are as near as a search of that width finds.
-    pub fn search(&self, rows: &impl RowScores, query: &[f32], ef: usize, mut seen: impl FnMut(usize, f32)) {
+    pub fn search<R: RowScores>(&self, rows: &R, query: &R::Query, ef: usize, mut seen: impl FnMut(usize, f32)) {
         if self.rows == 0 || self.entry as usize >= self.rows {
             return;
         }
@@ -263,8 +267,9 @@ impl Builder {
     /// and them back to it.
     fn insert(&mut self, rows: &impl RowScores, row: u32, visited: &mut Visited) {
         let level = level_of(row);
-        let query = rows.vector(row as usize);
-        let offset = rows.offset(&query);
+        let vector = rows.vector(row as usize);
+        let offset = rows.offset(&vector);
+        let query = rows.query(&vector);
         self.layer0.resize((row as usize + 1) * LINKS0, NONE);
         if level > 0 {
             self.upper.insert(row, vec![NONE; level * LINKS]);
@@ -373,10 +378,10 @@ fn choose_links(rows: &impl RowScores, candidates: &[Scored], width: usize, fill
 /// The best-first search of one layer from `entries`, keeping the `ef` best rows met; each row
 /// scored is passed to `seen`. Returns the kept rows, best first.
 #[allow(clippy::too_many_arguments)]
-fn search_layer(
+fn search_layer<R: RowScores>(
     links: &impl Links,
-    rows: &impl RowScores,
-    query: &[f32],
+    rows: &R,
+    query: &R::Query,
     entries: &[Scored],
     ef: usize,
     level: usize,
@@ -485,7 +490,13 @@ mod tests {
     struct Plane(Vec<[f32; 2]>);
 
     impl RowScores for Plane {
-        fn score(&self, query: &[f32], row: usize) -> f32 {
+        type Query = Vec<f32>;
+
+        fn query(&self, vector: &[f32]) -> Vec<f32> {
+            vector.to_vec()
+        }
+
+        fn score(&self, query: &Vec<f32>, row: usize) -> f32 {
             let [x, y] = self.0[row];
             -((x - query[0]).powi(2) + (y - query[1]).powi(2))
         }
@@ -495,7 +506,7 @@ mod tests {
         }
 
         fn pair(&self, a: usize, b: usize) -> f32 {
-            self.score(&self.0[a], b)
+            self.score(&self.0[a].to_vec(), b)
         }
 
         fn vector(&self, row: usize) -> Vec<f32> {
@@ -523,7 +534,7 @@ mod tests {
         assert_eq!(graph.rows(), 3000);
         for (x, y) in [(0.2, 0.1), (30.4, 20.3), (59.0, 49.0), (12.6, 44.4)] {
             let mut best = (f32::NEG_INFINITY, 0);
-            graph.search(&plane, &[x, y], 16, |row, score| {
+            graph.search(&plane, &vec![x, y], 16, |row, score| {
                 if score > best.0 {
                     best = (score, row);
                 }
