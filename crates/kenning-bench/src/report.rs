@@ -28,6 +28,11 @@ pub struct Machine {
     /// Where the store was created. Its filesystem decides what an fsync costs, and every
     /// capture ends in one; set `TMPDIR` to measure another disk.
     pub temp_dir: String,
+    /// The file system under `temp_dir` (type and device, and for ext4 whether it keeps a
+    /// journal): without a journal, ext4 skips every inode deleted in the last minute each time
+    /// it makes a file, so a benchmark that makes files (a git notes capture makes five) runs
+    /// slower just after another removed its temporary directory.
+    pub temp_file_system: Option<String>,
 }
 
 impl Machine {
@@ -48,8 +53,32 @@ impl Machine {
             load_average: proc_file("/proc/loadavg")
                 .and_then(|text| text.split_whitespace().next().and_then(|load| load.parse().ok())),
             temp_dir: std::env::temp_dir().display().to_string(),
+            temp_file_system: file_system_of(&std::env::temp_dir()),
         }
     }
+}
+
+/// The file system holding `path`, from the mount table: the longest mount point above it.
+fn file_system_of(path: &std::path::Path) -> Option<String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    let path = std::fs::canonicalize(path).ok()?;
+    let (device, kind) = mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            Some((fields.next()?, fields.next()?, fields.next()?))
+        })
+        .filter(|(_, mount_point, _)| path.starts_with(mount_point))
+        .max_by_key(|(_, mount_point, _)| mount_point.len())
+        .map(|(device, _, kind)| (device, kind))?;
+    // ext4 names the thread that commits its journal here, and `<none>` when it has none.
+    let journal = std::path::Path::new(device)
+        .file_name()
+        .filter(|_| kind == "ext4")
+        .and_then(|name| std::fs::read_to_string(std::path::Path::new("/sys/fs/ext4").join(name).join("journal_task")).ok())
+        .map(|task| if task.trim() == "<none>" { ", without a journal" } else { ", with a journal" })
+        .unwrap_or_default();
+    Some(format!("{kind} on {device}{journal}"))
 }
 
 /// A `Key:   1234 kB` line of a /proc status file, in bytes.
