@@ -582,7 +582,7 @@ impl RowScores for RowsView<'_> {
 
     fn score(&self, query: &IntegerQuery, row: usize) -> f32 {
         let (values, scale) = self.values(row);
-        dot_integer(&query.values, values) as f32 * query.scale * scale
+        dot_values(&query.values, values) as f32 * query.scale * scale
     }
 
     fn pair(&self, a: usize, b: usize) -> f32 {
@@ -680,30 +680,10 @@ impl IntegerQuery {
     }
 }
 
-/// The dot product of a query made integers with a row's 8-bit values, with [`dot`]'s choice
-/// of instructions.
-fn dot_integer(query: &[i16], values: &[i8]) -> i32 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: as in `dot`.
-        return unsafe { dot_integer_avx2(query, values) };
-    }
-    dot_integer_portable(query, values)
-}
-
-#[inline(always)]
-fn dot_integer_portable(query: &[i16], values: &[i8]) -> i32 {
-    query.iter().zip(values).map(|(q, v)| i32::from(*q) * i32::from(*v)).sum()
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn dot_integer_avx2(query: &[i16], values: &[i8]) -> i32 {
-    dot_integer_portable(query, values)
-}
-
-/// The dot product of two 8-bit vectors, with [`dot`]'s choice of instructions.
-fn dot_values(a: &[i8], b: &[i8]) -> i32 {
+/// The dot product of a row's 8-bit values with another row's (`i8`) or with a query made
+/// integers (`i16`), with [`dot`]'s choice of instructions: the sum is exact, so every path
+/// gives the same answer.
+fn dot_values<T: Copy + Into<i32>>(a: &[T], b: &[i8]) -> i32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: as in `dot`.
@@ -713,13 +693,13 @@ fn dot_values(a: &[i8], b: &[i8]) -> i32 {
 }
 
 #[inline(always)]
-fn dot_values_portable(a: &[i8], b: &[i8]) -> i32 {
-    a.iter().zip(b).map(|(x, y)| i32::from(*x) * i32::from(*y)).sum()
+fn dot_values_portable<T: Copy + Into<i32>>(a: &[T], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(x, y)| (*x).into() * i32::from(*y)).sum()
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn dot_values_avx2(a: &[i8], b: &[i8]) -> i32 {
+fn dot_values_avx2<T: Copy + Into<i32>>(a: &[T], b: &[i8]) -> i32 {
     dot_values_portable(a, b)
 }
 
