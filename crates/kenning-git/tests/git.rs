@@ -87,6 +87,12 @@ fn index_path(repo: &Path) -> PathBuf {
     repo.join(".git/kenning/project.db")
 }
 
+/// Gives the repository at `repo` the identity `name <email>` in its own configuration.
+fn sign_as(repo: &Path, name: &str, email: &str) {
+    git(repo, &["config", "user.name", name]);
+    git(repo, &["config", "user.email", email]);
+}
+
 /// Runs git in `dir` with a fixed identity, failing the test if it fails.
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
@@ -404,12 +410,10 @@ fn notes_commits_and_their_reflog_entries_are_signed_by_the_repository_identity(
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     init_repo(&repo);
-    git(&repo, &["config", "user.name", "Grace Hopper"]);
-    git(&repo, &["config", "user.email", "grace@example.com"]);
+    sign_as(&repo, "Grace Hopper", "grace@example.com");
     let store = open(&repo);
     store.insert(&[(memory("first", "learnings", "Written under the first identity."), None)]).unwrap();
-    git(&repo, &["config", "user.name", "Ada Lovelace"]);
-    git(&repo, &["config", "user.email", "ada@example.com"]);
+    sign_as(&repo, "Ada Lovelace", "ada@example.com");
     // The identity is read when a store opens.
     let store = open(&repo);
     store.insert(&[(memory("second", "learnings", "Written under the second identity."), None)]).unwrap();
@@ -427,8 +431,7 @@ fn notes_trees_and_commits_are_written_as_git_writes_them() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     init_repo(&repo);
-    git(&repo, &["config", "user.name", "Grace Hopper"]);
-    git(&repo, &["config", "user.email", "grace@example.com"]);
+    sign_as(&repo, "Grace Hopper", "grace@example.com");
     let store = GitNotesStore::open(&repo, &index_path(&repo), Durability::PowerLoss).unwrap();
     // Enough memories that many fan-out folders hold several notes, some captured one at a
     // time into a folder an earlier batch made.

@@ -593,37 +593,15 @@ fn a_vector_from_an_unloaded_model_is_ignored_until_loaded() {
 /// the query has distance zero to its own code, so it must still come first.
 #[test]
 fn two_step_vector_search_finds_a_stored_vector_first() {
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    };
     let mut index = SearchIndex::new();
     index.add_model(MODEL);
-    let mut vectors = Vec::new();
-    for key in 0..6000i64 {
-        let raw: Vec<f32> = (0..96).map(|_| next()).collect();
-        let norm = raw.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let vector: Vec<f32> = raw.iter().map(|v| v / norm).collect();
-        let record = Record {
-            id: format!("m{key:05}"),
-            kind: MemoryKind::Semantic,
-            status: if key % 3 == 0 { Status::Forgotten } else { Status::Active },
-            namespace: "learnings".into(),
-            tags: Vec::new(),
-            confidence: 0.9,
-            occurred_at: Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
-            text: format!("memory {key}"),
-            facets: Vec::new(),
-            vector: Some(vector.clone()),
-        };
-        upsert(&mut index, key, &record);
-        vectors.push(vector);
+    let records = records_of_vectors(0..6000, |key| if key % 3 == 0 { Status::Forgotten } else { Status::Active }, random_unit_vectors(0x2545_f491_4f6c_dd1d, 96));
+    for (key, record) in &records {
+        upsert(&mut index, *key, record);
     }
     for key in (1..6000).step_by(97) {
-        let hits = index.search_vector(&vectors[key], MODEL, &SearchFilter::active(), 10);
+        let query = records[key].1.vector.as_deref().unwrap();
+        let hits = index.search_vector(query, MODEL, &SearchFilter::active(), 10);
         assert_eq!(hits.len(), 10);
         if key % 3 == 0 {
             assert!(hits.iter().all(|hit| hit.id.as_str() != format!("m{key:05}")), "forgotten m{key:05} was found");
