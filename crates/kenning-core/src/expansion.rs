@@ -9,8 +9,10 @@
 //! as a separate, lighter full-text leg, so they widen what is found without outweighing the
 //! words the caller chose.
 //!
-//! With a language model, [`rewrite_request`] asks it for other words for the same search and
-//! [`parse_rewrite`] reads its answer strictly; the engine adds those terms to the same leg.
+//! With a language model, [`rewrite_request`] asks it for other words for the same search, the
+//! questions a query needing several notes is made of, or both, and [`parse_rewrite`] reads its
+//! answer strictly; the engine adds the terms to the same leg and searches each part as it
+//! searches the parts of a compound question.
 
 use std::collections::BTreeSet;
 
@@ -127,43 +129,103 @@ fn contains_phrase(words: &[String], phrase: &[String]) -> bool {
     !phrase.is_empty() && words.windows(phrase.len()).any(|window| window == phrase)
 }
 
-/// The request asking a model for other search terms for `query`.
-pub fn rewrite_request(query: &str) -> CompletionRequest {
-    CompletionRequest {
-        system: Some(
-            "You help a coding agent search its memory of a software project. Given a search query, give up to 8 other \
-             words or short phrases a note answering it might use instead: synonyms, expansions of abbreviations, the \
-             names of the tools or concepts meant. Answer with one JSON object only: {\"terms\": [\"...\"]}."
+/// The most parts a model may split one query into: each is one more search.
+pub const MAX_MODEL_PARTS: usize = 4;
+/// The longest part kept, in bytes: a part is a question, not a paragraph.
+const MAX_PART_BYTES: usize = 300;
+
+/// What recall asks a model about a query: other terms for it, the questions it is made of, or
+/// both in one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewriteAsk {
+    pub terms: bool,
+    pub parts: bool,
+}
+
+/// A model's reading of a query: other terms for its words, and the questions it is made of
+/// (empty when it asks one thing, or when that was not asked).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewrite {
+    pub terms: Vec<String>,
+    pub parts: Vec<String>,
+}
+
+/// The request asking a model what `ask` names about `query`, answered as one JSON object.
+pub fn rewrite_request(query: &str, ask: RewriteAsk) -> CompletionRequest {
+    let mut instructions = vec!["You help a coding agent search its memory of a software project, where each note records one fact, decision or event.".to_owned()];
+    let mut fields = Vec::new();
+    if ask.terms {
+        instructions.push(
+            "Under \"terms\", give up to 8 other words or short phrases a note answering the query might use instead: \
+             synonyms, expansions of abbreviations, the names of the tools or concepts meant."
                 .to_owned(),
-        ),
+        );
+        fields.push("\"terms\": [\"...\"]");
+    }
+    if ask.parts {
+        instructions.push(format!(
+            "Under \"parts\", when answering the query needs several notes (it asks two things, a cause and its fix, a \
+             comparison, or everything of a kind across occasions), give the questions each of which one note answers, \
+             2 to {MAX_MODEL_PARTS}, each complete on its own (name the subject instead of \"it\"); when one note can answer it, \
+             give an empty list."
+        ));
+        fields.push("\"parts\": [\"...\"]");
+    }
+    instructions.push(format!("Answer with one JSON object only: {{{}}}.", fields.join(", ")));
+    CompletionRequest {
+        system: Some(instructions.join(" ")),
         messages: vec![Message::user(format!("Query: {query}"))],
-        max_tokens: 200,
+        max_tokens: if ask.parts { 400 } else { 200 },
         temperature: Some(0.0),
         json: true,
     }
 }
 
-/// Reads a model's answer to [`rewrite_request`]: a JSON object with a `terms` list of strings,
+/// Reads a model's answer to [`rewrite_request`]: a JSON object with the lists `ask` names,
 /// possibly inside a fenced code block. Terms already in the query, empty ones and repeats are
-/// dropped; at most [`MAX_EXPANSION_TERMS`] are kept. `None` when the answer has no such list.
-pub fn parse_rewrite(query: &str, answer: &str) -> Option<Vec<String>> {
+/// dropped, and at most [`MAX_EXPANSION_TERMS`] kept. A part must have two words or more, at
+/// most [`MAX_PART_BYTES`] bytes, and differ from the query and the parts before it; at most
+/// [`MAX_MODEL_PARTS`] are kept, and a single part is no split at all. `None` when the answer
+/// has none of the lists asked for.
+pub fn parse_rewrite(query: &str, answer: &str, ask: RewriteAsk) -> Option<Rewrite> {
     let start = answer.find('{')?;
     let end = answer.rfind('}')?;
     let value: serde_json::Value = serde_json::from_str(answer.get(start..=end)?).ok()?;
-    let terms = value.get("terms")?.as_array()?;
-    let query_words: BTreeSet<String> = words(query).into_iter().collect();
-    let mut kept: Vec<String> = Vec::new();
-    for term in terms.iter().filter_map(serde_json::Value::as_str) {
+    let list = |name: &str| value.get(name).and_then(serde_json::Value::as_array).map(|items| items.iter().filter_map(serde_json::Value::as_str));
+    let terms = list("terms").filter(|_| ask.terms);
+    let parts = list("parts").filter(|_| ask.parts);
+    if terms.is_none() && parts.is_none() {
+        return None;
+    }
+    let query_words = words(query);
+    let query_set: BTreeSet<&String> = query_words.iter().collect();
+    let mut rewrite = Rewrite::default();
+    for term in terms.into_iter().flatten() {
         let term_words = words(term);
-        if term_words.is_empty() || term_words.iter().all(|word| query_words.contains(word)) {
+        if term_words.is_empty() || term_words.iter().all(|word| query_set.contains(word)) {
             continue;
         }
         let text = term_words.join(" ");
-        if !kept.contains(&text) && kept.len() < MAX_EXPANSION_TERMS {
-            kept.push(text);
+        if !rewrite.terms.contains(&text) && rewrite.terms.len() < MAX_EXPANSION_TERMS {
+            rewrite.terms.push(text);
         }
     }
-    Some(kept)
+    let mut seen: Vec<Vec<String>> = vec![query_words.clone()];
+    for part in parts.into_iter().flatten() {
+        let part = part.trim();
+        let part_words = words(part);
+        if part_words.len() < 2 || part.len() > MAX_PART_BYTES || seen.contains(&part_words) {
+            continue;
+        }
+        seen.push(part_words);
+        if rewrite.parts.len() < MAX_MODEL_PARTS {
+            rewrite.parts.push(part.to_owned());
+        }
+    }
+    if rewrite.parts.len() < 2 {
+        rewrite.parts.clear();
+    }
+    Some(rewrite)
 }
 
 #[cfg(test)]
@@ -198,15 +260,47 @@ mod tests {
         assert_eq!(vocabulary.expand("why is the billing-service slow"), ["ledger", "the money pipe"]);
     }
 
+    const TERMS: RewriteAsk = RewriteAsk { terms: true, parts: false };
+    const PARTS: RewriteAsk = RewriteAsk { terms: false, parts: true };
+
     #[test]
     fn a_model_rewrite_is_read_strictly() {
         let query = "db timeout";
-        assert_eq!(parse_rewrite(query, r#"{"terms": ["database", "DB", "connection pool", "", 7]}"#), Some(vec!["database".to_owned(), "connection pool".to_owned()]));
-        assert_eq!(parse_rewrite(query, "```json\n{\"terms\": [\"statement timeout\"]}\n```"), Some(vec!["statement timeout".to_owned()]));
-        assert_eq!(parse_rewrite(query, "I think you mean database."), None);
-        assert_eq!(parse_rewrite(query, r#"{"words": ["database"]}"#), None);
+        let terms = |answer: &str| parse_rewrite(query, answer, TERMS).map(|rewrite| rewrite.terms);
+        assert_eq!(terms(r#"{"terms": ["database", "DB", "connection pool", "", 7]}"#), Some(vec!["database".to_owned(), "connection pool".to_owned()]));
+        assert_eq!(terms("```json\n{\"terms\": [\"statement timeout\"]}\n```"), Some(vec!["statement timeout".to_owned()]));
+        assert_eq!(terms("I think you mean database."), None);
+        assert_eq!(terms(r#"{"words": ["database"]}"#), None);
         let many = format!("{{\"terms\": [{}]}}", (0..30).map(|n| format!("\"term{n}\"")).collect::<Vec<_>>().join(","));
-        assert_eq!(parse_rewrite(query, &many).unwrap().len(), MAX_EXPANSION_TERMS);
-        assert!(rewrite_request(query).json);
+        assert_eq!(terms(&many).unwrap().len(), MAX_EXPANSION_TERMS);
+        assert!(rewrite_request(query, TERMS).json);
+        assert!(!rewrite_request(query, TERMS).system.unwrap().contains("parts"), "only what is asked for is asked");
+    }
+
+    #[test]
+    fn a_model_split_keeps_distinct_questions_of_two_words_or_more() {
+        let query = "What did we decide about the auth flow, and why did the first attempt fail?";
+        let answer = r#"{"parts": ["What did we decide about the auth flow?", "  Why did the first auth flow attempt fail? ",
+            "what did we decide about the AUTH flow", "auth", "", 3,
+            "what did we decide about the auth flow and why did the first attempt fail"]}"#;
+        let rewrite = parse_rewrite(query, answer, PARTS).unwrap();
+        assert_eq!(rewrite.parts, ["What did we decide about the auth flow?", "Why did the first auth flow attempt fail?"]);
+        assert!(rewrite.terms.is_empty(), "terms were not asked for");
+
+        // One question is no split, and a list of many is cut.
+        assert_eq!(parse_rewrite(query, r#"{"parts": ["What did we decide about the auth flow?"]}"#, PARTS), Some(Rewrite::default()));
+        assert_eq!(parse_rewrite(query, r#"{"parts": []}"#, PARTS), Some(Rewrite::default()));
+        let many = format!("{{\"parts\": [{}]}}", (0..9).map(|n| format!("\"which service broke in outage {n}\"")).collect::<Vec<_>>().join(","));
+        assert_eq!(parse_rewrite(query, &many, PARTS).unwrap().parts.len(), MAX_MODEL_PARTS);
+        let long = format!("{{\"parts\": [\"{}\", \"why did it fail\", \"what was decided\"]}}", "word ".repeat(100));
+        assert_eq!(parse_rewrite(query, &long, PARTS).unwrap().parts, ["why did it fail", "what was decided"]);
+        // A list not asked for does not count as an answer.
+        assert_eq!(parse_rewrite(query, r#"{"terms": ["authentication"]}"#, PARTS), None);
+
+        let both = RewriteAsk { terms: true, parts: true };
+        let rewrite = parse_rewrite(query, r#"{"terms": ["login"], "parts": ["what was decided about login", "why did the first login attempt fail"]}"#, both).unwrap();
+        assert_eq!((rewrite.terms.len(), rewrite.parts.len()), (1, 2));
+        let system = rewrite_request(query, both).system.unwrap();
+        assert!(system.contains(r#"{"terms": ["..."], "parts": ["..."]}"#), "{system}");
     }
 }

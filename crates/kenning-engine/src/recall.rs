@@ -22,7 +22,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use kenning_core::contradiction::is_superseded;
 use kenning_core::relation::SUPERSEDED_BY;
 use kenning_core::confidence::{Assessment, assess, ranking_factor};
-use kenning_core::expansion::{MAX_EXPANSION_TERMS, parse_rewrite, rewrite_request};
+use kenning_core::expansion::{MAX_EXPANSION_TERMS, Rewrite, parse_rewrite, rewrite_request};
 use kenning_core::input::{MAX_TAGS, parse_time};
 use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::question::question_parts;
@@ -132,6 +132,9 @@ struct RecallPlan<'a> {
     past: bool,
     /// Other names of what the query names, searched as a lighter full-text leg.
     expansion: Vec<String>,
+    /// The questions the language model split the query into, each searched as a part; empty
+    /// when none was asked or it kept the query whole.
+    model_parts: Vec<String>,
     /// How the model's rewrite went, when one is configured.
     query_rewrite: Option<String>,
     /// The least confidence (as assessed now, not as stated) a hit may have.
@@ -312,13 +315,25 @@ impl MemoryService {
     /// expansion). The memory answering the part whose words are fewer or rarer then reaches the
     /// first page, where the whole question's scores leave it below lone matches of the other
     /// part. A question that asks one thing costs nothing more.
+    ///
+    /// When the language model split the query, its parts are whole questions, each answered by
+    /// one memory, rather than pieces of the query's wording that lean on the rest: a memory then
+    /// scores the best of its score for the query and for each part. The best answer to each part
+    /// ranks level with the best answer to the whole, above memories that only repeat the query's
+    /// words, which adding a share of the part scores would leave in front.
     fn add_question_parts(&self, plan: &RecallPlan<'_>, fused: Ranking, depth: usize) -> Result<Ranking> {
         let mut ranking = fused;
-        for part in question_parts(&plan.query) {
+        let by_model = !plan.model_parts.is_empty();
+        let parts = if by_model { plan.model_parts.clone() } else { question_parts(&plan.query) };
+        for part in parts {
             check_interrupt()?;
             let part_vector = self.embed_one(&part)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
             let scores = score_fusion(&self.legs(plan, &part, &[], &plan.filter, part_vector.as_deref(), depth)?);
-            ranking = add_scores(ranking, scores.into_iter().map(|(key, score)| (key, PART_SHARE * score)).collect());
+            ranking = if by_model {
+                combine_scores(ranking, scores, f64::max)
+            } else {
+                add_scores(ranking, scores.into_iter().map(|(key, score)| (key, PART_SHARE * score)).collect())
+            };
         }
         Ok(ranking)
     }
@@ -461,7 +476,7 @@ impl MemoryService {
             }
             stores
         };
-        let (expansion, query_rewrite) = self.expand(&query);
+        let (expansion, model_parts, query_rewrite) = self.expand(&query);
         let past = asks_about_the_past(&query, Some(now));
         Ok(RecallPlan {
             query,
@@ -473,6 +488,7 @@ impl MemoryService {
             past,
             now,
             expansion,
+            model_parts,
             query_rewrite,
             min_confidence,
             include_dormant: request.include_dormant,
@@ -482,28 +498,44 @@ impl MemoryService {
         })
     }
 
-    /// The query's expansion: the vocabulary's synonyms, and with query rewriting on and a
-    /// model configured, the model's terms; with a note of how the rewrite went. A failed
-    /// rewrite leaves the synonyms, and says why.
-    fn expand(&self, query: &str) -> (Vec<String>, Option<String>) {
+    /// The query's expansion (the vocabulary's synonyms, and with query rewriting on and a model
+    /// configured, the model's terms) and, with query decomposition on, the questions the model
+    /// split it into; with a note of what the model did. A failed request leaves the synonyms and
+    /// the split by rule ([`question_parts`]), and says why.
+    fn expand(&self, query: &str) -> (Vec<String>, Vec<String>, Option<String>) {
         let mut terms = self.vocabulary.expand(query);
-        let Some(model) = self.llm().filter(|_| self.rewrite_queries) else { return (terms, None) };
-        let note = match model.complete(&rewrite_request(query)) {
-            Ok(completion) => match parse_rewrite(query, &completion.text) {
-                Some(rewritten) => {
-                    let note = format!("{} added {} term(s)", model.name(), rewritten.len());
+        let ask = self.rewrite;
+        let Some(model) = self.llm().filter(|_| ask.terms || ask.parts) else { return (terms, Vec::new(), None) };
+        let fallback = match (ask.terms, ask.parts) {
+            (true, true) => "synonyms and parts by rule only",
+            (true, false) => "synonyms only",
+            _ => "parts by rule only",
+        };
+        let (parts, note) = match model.complete(&rewrite_request(query, ask)) {
+            Ok(completion) => match parse_rewrite(query, &completion.text, ask) {
+                Some(Rewrite { terms: rewritten, parts }) => {
+                    let mut said = Vec::new();
+                    if ask.terms {
+                        said.push(format!("added {} term(s)", rewritten.len()));
+                    }
+                    if ask.parts {
+                        said.push(match parts.len() {
+                            0 => "kept the query whole".to_owned(),
+                            count => format!("split the query into {count} parts: {}", parts.iter().map(|part| format!("\"{part}\"")).collect::<Vec<_>>().join("; ")),
+                        });
+                    }
                     for term in rewritten {
                         if !terms.contains(&term) && terms.len() < MAX_EXPANSION_TERMS {
                             terms.push(term);
                         }
                     }
-                    note
+                    (parts, format!("{} {}", model.name(), said.join(" and ")))
                 }
-                None => format!("{} answered without a `terms` list; synonyms only", model.name()),
+                None => (Vec::new(), format!("{} answered without the lists asked for; {fallback}", model.name())),
             },
-            Err(error) => format!("failed ({error}); synonyms only"),
+            Err(error) => (Vec::new(), format!("failed ({error}); {fallback}")),
         };
-        (terms, Some(note))
+        (terms, parts, Some(note))
     }
 
     /// Gives the memories captured just before and after each of the best hits, in the hit's
@@ -727,6 +759,11 @@ struct Weighed {
 /// Adds `extra` scores to a ranking (appending what it lacks) and ranks again. The sort is
 /// stable, so equal scores keep the ranking's order, then `extra`'s.
 fn add_scores(ranking: Ranking, extra: Ranking) -> Ranking {
+    combine_scores(ranking, extra, |score, extra| score + extra)
+}
+
+/// Each memory's score combined with its score in `extra` (0 where either lacks it), ranked again.
+fn combine_scores(ranking: Ranking, extra: Ranking, combine: impl Fn(f64, f64) -> f64) -> Ranking {
     if extra.is_empty() {
         return ranking;
     }
@@ -740,11 +777,11 @@ fn add_scores(ranking: Ranking, extra: Ranking) -> Ranking {
     let mut combined: Ranking = ranking
         .into_iter()
         .map(|(key, score)| {
-            let added = extra_scores.remove(&key).unwrap_or_default();
-            (key, score + added)
+            let extra = extra_scores.remove(&key).unwrap_or_default();
+            (key, combine(score, extra))
         })
         .collect();
-    combined.extend(newcomers.into_iter().filter_map(|key| extra_scores.remove(&key).map(|score| (key, score))));
+    combined.extend(newcomers.into_iter().filter_map(|key| extra_scores.remove(&key).map(|score| (key, combine(0.0, score)))));
     combined.sort_by(|a, b| b.1.total_cmp(&a.1));
     combined
 }

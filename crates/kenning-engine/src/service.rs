@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use kenning_core::claim::{ClaimRules, SameClaims};
 use kenning_core::relation::MERGED_INTO;
 use kenning_core::confidence::{self, Deduplication, assess};
-use kenning_core::expansion::Vocabulary;
+use kenning_core::expansion::{RewriteAsk, Vocabulary};
 use kenning_core::input::{MAX_LINKS, apply_update, build_memory, change_status};
 use kenning_core::confidence::DecayPolicy;
 use kenning_core::llm::LanguageModel;
@@ -82,8 +82,9 @@ pub struct MemoryService {
     pub(crate) analyses: Arc<Analyses>,
     /// The synonyms recall widens a query with: built in, plus the project's own.
     pub(crate) vocabulary: Arc<Vocabulary>,
-    /// Whether recall asks the language model (when there is one) for other search terms.
-    pub(crate) rewrite_queries: bool,
+    /// What recall asks the language model (when there is one) about each query: other search
+    /// terms, the questions it is made of, both or nothing.
+    pub(crate) rewrite: RewriteAsk,
 }
 
 impl MemoryService {
@@ -92,7 +93,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite_queries: false }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite: RewriteAsk { terms: false, parts: false } }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some
@@ -117,7 +118,7 @@ impl MemoryService {
             claims: self.claims.clone(),
             analyses: self.analyses.clone(),
             vocabulary: self.vocabulary.clone(),
-            rewrite_queries: self.rewrite_queries,
+            rewrite: self.rewrite,
         })
     }
 
@@ -163,7 +164,16 @@ impl MemoryService {
     /// Has recall ask the language model, when one is configured, for other search terms: it
     /// finds notes worded otherwise, at the cost of a model call per recall.
     pub fn with_query_rewrite(mut self, rewrite: bool) -> Self {
-        self.rewrite_queries = rewrite;
+        self.rewrite.terms = rewrite;
+        self
+    }
+
+    /// Has recall ask the language model, when one is configured, whether a query needs several
+    /// memories to answer and which questions it is made of, and search each of them as well: the
+    /// memories that answer one part each reach the first page together, at the cost of a model
+    /// call per recall (one with [`MemoryService::with_query_rewrite`]) and a search per part.
+    pub fn with_query_decomposition(mut self, decompose: bool) -> Self {
+        self.rewrite.parts = decompose;
         self
     }
 

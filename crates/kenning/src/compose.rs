@@ -69,7 +69,8 @@ fn open_services(config: &Config, project: Option<&Project>, llm: Option<Arc<dyn
             .with_decay(config.decay)
             .with_deduplication(config.deduplication.clone())
             .with_vocabulary(vocabulary(config))
-            .with_query_rewrite(config.rewrite_queries),
+            .with_query_rewrite(config.rewrite_queries)
+            .with_query_decomposition(config.decompose_queries),
     );
     let modules = match &config.decision_modules {
         Some(names) => ModuleList::new(names).map_err(kenning_engine::Error::Invalid)?,

@@ -54,6 +54,9 @@ pub struct Config {
     pub synonyms: Vec<Vec<String>>,
     /// Whether recall asks the configured language model for other search terms (`[recall] rewrite_with_llm`).
     pub rewrite_queries: bool,
+    /// Whether recall asks the configured language model to split a query needing several
+    /// memories into the questions it is made of (`[recall] decompose_with_llm`).
+    pub decompose_queries: bool,
     /// Files that contributed, for `kenning doctor`.
     pub sources: Vec<PathBuf>,
     /// Repository files applied whole because the user trusted their content.
@@ -76,8 +79,8 @@ pub struct Config {
 ///   computed when read, and a near-duplicate is merged only when it states the same claim.
 /// - `recall.synonyms`: the project's own terms, widening searches.
 ///
-/// Everything else needs trust, and these settings were weighed and left out: `[llm]` and
-/// `recall.rewrite_with_llm` send queries, prompts and transcripts to a server with a key from
+/// Everything else needs trust, and these settings were weighed and left out: `[llm]`,
+/// `recall.rewrite_with_llm` and `recall.decompose_with_llm` send queries, prompts and transcripts to a server with a key from
 /// the environment; `[storage]` moves the user's personal store (`user_db`) or weakens its
 /// durability; `[domains.org]` connects to a database; `[user] id` is who the user is;
 /// `[embedder]` chooses what every store's vectors are made with and loads a model from a path;
@@ -215,6 +218,7 @@ struct RecallSection {
     /// Groups of terms that mean the same in this project, e.g. `[["ledger", "billing service"]]`.
     synonyms: Option<Vec<Vec<String>>>,
     rewrite_with_llm: Option<bool>,
+    decompose_with_llm: Option<bool>,
 }
 
 /// `[dynamics]`: how confidence decays and when a capture is a near-duplicate.
@@ -438,6 +442,7 @@ impl Config {
                 self.synonyms.push(group);
             }
             self.rewrite_queries = recall.rewrite_with_llm.unwrap_or(self.rewrite_queries);
+            self.decompose_queries = recall.decompose_with_llm.unwrap_or(self.decompose_queries);
         }
         self.sources.push(path.to_owned());
         Ok(())
@@ -837,7 +842,10 @@ mod tests {
         let mut config = Config::default();
         config.apply_file(&file).unwrap();
         assert_eq!(config.synonyms, [vec!["ledger".to_owned(), "billing service".to_owned()]]);
-        assert!(config.rewrite_queries);
+        assert!(config.rewrite_queries && !config.decompose_queries);
+        std::fs::write(&file, "[recall]\ndecompose_with_llm = true\n").unwrap();
+        config.apply_file(&file).unwrap();
+        assert!(config.rewrite_queries && config.decompose_queries, "a later file adds to what an earlier one set");
         std::fs::write(&file, "[recall]\nsynonyms = [[\"ledger\"]]\n").unwrap();
         let error = Config::default().apply_file(&file).unwrap_err().to_string();
         assert!(error.contains("recall.synonyms") && error.contains("ledger"), "{error}");
@@ -853,6 +861,7 @@ api_key_env = "AWS_SECRET_ACCESS_KEY"
 
 [recall]
 rewrite_with_llm = true
+decompose_with_llm = true
 synonyms = [["ledger", "billing service"]]
 
 [storage]
@@ -898,7 +907,7 @@ dormant_below = 0.2
         let mut config = Config::default();
         config.apply_repository_file(dir.path(), &file, &crate::trust::TrustList::default()).unwrap();
         assert_eq!(config.llm, None);
-        assert!(!config.rewrite_queries);
+        assert!(!config.rewrite_queries && !config.decompose_queries);
         assert_eq!((config.user_db.as_ref(), config.durability, config.org.as_ref(), config.user_id.as_ref()), (None, Durability::PowerLoss, None, None));
         assert_eq!((config.embedder, config.model_dir.as_ref()), (EmbedderChoice::Builtin, None));
         assert!(!config.project_disabled);
@@ -915,8 +924,8 @@ dormant_below = 0.2
         assert_eq!(
             ignored.settings,
             [
-                "domains.org.id", "domains.org.url", "embedder.model_dir", "llm.providers", "project.enabled", "recall.rewrite_with_llm",
-                "server.rate_limits.capture", "storage.durability", "storage.user_db", "user.id",
+                "domains.org.id", "domains.org.url", "embedder.model_dir", "llm.providers", "project.enabled",
+                "recall.decompose_with_llm", "recall.rewrite_with_llm", "server.rate_limits.capture", "storage.durability", "storage.user_db", "user.id",
             ]
         );
         let warning = ignored.to_string();
@@ -941,7 +950,7 @@ dormant_below = 0.2
         assert_eq!((config.ignored.as_slice(), config.trusted.as_slice()), (&[][..], std::slice::from_ref(&real)));
         assert_eq!(config.user_db, Some(real.parent().unwrap().join("loot/user.db")));
         assert_eq!(config.org().unwrap().map(|org| org.id.as_str()), Some("evil"));
-        assert!(config.rewrite_queries && config.llm.is_some());
+        assert!(config.rewrite_queries && config.decompose_queries && config.llm.is_some());
 
         std::fs::write(&file, format!("{HOSTILE}
 # one more line

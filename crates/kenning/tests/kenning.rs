@@ -804,3 +804,95 @@ fn consolidate_shows_progress_records_the_run_and_rolls_it_back_once() {
     let again = sandbox.failure(&["consolidate", "--rollback", &run_id]);
     assert!(again.contains("rollback") && again.contains("already rolled back"), "{again}");
 }
+
+/// A language model on 127.0.0.1 speaking Ollama's `/api/chat`: it answers every request with
+/// `content` and keeps each request's JSON body.
+struct ChatServer {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl ChatServer {
+    fn start(content: &str) -> ChatServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (kept, content) = (requests.clone(), content.to_owned());
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                std::io::Read::read_exact(&mut reader, &mut body).unwrap();
+                kept.lock().unwrap().push(serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null));
+                let answer = serde_json::json!({"model": "llama3.2", "message": {"role": "assistant", "content": content}, "done": true}).to_string();
+                let response = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}", answer.len());
+                stream.write_all(response.as_bytes()).unwrap();
+            }
+        });
+        ChatServer { url, requests }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// Query decomposition: with `[recall] decompose_with_llm` and a model, recall asks the model
+/// which questions a query is made of and searches each, so the memories answering each part
+/// reach the first page together; without it, the memory answering the part that shares no
+/// word with the question stays below notes that repeat the question's words.
+#[test]
+fn a_model_split_question_brings_the_memory_of_each_part_to_the_first_page() {
+    let sandbox = Sandbox::new();
+    let cause = sandbox.json(&["capture", "The Friday release broke: the payments migration held a lock on the invoices table for twenty minutes."]);
+    let fix = sandbox.json(&["capture", "Migrations now run with lock_timeout 5s on the primary, so a blocked migration gives up instead of stalling every write."]);
+    for text in [
+        "Release notes for the Friday release list every merged pull request.",
+        "How we fixed the flaky release script: pin the runner image.",
+        "The release checklist asks who fixed what before Friday.",
+        "We fixed the Friday release date in the calendar for the whole quarter.",
+        "Release builds are signed; the fix for the expired key went in on Friday.",
+    ] {
+        sandbox.json(&["capture", text]);
+    }
+    let question = "What broke the Friday release and how did we fix it?";
+    let (cause, fix) = (text(&cause, "/urn").to_owned(), text(&fix, "/urn").to_owned());
+
+    let alone = sandbox.json(&["recall", question, "--limit", "3"]);
+    assert!(recalled_urns(&alone).contains(&cause) && !recalled_urns(&alone).contains(&fix), "the control: without the split, the fix is not on the page: {alone:#}");
+
+    let parts = ["What broke the Friday release?", "How did we stop migrations from stalling writes with their locks?"];
+    let server = ChatServer::start(&serde_json::json!({"parts": parts}).to_string());
+    let config = format!("[recall]\ndecompose_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n", server.url);
+    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    let split = sandbox.json(&["recall", question, "--limit", "3"]);
+    let found = recalled_urns(&split);
+    assert!(found.contains(&cause) && found.contains(&fix), "both parts' memories on the page: {split:#}");
+    assert_eq!(
+        text(&split, "/query_rewrite"),
+        "ollama/llama3.2 split the query into 2 parts: \"What broke the Friday release?\"; \"How did we stop migrations from stalling writes with their locks?\""
+    );
+    let [request] = server.requests().try_into().expect("one model call a recall");
+    assert_eq!((&request["format"], &request["messages"][1]["content"]), (&Value::from("json"), &Value::from(format!("Query: {question}"))));
+    assert!(text(&request, "/messages/0/content").contains("\"parts\""), "{request:#}");
+
+    // An answer without the list asked for leaves the split by rule, and says so.
+    let server = ChatServer::start("Both parts are about the release.");
+    let config = format!("[recall]\ndecompose_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n", server.url);
+    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    let unsplit = sandbox.json(&["recall", question, "--limit", "3"]);
+    assert_eq!(recalled_urns(&unsplit), recalled_urns(&alone));
+    assert_eq!(text(&unsplit, "/query_rewrite"), "ollama/llama3.2 answered without the lists asked for; parts by rule only");
+}
