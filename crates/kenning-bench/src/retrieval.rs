@@ -24,7 +24,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kenning_core::provenance::SESSION_KEY;
 use kenning_core::{CaptureInput, Domain, Embedder, Memory, MemoryId, MemoryStore, SearchFilter};
+use kenning_core::llm::LanguageModel;
 use kenning_engine::{DomainStore, MemoryService, RecallRequest};
+use kenning_llm::ProviderSettings;
 use kenning_sqlite::SqliteStore;
 use serde::Serialize;
 
@@ -59,6 +61,12 @@ pub struct RetrievalArgs {
     /// Where to write each question's ranked turn ids, one {"qid", "ranked"} a line.
     #[arg(long)]
     rankings_out: PathBuf,
+    /// A language model that splits each question into the questions it is made of (recall's
+    /// query decomposition, `[recall] decompose_with_llm`), as the fields of one
+    /// `[[llm.providers]]` table in JSON, e.g. `{"provider": "anthropic", "model":
+    /// "claude-sonnet-4-5"}` (the key from the environment, as configured).
+    #[arg(long, value_name = "PROVIDER_JSON")]
+    decompose_with: Option<String>,
     /// Also write the JSON metrics line to this file.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
@@ -67,7 +75,7 @@ pub struct RetrievalArgs {
 impl RetrievalArgs {
     /// The arguments of a run of the engine's recall on `turns` and `queries`.
     pub fn new(turns: PathBuf, queries: PathBuf, embedder: EmbedderArgs, rankings_out: PathBuf) -> RetrievalArgs {
-        RetrievalArgs { turns, queries, embedder, ranker: Ranker::Recall, rankings_out, json_out: None }
+        RetrievalArgs { turns, queries, embedder, ranker: Ranker::Recall, rankings_out, decompose_with: None, json_out: None }
     }
 }
 
@@ -99,6 +107,8 @@ pub struct RetrievalReport {
     pub model: Option<String>,
     /// `recall` or `vector`.
     pub ranker: &'static str,
+    /// The language model that split the questions (`--decompose-with`), if any.
+    pub decomposed_with: Option<String>,
     pub conversations: usize,
     pub turns: usize,
     /// Turns whose content repeated an earlier turn of their conversation word for word; the
@@ -115,6 +125,14 @@ pub struct RetrievalReport {
     pub recall: Option<Summary>,
     pub model_load_ms: Option<f64>,
     pub machine: Machine,
+}
+
+/// The model `--decompose-with` names: one provider, configured as in kenning.toml.
+fn language_model(settings: &str) -> Result<Arc<dyn LanguageModel>> {
+    let value: serde_json::Value = serde_json::from_str(settings).context("--decompose-with is not a JSON object")?;
+    let settings = ProviderSettings::from_json("--decompose-with", &value).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let chain = kenning_llm::chain(&[settings], &|name| std::env::var(name).ok())?;
+    Ok(Arc::new(chain))
 }
 
 /// One question's ranking, as written to `--rankings-out`.
@@ -135,6 +153,7 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
         (Ranker::Vector, Some(embedder)) => Some(embedder.as_ref()),
         (Ranker::Vector, None) => bail!("--ranker vector needs an embedder: pass --embedder builtin or transformer"),
     };
+    let decomposer = args.decompose_with.as_deref().map(language_model).transpose()?;
     let dir = tempfile::tempdir().context("creating a temporary directory for the stores")?;
 
     let mut by_conversation: HashMap<&str, Vec<&Query>> = HashMap::new();
@@ -147,8 +166,9 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
     for (index, conversation) in data.conversations.iter().enumerate() {
         // One file per conversation, so no conversation's turns can answer another's questions.
         let store: Arc<dyn MemoryStore> = Arc::new(SqliteStore::open(&dir.path().join(format!("conversation-{index}.db")))?);
-        let service =
-            MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone());
+        let service = MemoryService::new(vec![DomainStore { domain: Domain::User, store: store.clone() }], loaded.embedder.clone())
+            .with_llm(decomposer.clone())
+            .with_query_decomposition(decomposer.is_some());
         for turn in &conversation.turns {
             let started = Instant::now();
             let outcome = service
@@ -191,6 +211,7 @@ pub fn run(args: &RetrievalArgs) -> Result<RetrievalReport> {
         embedder: args.embedder.embedder.name(),
         model: loaded.model,
         ranker: args.ranker.name(),
+        decomposed_with: decomposer.map(|model| model.name()),
         conversations: data.conversations.len(),
         turns: data.turns,
         duplicate_turns,

@@ -78,6 +78,10 @@ const TIME_PREFERENCE: f64 = 0.5;
 /// would rank any memory that shares a part's two common words level with the whole question's
 /// best.
 const PART_SHARE: f64 = 0.5;
+/// How many of the best memories of each part a language model split the query into score at
+/// least their score for that part: two, for the answer and the note beside it, while a part
+/// that went wrong lifts no more than that.
+const PART_LEADERS: usize = 2;
 
 /// The share of the full-text weight that goes to the query's expansion (its synonyms, or a
 /// model's rewrite): enough that a note using another name for the same thing is found, not so
@@ -317,10 +321,11 @@ impl MemoryService {
     /// part. A question that asks one thing costs nothing more.
     ///
     /// When the language model split the query, its parts are whole questions, each answered by
-    /// one memory, rather than pieces of the query's wording that lean on the rest: a memory then
-    /// scores the best of its score for the query and for each part. The best answer to each part
-    /// ranks level with the best answer to the whole, above memories that only repeat the query's
-    /// words, which adding a share of the part scores would leave in front.
+    /// one memory, rather than pieces of the query's wording that lean on the rest: the
+    /// [`PART_LEADERS`] best memories of each part also score at least their score for that
+    /// part. The best answer to each part then ranks level with the best answer to the whole,
+    /// above memories that only repeat the query's words, and a part that went wrong (a fragment
+    /// such as "and what fixed it", which finds anything) puts no more than those few on the page.
     fn add_question_parts(&self, plan: &RecallPlan<'_>, fused: Ranking, depth: usize) -> Result<Ranking> {
         let mut ranking = fused;
         let by_model = !plan.model_parts.is_empty();
@@ -328,12 +333,10 @@ impl MemoryService {
         for part in parts {
             check_interrupt()?;
             let part_vector = self.embed_one(&part)?.map(|embedding| embedding.vector).filter(|vector| vector.iter().any(|value| *value != 0.0));
-            let scores = score_fusion(&self.legs(plan, &part, &[], &plan.filter, part_vector.as_deref(), depth)?);
-            ranking = if by_model {
-                combine_scores(ranking, scores, f64::max)
-            } else {
-                add_scores(ranking, scores.into_iter().map(|(key, score)| (key, PART_SHARE * score)).collect())
-            };
+            let mut scores = score_fusion(&self.legs(plan, &part, &[], &plan.filter, part_vector.as_deref(), depth)?);
+            let others = scores.split_off(if by_model { scores.len().min(PART_LEADERS) } else { 0 });
+            ranking = combine_scores(ranking, scores, |score, part| (score + PART_SHARE * part).max(part));
+            ranking = combine_scores(ranking, others, |score, part| score + PART_SHARE * part);
         }
         Ok(ranking)
     }
