@@ -1,5 +1,6 @@
 //! Hybrid recall: full-text and vector legs over every selected domain, fused by their scaled
-//! scores, plus those of each part of a compound question; the best hits then lend part of their
+//! scores, plus those of each part of a compound question (cut by rule, or by the language model
+//! when query decomposition is on); the best hits then lend part of their
 //! score to the memories another author captured next to them in the same session, and the best
 //! candidates gain part of the best score among the other candidates of their session. Each
 //! candidate's relevance is then weighed by its confidence now
