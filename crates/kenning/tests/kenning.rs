@@ -895,4 +895,20 @@ fn a_model_split_question_brings_the_memory_of_each_part_to_the_first_page() {
     let unsplit = sandbox.json(&["recall", question, "--limit", "3"]);
     assert_eq!(recalled_urns(&unsplit), recalled_urns(&alone));
     assert_eq!(text(&unsplit, "/query_rewrite"), "ollama/llama3.2 answered without the lists asked for; parts by rule only");
+
+    // With query rewriting on too, one request asks for both, and the model's terms widen the search.
+    let server = ChatServer::start(&serde_json::json!({"terms": ["lock_timeout"], "parts": parts}).to_string());
+    let config = format!(
+        "[recall]\ndecompose_with_llm = true\nrewrite_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n",
+        server.url
+    );
+    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    let both = sandbox.json(&["recall", question, "--limit", "3"]);
+    let found = recalled_urns(&both);
+    assert!(found.contains(&cause) && found.contains(&fix), "{both:#}");
+    assert!(text(&both, "/query_rewrite").starts_with("ollama/llama3.2 added 1 term(s) and split the query into 2 parts"), "{both:#}");
+    assert!(both["expanded_with"].as_array().unwrap().iter().any(|term| term.as_str().is_some_and(|term| term.contains("lock"))), "{both:#}");
+    let [request] = server.requests().try_into().expect("one model call for both");
+    let system = text(&request, "/messages/0/content");
+    assert!(system.contains("\"terms\"") && system.contains("\"parts\""), "{system}");
 }
