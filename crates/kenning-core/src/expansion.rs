@@ -135,8 +135,8 @@ pub const MAX_MODEL_PARTS: usize = 4;
 const MAX_PART_BYTES: usize = 300;
 
 /// What recall asks a model about a query: other terms for it, the questions it is made of, or
-/// both in one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// both in one request; by default nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RewriteAsk {
     pub terms: bool,
     pub parts: bool,

@@ -93,7 +93,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite: RewriteAsk { terms: false, parts: false } }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite: RewriteAsk::default() }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some

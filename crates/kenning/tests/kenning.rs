@@ -849,6 +849,16 @@ impl ChatServer {
     }
 }
 
+/// Writes the user's config: query decomposition (and rewriting, if `rewrite`) through the
+/// model `server` serves.
+fn use_model(sandbox: &Sandbox, server: &ChatServer, rewrite: bool) {
+    let config = format!(
+        "[recall]\ndecompose_with_llm = true\nrewrite_with_llm = {rewrite}\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n",
+        server.url
+    );
+    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+}
+
 /// Query decomposition: with `[recall] decompose_with_llm` and a model, recall asks the model
 /// which questions a query is made of and searches each, so the memories answering each part
 /// reach the first page together; without it, the memory answering the part that shares no
@@ -875,8 +885,7 @@ fn a_model_split_question_brings_the_memory_of_each_part_to_the_first_page() {
 
     let parts = ["What broke the Friday release?", "How did we stop migrations from stalling writes with their locks?"];
     let server = ChatServer::start(&serde_json::json!({"parts": parts}).to_string());
-    let config = format!("[recall]\ndecompose_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n", server.url);
-    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    use_model(&sandbox, &server, false);
     let split = sandbox.json(&["recall", question, "--limit", "3"]);
     let found = recalled_urns(&split);
     assert!(found.contains(&cause) && found.contains(&fix), "both parts' memories on the page: {split:#}");
@@ -890,19 +899,14 @@ fn a_model_split_question_brings_the_memory_of_each_part_to_the_first_page() {
 
     // An answer without the list asked for leaves the split by rule, and says so.
     let server = ChatServer::start("Both parts are about the release.");
-    let config = format!("[recall]\ndecompose_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n", server.url);
-    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    use_model(&sandbox, &server, false);
     let unsplit = sandbox.json(&["recall", question, "--limit", "3"]);
     assert_eq!(recalled_urns(&unsplit), recalled_urns(&alone));
     assert_eq!(text(&unsplit, "/query_rewrite"), "ollama/llama3.2 answered without the lists asked for; parts by rule only");
 
     // With query rewriting on too, one request asks for both, and the model's terms widen the search.
     let server = ChatServer::start(&serde_json::json!({"terms": ["lock_timeout"], "parts": parts}).to_string());
-    let config = format!(
-        "[recall]\ndecompose_with_llm = true\nrewrite_with_llm = true\n\n[[llm.providers]]\nprovider = \"ollama\"\nmodel = \"llama3.2\"\nbase_url = \"{}\"\nmax_retries = 0\n",
-        server.url
-    );
-    std::fs::write(sandbox.path("config").join("kenning.toml"), config).unwrap();
+    use_model(&sandbox, &server, true);
     let both = sandbox.json(&["recall", question, "--limit", "3"]);
     let found = recalled_urns(&both);
     assert!(found.contains(&cause) && found.contains(&fix), "{both:#}");
