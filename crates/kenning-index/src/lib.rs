@@ -90,8 +90,28 @@ impl SearchIndex {
     /// models (any loaded model it has no vector from loses its old one). A record whose text
     /// is unchanged keeps its slot and only has its filterable fields replaced.
     pub fn upsert(&mut self, key: i64, doc: &DocInput<'_>, vectors: &[(&str, &[f32])]) {
+        let slot = self.upsert_document(key, doc);
+        for (name, dims, index) in &mut self.vectors {
+            let kept = vectors.iter().any(|(model, vector)| model == name && vector.len() == *dims);
+            if !kept {
+                index.remove(slot);
+            }
+        }
+        for (model, vector) in vectors {
+            if self.has_model(model) {
+                self.vector_index(model, vector.len()).set(slot, vector);
+            }
+        }
+    }
+
+    /// [`SearchIndex::upsert`] without the vectors: a record whose text is unchanged keeps
+    /// them, one whose text changed loses them. For a store whose vectors change only with
+    /// their text, or by being replaced, and which sets the vectors of its changed records
+    /// next ([`SearchIndex::set_vector`]): a record changed in its other fields (its status,
+    /// its confidence) then keeps its place in the graph the vectors are linked in.
+    pub fn upsert_document(&mut self, key: i64, doc: &DocInput<'_>) -> Slot {
         let hash = text_hash(doc.text);
-        let slot = match self.keys.get(key) {
+        match self.keys.get(key) {
             Some((slot, known)) if known == hash => {
                 self.documents.update(slot, doc);
                 slot
@@ -108,17 +128,6 @@ impl SearchIndex {
                 self.text.add(slot, doc.text);
                 self.keys.insert(key, slot, hash);
                 slot
-            }
-        };
-        for (name, dims, index) in &mut self.vectors {
-            let kept = vectors.iter().any(|(model, vector)| model == name && vector.len() == *dims);
-            if !kept {
-                index.remove(slot);
-            }
-        }
-        for (model, vector) in vectors {
-            if self.has_model(model) {
-                self.vector_index(model, vector.len()).set(slot, vector);
             }
         }
     }

@@ -147,10 +147,16 @@ impl VectorIndex {
     /// Stores `vector` (of this index's length) as the vector of `slot`, replacing its old one.
     pub fn set(&mut self, slot: Slot, vector: &[f32]) {
         debug_assert_eq!(vector.len(), self.dims);
+        let (values, scale) = quantise(vector, &self.centre);
+        // A store sets every vector of a changed record again, most often the one it holds: that
+        // row is kept where it is, so it stays linked in the graph and a linking under way for
+        // the next file is not made void by a row moved for nothing.
+        if self.holds(slot, vector, &values, scale) {
+            return;
+        }
         self.remove(slot);
         // A store holds far fewer than four billion vectors.
         let row = self.rows() as u32;
-        let (values, scale) = quantise(vector, &self.centre);
         self.added.values.to_mut().extend_from_slice(&values);
         self.added.scales.push(scale);
         self.added.codes.to_mut().extend(sign_code(vector));
@@ -166,6 +172,21 @@ impl VectorIndex {
         if self.centre.is_empty() && self.rows() - self.dead_rows >= CENTRE_ROWS && self.graph.rows() == 0 {
             self.recentre();
         }
+    }
+
+    /// Whether `slot`'s row already holds `vector`, which quantises to `values` and `scale`.
+    fn holds(&self, slot: Slot, vector: &[f32], values: &[i8], scale: f32) -> bool {
+        let Some(row) = self.slot_rows.get(slot as usize).filter(|row| *row != NONE) else { return false };
+        let views = self.row_views();
+        let (held, held_scale) = views.values(row as usize);
+        if held != values || held_scale.to_bits() != scale.to_bits() {
+            return false;
+        }
+        let row = row as usize;
+        let (part, at) = if row < self.base_rows { (&self.base, row) } else { (&self.added, row - self.base_rows) };
+        let code = part.codes.as_slice().get(at * self.words..(at + 1) * self.words).unwrap_or_default();
+        // Without a centre the vector itself is kept too, to be centred later.
+        code.iter().copied().eq(sign_code(vector)) && (!self.centre.is_empty() || self.uncentred.get(&slot).is_some_and(|kept| kept.as_slice() == vector))
     }
 
     /// Takes the mean of the live rows as the centre and stores every live row again as its

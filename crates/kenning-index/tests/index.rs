@@ -548,6 +548,46 @@ fn vector_search_over_an_image_graph_and_added_rows_finds_the_exact_nearest() {
     assert!(recall >= 0.97, "recall@10 {recall} against exact search");
 }
 
+/// A store sets every vector of a changed record again, whatever changed. While a bulk load
+/// links the index's rows for its next file, the load marks older records superseded (their
+/// confidence and metadata change, not their text or vector): such a record keeps its row, so
+/// the graph linked meanwhile is still the index's and is written, and a record changed the
+/// way a store changes it keeps its vector. A new vector, or a new text, still takes effect.
+#[test]
+fn linking_under_way_survives_records_changed_without_their_vectors() {
+    let mut unit_vector = random_unit_vectors(0x51f1_5eed_0bad_cafe, 48);
+    let history = records_of_vectors(0..6000, |_| Status::Active, &mut unit_vector);
+    let (mut index, mut records) = replay(&history);
+    let work = index.graph_work(GRAPH_ROWS_IN_TESTS);
+    for key in (0..6000i64).step_by(97) {
+        let record = records.get_mut(&key).unwrap();
+        record.confidence = 0.4;
+        record.tags = vec!["superseded".into()];
+        index.upsert_document(key, &record.doc());
+        index.set_vector(key, MODEL, record.vector.as_ref().unwrap());
+    }
+    let graphs = work.link(&std::sync::atomic::AtomicBool::new(false));
+    let mut out = Cursor::new(Vec::new());
+    index.write_image_with(b"store 9", &mut out, &graphs).unwrap();
+    let (mut read, _) = read_image(&out.into_inner()).unwrap();
+    assert_eq!(read.linked_vectors(MODEL), 6000, "the graph linked while records changed was written");
+    assert_eq!(read.unlinked_vectors(GRAPH_ROWS_IN_TESTS), 0);
+
+    let all = SearchFilter::active();
+    let probe = records[&97].vector.clone().unwrap();
+    assert_eq!(read.search_vector(&probe, MODEL, &all, 1)[0].id.as_str(), records[&97].id);
+
+    let replaced = unit_vector();
+    read.upsert_document(194, &records[&194].doc());
+    read.set_vector(194, MODEL, &replaced);
+    assert_eq!(read.search_vector(&replaced, MODEL, &all, 1)[0].id.as_str(), records[&194].id, "a new vector replaces the old one");
+    assert_eq!(read.unlinked_vectors(0), 1);
+    let mut revised = records[&291].clone();
+    revised.text = "memory 291 revised".into();
+    read.upsert_document(291, &revised.doc());
+    assert!(read.search_vector(&probe, MODEL, &all, 7000).iter().all(|hit| hit.id.as_str() != revised.id), "a new text drops the vector");
+}
+
 /// A filter that admits few of the rows would leave a walk of the graph meeting few it keeps,
 /// so such a search scans instead: with this few rows admitted, exactly.
 #[test]

@@ -465,8 +465,10 @@ fn load_rows(conn: &Connection, index: &mut SearchIndex, after: i64, head: i64) 
             text: &text,
             facets: &facets,
         };
-        // The row's vectors follow below; until then it has none.
-        index.upsert(seq, &doc, &[]);
+        // A row keeps its vectors while its text is unchanged (the store drops a row's
+        // vectors only when its text changes); those of every changed row are set below, and
+        // one set again as it was keeps its place in the index's graph.
+        index.upsert_document(seq, &doc);
     }
 
     for model in index.models() {
