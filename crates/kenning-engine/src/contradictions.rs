@@ -295,11 +295,7 @@ impl MemoryService {
     /// `writes`. One that another writer changed meanwhile is refused by that write and left
     /// as it is, since the record has moved on.
     fn reopen_won_by(&self, state: &dyn StateStore, settled: &SettledRecords, contradicted: &str, by: &str, except: &str, writes: &mut Vec<StateRecord>) -> Result<()> {
-        for (stored, mut record) in settled.take(state, |record| {
-            let won = record.winner() == Some(contradicted);
-            let context = record.state == ContradictionState::ContextDependent && record.involves(contradicted);
-            record.id != except && (won || context)
-        })? {
+        for (stored, mut record) in settled.take(state, contradicted, except)? {
             let now = self.now();
             record.reopen(by, now)?;
             writes.push(StateRecord { revision: stored.revision + 1, updated_at: now, body: record.to_body(), ..stored });
@@ -476,38 +472,71 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
 /// reopens, so that a bulk load reads them once rather than once per conflict found.
 #[derive(Default)]
 struct SettledRecords {
-    read: RefCell<Option<Vec<(StateRecord, Contradiction)>>>,
-    settled_by_batch: RefCell<Vec<(StateRecord, Contradiction)>>,
+    read: RefCell<Option<Settled>>,
+    settled_by_batch: RefCell<Settled>,
 }
 
 impl SettledRecords {
-    fn is_settled(record: &Contradiction) -> bool {
-        record.winner().is_some() || record.state == ContradictionState::ContextDependent
-    }
-
-    /// Takes out the records `reopened` picks, read first if they were not: the caller reopens them.
-    fn take(&self, state: &dyn StateStore, reopened: impl Fn(&Contradiction) -> bool) -> Result<Vec<(StateRecord, Contradiction)>> {
+    /// Takes out the records a conflict with `contradicted` reopens, all but the one whose id
+    /// is `except`, read first if they were not: the caller reopens them.
+    fn take(&self, state: &dyn StateStore, contradicted: &str, except: &str) -> Result<Vec<(StateRecord, Contradiction)>> {
         let mut read = self.read.borrow_mut();
         if read.is_none() {
-            *read = Some(read_records(state)?.into_iter().filter(|(_, record)| Self::is_settled(record)).collect());
+            let mut settled = Settled::default();
+            for (stored, record) in read_records(state)? {
+                settled.add(stored, record);
+            }
+            *read = Some(settled);
         }
-        let mut taken = Vec::new();
-        for records in [read.as_mut().expect("read above"), &mut *self.settled_by_batch.borrow_mut()] {
-            let (picked, kept): (Vec<_>, Vec<_>) = std::mem::take(records).into_iter().partition(|(_, record)| reopened(record));
-            *records = kept;
-            taken.extend(picked);
-        }
+        let mut taken = read.as_mut().expect("read above").take(contradicted, except);
+        taken.extend(self.settled_by_batch.borrow_mut().take(contradicted, except));
         Ok(taken)
     }
 
     /// A record the batch has settled, not yet written.
     fn add(&self, stored: StateRecord, record: Contradiction) {
-        self.settled_by_batch.borrow_mut().push((stored, record));
+        self.settled_by_batch.borrow_mut().add(stored, record);
     }
 
     /// Forgets what was read of the store, to be read again.
     fn forget(&self) {
         self.read.borrow_mut().take();
+    }
+}
+
+/// Settled records in the order they came, each found by the memories a new conflict would
+/// reopen it for, so that a batch with many conflicts among many records does not look through
+/// every record for each.
+#[derive(Default)]
+struct Settled {
+    records: Vec<Option<(StateRecord, Contradiction)>>,
+    by_memory: HashMap<String, Vec<usize>>,
+}
+
+impl Settled {
+    /// Keeps `record` if it is settled: under its winner, or under both of its memories when
+    /// it was found to depend on context.
+    fn add(&mut self, stored: StateRecord, record: Contradiction) {
+        let reopened_for: Vec<&str> = match record.winner() {
+            Some(winner) => vec![winner],
+            None if record.state == ContradictionState::ContextDependent => vec![&record.a, &record.b],
+            None => return,
+        };
+        let at = self.records.len();
+        for urn in reopened_for {
+            let positions = self.by_memory.entry(urn.to_owned()).or_default();
+            if positions.last() != Some(&at) {
+                positions.push(at);
+            }
+        }
+        self.records.push(Some((stored, record)));
+    }
+
+    /// Takes out, in the order they came, the records a conflict with `contradicted` reopens
+    /// but the one whose id is `except`.
+    fn take(&mut self, contradicted: &str, except: &str) -> Vec<(StateRecord, Contradiction)> {
+        let Some(positions) = self.by_memory.get(contradicted) else { return Vec::new() };
+        positions.iter().filter_map(|&at| self.records[at].take_if(|(_, record)| record.id != except)).collect()
     }
 }
 
@@ -541,4 +570,47 @@ fn read_records(state: &dyn StateStore) -> Result<Vec<(StateRecord, Contradictio
 
 fn note<'a>(memory: &'a Memory, captured: &'a str) -> Note<'a> {
     Note { content: &memory.content, source: memory.source.as_str(), captured }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, a: &str, b: &str, verdict: Option<Verdict>) -> (StateRecord, Contradiction) {
+        let detection = Detection { kind: ContradictionKind::ChangedValue, older: Vec::new(), newer: Vec::new(), newer_states_change: false };
+        let mut record = Contradiction::open(id.to_owned(), a.to_owned(), b.to_owned(), &detection, "found", DateTime::<Utc>::UNIX_EPOCH);
+        if let Some(verdict) = verdict {
+            let resolution = Resolution { verdict, conditions: None, explanation: "test".into(), decided_by: "rule:recency".into() };
+            record.settle(resolution, DateTime::<Utc>::UNIX_EPOCH).unwrap();
+        }
+        let stored = StateRecord { kind: StateKind::Contradiction, id: id.to_owned(), revision: 2, updated_at: DateTime::<Utc>::UNIX_EPOCH, body: record.to_body() };
+        (stored, record)
+    }
+
+    fn ids(taken: &[(StateRecord, Contradiction)]) -> Vec<&str> {
+        taken.iter().map(|(_, record)| record.id.as_str()).collect()
+    }
+
+    /// A conflict with a memory reopens the records it won and those found to depend on
+    /// context with it, on either side, in the order they came, each once; an open record, or
+    /// one the other side won, is not reopened.
+    #[test]
+    fn settled_records_are_taken_by_the_memory_a_conflict_reopens_them_for() {
+        let mut settled = Settled::default();
+        for (stored, record) in [
+            record("c1", "m1", "m2", Some(Verdict::AWins)),
+            record("c2", "m3", "m1", Some(Verdict::AWins)),
+            record("c3", "m1", "m4", Some(Verdict::ContextDependent)),
+            record("c4", "m5", "m1", None),
+            record("c5", "m6", "m1", Some(Verdict::BWins)),
+            record("c6", "m7", "m1", Some(Verdict::ContextDependent)),
+        ] {
+            settled.add(stored, record);
+        }
+        assert_eq!(ids(&settled.take("m1", "c5")), ["c1", "c3", "c6"]);
+        assert!(settled.take("m1", "none").iter().map(|(_, record)| record.id.as_str()).eq(["c5"]), "each record is taken once");
+        assert_eq!(ids(&settled.take("m4", "none")), Vec::<&str>::new(), "c3 was taken already");
+        assert_eq!(ids(&settled.take("m3", "none")), ["c2"]);
+        assert_eq!(ids(&settled.take("m5", "none")), Vec::<&str>::new(), "an open record is not settled");
+    }
 }
