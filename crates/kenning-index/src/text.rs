@@ -15,6 +15,13 @@ use crate::documents::{CompiledFilter, DocTable, FastMap, Slot};
 use crate::image::{ImageError, ImageReader, ImageWriter, invalid};
 use crate::topk::TopK;
 
+thread_local! {
+    /// Each thread's score of every document for the text search it runs, all zeros between
+    /// searches: a search resets the documents it met, rather than making and zeroing a buffer
+    /// the size of the index (4 MB at a million memories) for every query.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// BM25's term-frequency saturation and length normalisation, at the usual values (those of
 /// SQLite FTS5 and Lucene).
 const K1: f32 = 1.2;
@@ -178,7 +185,28 @@ impl TextIndex {
         let has_dead = docs.dead_count() > 0;
         let documents = self.live_docs as f32;
         let mean_length = (self.live_words as f32 / documents).max(1.0);
-        let mut scores = vec![0f32; lengths.len()];
+        SCORES.with_borrow_mut(|scores| {
+            if scores.len() < lengths.len() {
+                scores.resize(lengths.len(), 0.0);
+            }
+            let touched = self.accumulate(&terms, lengths, has_dead, documents, mean_length, scores);
+            let mut best = TopK::new(limit);
+            for slot in touched {
+                // Read and reset in one pass, so the buffer is all zeros for the next search.
+                let score = f64::from(std::mem::take(&mut scores[slot as usize]));
+                if best.admits(score)
+                    && let Some(id) = filter.admit_id(slot)
+                {
+                    best.push(score, slot, id);
+                }
+            }
+            best.into_sorted()
+        })
+    }
+
+    /// Adds each document's BM25 score for `terms` to `scores` (zero where no term was met) and
+    /// returns the documents met.
+    fn accumulate(&self, terms: &[[(&[Slot], &[u8]); 2]], lengths: &[u32], has_dead: bool, documents: f32, mean_length: f32, scores: &mut [f32]) -> Vec<Slot> {
         let mut touched: Vec<Slot> = Vec::new();
         for parts in terms {
             // A called-off search returns what it has; the caller sees the interrupt and drops it.
@@ -196,7 +224,7 @@ impl TextIndex {
             // The Lucene form of IDF, which stays positive for terms in most documents.
             let idf = (1.0 + (documents - frequency + 0.5) / (frequency + 0.5)).ln();
             for (slots, counts) in parts {
-                for (slot, count) in slots.iter().zip(counts) {
+                for (slot, count) in slots.iter().zip(counts.iter()) {
                     // A slot past the table (only in an image damaged since it was written) counts
                     // as a dead one, so the postings need not all be read when an image is opened.
                     let length = lengths.get(*slot as usize).copied().unwrap_or_default();
@@ -213,16 +241,7 @@ impl TextIndex {
                 }
             }
         }
-        let mut best = TopK::new(limit);
-        for slot in touched {
-            let score = f64::from(scores[slot as usize]);
-            if best.admits(score)
-                && let Some(id) = filter.admit_id(slot)
-            {
-                best.push(score, slot, id);
-            }
-        }
-        best.into_sorted()
+        touched
     }
 
     pub fn write<W: Write + Seek>(&self, out: &mut ImageWriter<'_, W>) -> io::Result<()> {
