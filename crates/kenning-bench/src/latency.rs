@@ -312,7 +312,9 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         recall.push(started.elapsed());
         counts.push(result.get("results").and_then(Value::as_array).map_or(0, Vec::len));
     }
-    let server_peak_rss_bytes = server.peak_rss_bytes();
+    let server_peak_rss_bytes = server.status_bytes("VmHWM:");
+    let server_private_rss_bytes = server.status_bytes("RssAnon:");
+    let server_mapped_rss_bytes = server.status_bytes("RssFile:");
     let mut exits = vec![server.shut_down()?];
 
     // Each fresh server answers one recall, as an agent's first question of a session would:
@@ -333,6 +335,8 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         first_recall: Summary::of(&first_recalls).expect("at least one cold start"),
         exit: Summary::of(&exits).expect("at least one server"),
         server_peak_rss_bytes,
+        server_private_rss_bytes,
+        server_mapped_rss_bytes,
     })
 }
 

@@ -118,10 +118,12 @@ impl McpServer {
         Ok(result.get("structuredContent").cloned().unwrap_or(result))
     }
 
-    /// The server's peak resident set so far (VmHWM), in bytes.
-    pub fn peak_rss_bytes(&self) -> Option<u64> {
+    /// A field of the server's `/proc/PID/status` given in kB (`VmHWM:`, its peak resident
+    /// set so far; `RssAnon:` and `RssFile:`, what it holds now of its own memory and of mapped
+    /// files), in bytes.
+    pub fn status_bytes(&self, key: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status_kib(&status, "VmHWM:")
+        status_kib(&status, key)
     }
 
     /// Closes the server's stdin, which ends the session, waits for it to exit and returns how

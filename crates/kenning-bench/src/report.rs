@@ -201,6 +201,12 @@ pub struct McpFigures {
     pub exit: Summary,
     /// The server's peak resident set (VmHWM) after the recalls, before it shut down.
     pub server_peak_rss_bytes: Option<u64>,
+    /// Of its resident set then, its own memory (RssAnon: the heap, what the index copied or
+    /// added since its file) ...
+    pub server_private_rss_bytes: Option<u64>,
+    /// ... and the pages of mapped files it has read (RssFile: mostly the index file, shared
+    /// with every process on the store and dropped first when memory is short).
+    pub server_mapped_rss_bytes: Option<u64>,
 }
 
 /// Prints the JSON record on stdout (and to `json_out`, if given) and the table on stderr.
@@ -282,6 +288,11 @@ pub fn latency_table(report: &LatencyReport) -> String {
         if let Some(peak) = peak {
             let _ = writeln!(out, "  {name:<17} {:>10.1} MiB", mib(peak));
         }
+    }
+    if let Some(mcp) = &report.mcp
+        && let (Some(private), Some(mapped)) = (mcp.server_private_rss_bytes, mcp.server_mapped_rss_bytes)
+    {
+        let _ = writeln!(out, "  {:<17} {:>10.1} MiB its own, {:.1} MiB of mapped files", "RSS server now", mib(private), mib(mapped));
     }
     out
 }
