@@ -608,7 +608,7 @@ mod tests {
             settled.add(stored, record);
         }
         assert_eq!(ids(&settled.take("m1", "c5")), ["c1", "c3", "c6"]);
-        assert!(settled.take("m1", "none").iter().map(|(_, record)| record.id.as_str()).eq(["c5"]), "each record is taken once");
+        assert_eq!(ids(&settled.take("m1", "none")), ["c5"], "each record is taken once");
         assert_eq!(ids(&settled.take("m4", "none")), Vec::<&str>::new(), "c3 was taken already");
         assert_eq!(ids(&settled.take("m3", "none")), ["c2"]);
         assert_eq!(ids(&settled.take("m5", "none")), Vec::<&str>::new(), "an open record is not settled");
