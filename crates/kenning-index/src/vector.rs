@@ -177,16 +177,16 @@ impl VectorIndex {
     /// Whether `slot`'s row already holds `vector`, which quantises to `values` and `scale`.
     fn holds(&self, slot: Slot, vector: &[f32], values: &[i8], scale: f32) -> bool {
         let Some(row) = self.slot_rows.get(slot as usize).filter(|row| *row != NONE) else { return false };
-        let views = self.row_views();
-        let (held, held_scale) = views.values(row as usize);
-        if held != values || held_scale.to_bits() != scale.to_bits() {
-            return false;
-        }
         let row = row as usize;
         let (part, at) = if row < self.base_rows { (&self.base, row) } else { (&self.added, row - self.base_rows) };
+        let held = part.values.as_slice().get(at * self.dims..(at + 1) * self.dims);
+        let held_scale = part.scales.get(at);
         let code = part.codes.as_slice().get(at * self.words..(at + 1) * self.words).unwrap_or_default();
-        // Without a centre the vector itself is kept too, to be centred later.
-        code.iter().copied().eq(sign_code(vector)) && (!self.centre.is_empty() || self.uncentred.get(&slot).is_some_and(|kept| kept.as_slice() == vector))
+        held == Some(values)
+            && held_scale.is_some_and(|held| held.to_bits() == scale.to_bits())
+            && code.iter().copied().eq(sign_code(vector))
+            // Without a centre the vector itself is kept too, to be centred later.
+            && (!self.centre.is_empty() || self.uncentred.get(&slot).is_some_and(|kept| kept.as_slice() == vector))
     }
 
     /// Takes the mean of the live rows as the centre and stores every live row again as its
