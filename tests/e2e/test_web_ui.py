@@ -122,6 +122,13 @@ class WebDriver:
     def text(self, element: str) -> str:
         return self._session("GET", f"/element/{element}/text")
 
+    def text_css(self, css: str, timeout: float = 60.0) -> str:
+        """The text of the element `css` names, found again when the page was redrawn between
+        finding and reading it (a live update after a change redraws the page's main part)."""
+        read: list[str] = []
+        self.on_element(css, lambda element: read.append(self.text(element)), ("stale element",), timeout)
+        return read[-1]
+
     def script(self, script: str, *args: Any) -> Any:
         return self._session("POST", "/execute/sync", {"script": script, "args": list(args)})
 
@@ -300,8 +307,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.type_css("input[name=q]", "pool connections")
         browser.click_css("form.search button[type=submit]")
         browser.wait("return location.search.includes('q=pool')")
-        first = browser.find("ol.results article h3 a")
-        assert browser.text(first) in ("Connection pool size", "Pool exhaustion during the sale"), browser.source()[:2000]
+        assert browser.text_css("ol.results article h3 a") in ("Connection pool size", "Pool exhaustion during the sale"), browser.source()[:2000]
         browser.wait("return document.documentElement.dataset.live === 'on'")
         keep("memories.png", browser.screenshot())
 
@@ -313,14 +319,14 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
 
         # Open the memory, forget it through the confirmation form, then restore it.
         browser.click_css("ol.results article h3 a")
-        title = browser.text(browser.find("main h1"))
+        title = browser.text_css("main h1")
         urn = browser.script("return document.querySelector('dl.fields dd code').textContent")
         assert urn.startswith("kenning://project:widget-service/"), urn
         browser.click_css("a.button[href^='/memory/forget']")
         browser.type_css("input[name=reason]", "replaced by the new sizing")
         browser.click_css("form.confirm button[type=submit]")
         notice_after_submit(browser, "Forgotten")
-        assert "forgotten" in browser.text(browser.find("main h1 .badge")), title
+        assert "forgotten" in browser.text_css("main h1 .badge"), title
         shown = json.loads(ws.run("--json", "get", urn).stdout)
         assert shown["status"] == "forgotten"
         assert "replaced by the new sizing" in browser.source()
@@ -346,7 +352,7 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
                              " return {x: r.left, y: r.top, width: r.width, height: r.height}")
         shot = browser.screenshot()
         keep("calibration.png", shot)
-        page_text = browser.text(browser.find("main"))
+        page_text = browser.text_css("main")
         assert "overall" in page_text and "database" in page_text and "auth" in page_text, page_text
         assert "Skills" in page_text and "Warnings" in page_text
 
