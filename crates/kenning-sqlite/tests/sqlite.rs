@@ -649,6 +649,57 @@ mod persisted_index {
         assert_eq!(store.search_text("note", &SearchFilter::active(), 5).unwrap().len(), 5);
     }
 
+    /// A file that reflects every change number but lacks a row the store holds (one written
+    /// behind the store's back, with no change number past the file's) is not trusted: the
+    /// index is built afresh and finds the row.
+    #[test]
+    fn a_file_lacking_a_row_of_the_store_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lacking.db");
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..50);
+        store.persist_index().unwrap();
+        drop(store);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO memories (id, namespace, kind, status, confidence, created_at, occurred_at, content_hash, version, body, \
+             change_seq, search_text, facets) \
+             SELECT 'note-9999', namespace, kind, status, confidence, created_at, occurred_at, 'unseen', version, \
+             replace(body, 'note-0001', 'note-9999'), 1, 'zeppelin', facets FROM memories WHERE id = 'note-0001'",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(hit_ids(&store.search_text("zeppelin", &SearchFilter::active(), 5).unwrap()), ["note-9999"]);
+    }
+
+    /// A purge leaves gaps in the rows' numbers, so the largest number no longer says how many
+    /// rows there are: a sound file of such a store is still opened rather than rebuilt (a
+    /// change made behind the store's back stays unseen), and still finds every row.
+    #[test]
+    fn a_sound_file_of_a_store_with_purged_rows_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gaps.db");
+        let store = SqliteStore::open(&path).unwrap();
+        fill(&store, 0..50);
+        let mut authored = memory("ada-note", "learnings", "Ada's note on the quokka enclosure.");
+        authored.author = Some("ada".into());
+        store.insert(&[(authored, None)]).unwrap();
+        fill(&store, 50..60);
+        assert_eq!(store.purge_author("ada", PurgeMode::Apply).unwrap().memories, 1);
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        store.persist_index().unwrap();
+        drop(store);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute("UPDATE memories SET search_text = 'zeppelin' WHERE id = 'note-0001'", []).unwrap();
+        drop(conn);
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(store.search_text("zeppelin", &SearchFilter::active(), 5).unwrap().is_empty(), "the file was not used");
+        assert_eq!(store.search_text("note", &SearchFilter::default(), 100).unwrap().len(), 60);
+    }
+
     /// A store of more vectors than its graph threshold (set low here) links them in a graph
     /// when it writes its index file, and from then on searches that graph itself (its index is opened
     /// again from the file), with a vector added since searched beside it. Another process
