@@ -33,7 +33,8 @@ fn a_rare_word_finds_its_old_memory_past_many_newer_common_matches() {
 
 /// A word's newest matches are looked for in windows of capture order, newest first; across
 /// the windows' edges they are still exactly its newest. Equal ranks come out oldest first, so
-/// the first hit is the oldest candidate: the 200th newest match, not any older one.
+/// the first hit is the oldest candidate: the 200th newest match, not any older one. The
+/// newest window, read once for all the words, keeps to the filter as the older ones do.
 #[test]
 fn each_word_brings_exactly_its_newest_matches_across_capture_windows() {
     if !servers(&[PG_URL]) {
@@ -47,7 +48,8 @@ fn each_word_brings_exactly_its_newest_matches_across_capture_windows() {
                 7 | 1_234 | 2_556 => format!("Note {n}: the kestrel queue stalled."),
                 _ => format!("Note {n}: nothing happened."),
             };
-            (memory(&format!("note-{n:04}"), "learnings", &content), None)
+            let namespace = if n == 2_556 { "decisions" } else { "learnings" };
+            (memory(&format!("note-{n:04}"), namespace, &content), None)
         })
         .collect();
     for batch in notes.chunks(650) {
@@ -62,4 +64,9 @@ fn each_word_brings_exactly_its_newest_matches_across_capture_windows() {
     assert_eq!(hit_ids(&store.search_text("kestrel", &SearchFilter::active(), 10).unwrap()), ["note-0007", "note-1234", "note-2556"]);
     let both = hit_ids(&store.search_text("kestrel budget", &SearchFilter::active(), 3).unwrap());
     assert_eq!(both, ["note-0007", "note-1234", "note-1600"]);
+    let in_namespace = |namespace: &str| SearchFilter { namespaces: vec![kenning_core::Namespace::parse(namespace).unwrap()], ..SearchFilter::active() };
+    assert_eq!(hit_ids(&store.search_text("kestrel budget", &in_namespace("decisions"), 10).unwrap()), ["note-2556"]);
+    let learnings = hit_ids(&store.search_text("kestrel budget", &in_namespace("learnings"), 600).unwrap());
+    assert_eq!(learnings.len(), 522, "every budget note and two kestrel notes");
+    assert!(!learnings.contains(&"note-2556".to_owned()));
 }
