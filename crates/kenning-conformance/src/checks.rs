@@ -973,7 +973,7 @@ pub fn rebuild_index_restores_text_search(make: MakeStore) {
 
 pub fn record_access_bumps_counts(make: MakeStore) {
     let store = make();
-    let read = memory("accessed", "learnings", "Read twice.");
+    let read = memory("accessed", "learnings", "Read five times.");
     let unread = memory("unread", "learnings", "Never read.");
     insert_all(&*store, &[read.clone(), unread.clone()]);
 
@@ -986,8 +986,14 @@ pub fn record_access_bumps_counts(make: MakeStore) {
     let twice = store.get(&read.id).unwrap().unwrap();
     assert_eq!(twice.access_count, 2);
     assert_eq!(twice.last_accessed_at, Some(at(20)));
+    // A memory read by several recalls before the reads are written counts every read.
+    store.record_access(&[read.id.clone(), id("absent"), read.id.clone(), read.id.clone()], at(15)).unwrap();
+    let five = store.get(&read.id).unwrap().unwrap();
+    assert_eq!(five.access_count, 5);
+    assert_eq!(five.last_accessed_at, Some(at(20)), "an earlier read time does not wind the latest back");
     // Reading is not a change: no new version, no history entry.
     assert_eq!(twice.version, read.version);
+    assert_eq!(five.version, read.version);
     assert_eq!(twice.updated_at, base_time());
     assert!(store.history(&read.id).unwrap().is_empty());
     assert_eq!(store.get(&unread.id).unwrap(), Some(unread));
