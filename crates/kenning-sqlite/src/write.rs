@@ -72,11 +72,11 @@ pub(crate) fn record_access(conn: &Connection, ids: &[MemoryId], at: DateTime<Ut
     let mut reads: Vec<(&MemoryId, u64)> = Vec::new();
     let mut position: HashMap<&MemoryId, usize> = HashMap::new();
     for id in ids {
-        let at = *position.entry(id).or_insert_with(|| {
+        let slot = *position.entry(id).or_insert_with(|| {
             reads.push((id, 0));
             reads.len() - 1
         });
-        reads[at].1 += 1;
+        reads[slot].1 += 1;
     }
     for (id, count) in reads {
         let Some(mut current) = stored(conn, id.as_str())? else {

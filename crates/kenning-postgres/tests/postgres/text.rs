@@ -33,8 +33,8 @@ fn a_rare_word_finds_its_old_memory_past_many_newer_common_matches() {
 
 /// A word's newest matches are looked for in windows of capture order, newest first; across
 /// the windows' edges they are still exactly its newest. Equal ranks come out oldest first, so
-/// the first hit is the oldest candidate: the 200th newest match, not any older one. The
-/// newest window, read once for all the words, keeps to the filter as the older ones do.
+/// the first hit is the oldest candidate: the 200th newest match, not any older one. A filter
+/// holds in every window.
 #[test]
 fn each_word_brings_exactly_its_newest_matches_across_capture_windows() {
     if !servers(&[PG_URL]) {
