@@ -494,3 +494,55 @@ impl Hasher for FxHasher {
         self.hash
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three documents: no tags or facets, then one of each, then two tags and a facet.
+    fn table() -> DocTable {
+        let tags = ["db".to_owned(), "pool".to_owned()];
+        let facets = ["file:src/db.rs".to_owned()];
+        let mut table = DocTable::default();
+        for (n, id) in ["m1", "m2", "m3"].into_iter().enumerate() {
+            table.push(&DocInput {
+                id,
+                kind: MemoryKind::ALL[n % MemoryKind::ALL.len()],
+                status: Status::Active,
+                namespace: ["learnings", "decisions"][n % 2],
+                tags: &tags[..n],
+                confidence: 0.5,
+                occurred_at: DateTime::from_timestamp(n as i64, 0).unwrap_or_default(),
+                text: "",
+                facets: &facets[..n.min(1)],
+            });
+        }
+        table
+    }
+
+    /// Each damage a look-up would follow out of bounds is refused, and says what it found.
+    #[test]
+    fn a_damaged_document_column_is_refused_with_what_is_wrong() {
+        assert!(table().check().is_ok());
+        let damages: [(&str, fn(&mut DocTable)); 12] = [
+            ("document columns of different lengths", |table| table.kinds.push(0)),
+            ("unknown status", |table| table.states.set(1, Status::ALL.len() as u8)),
+            ("dead count", |table| table.states.set(1, DEAD)),
+            ("unknown kind", |table| table.kinds.set(2, MemoryKind::ALL.len() as u8)),
+            ("name out of range", |table| table.namespaces.set(0, 99)),
+            ("name out of range", |table| table.tags.set(0, 99)),
+            ("name out of range", |table| table.facets.set(1, 99)),
+            ("tags out of range", |table| table.tag_counts.set(2, 3)),
+            ("tags out of range", |table| table.tag_starts.set(2, u64::MAX)),
+            ("facets out of range", |table| table.facet_starts.set(1, 5)),
+            ("ids out of range", |table| table.id_ends.set(0, 5)),
+            ("ids out of range", |table| table.id_ends.set(2, 7)),
+        ];
+        for (expected, damage) in damages {
+            let mut damaged = table();
+            damage(&mut damaged);
+            let error = damaged.check().expect_err(expected).to_string();
+            assert!(error.contains(expected), "expected {expected:?}, got {error:?}");
+        }
+    }
+}
