@@ -3,8 +3,6 @@
 //! Every write of a record or its vectors takes a new change sequence number, which is how
 //! search indexes in this and other processes learn what to reload.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use kenning_core::Refusal;
 use kenning_core::{Embedding, Inserted, Memory, MemoryId, MemoryRecord, MemoryVersion, Status};
@@ -68,21 +66,14 @@ pub(crate) fn replace(
 /// Bumps access counts without a new version: reading a memory does not change what it says.
 pub(crate) fn record_access(conn: &Connection, ids: &[MemoryId], at: DateTime<Utc>) -> Result<()> {
     // A memory read several times since the last write (the same hit of many recalls) is read,
-    // decoded and rewritten once with all its reads, in the order of its first read.
-    let mut reads: Vec<(&MemoryId, u64)> = Vec::new();
-    let mut position: HashMap<&MemoryId, usize> = HashMap::new();
-    for id in ids {
-        let slot = *position.entry(id).or_insert_with(|| {
-            reads.push((id, 0));
-            reads.len() - 1
-        });
-        reads[slot].1 += 1;
-    }
-    for (id, count) in reads {
-        let Some(mut current) = stored(conn, id.as_str())? else {
+    // decoded and rewritten once with all its reads.
+    let mut sorted: Vec<&MemoryId> = ids.iter().collect();
+    sorted.sort_unstable();
+    for reads in sorted.chunk_by(|a, b| a == b) {
+        let Some(mut current) = stored(conn, reads[0].as_str())? else {
             continue;
         };
-        current.memory.access_count += count;
+        current.memory.access_count += reads.len() as u64;
         // Two processes may record reads out of order; the latest read time must still win.
         current.memory.last_accessed_at = current.memory.last_accessed_at.max(Some(at));
         conn.prepare_cached("UPDATE memories SET body = ? WHERE seq = ?")?
