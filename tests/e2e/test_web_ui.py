@@ -342,6 +342,22 @@ def test_browser_searches_forgets_restores_and_draws_calibration(ws: Workspace, 
         browser.script("document.activeElement.blur(); document.body.dispatchEvent(new KeyboardEvent('keydown', {key: '/', bubbles: true}))")
         assert browser.script("return document.activeElement.name") == "q"
 
+        # Regression: a live update whose fetch was under way when the reader went into the
+        # search field swapped the page's main part, field included, from under the cursor.
+        browser.wait("return document.documentElement.dataset.live === 'on'")
+        browser.script(
+            "document.activeElement.blur(); window.heldPage = null; var realFetch = window.fetch;"
+            " window.fetch = function () { var call = arguments;"
+            " return new Promise(function (resolve) { window.heldPage = function () { resolve(realFetch.apply(window, call)); }; }); };"
+        )
+        captured = ws.run("capture", "The search pool holds 4 connections.", "--title", "Search pool", "--namespace", "config")
+        assert captured.returncode == 0, captured.stderr
+        browser.wait("return window.heldPage !== null")
+        browser.script("document.querySelector(\"[data-shortcut='/']\").focus(); window.heldPage();")
+        browser.wait("return document.getElementById('live').textContent.includes('Reload the page')")
+        assert browser.script("return document.activeElement.name") == "q"
+        assert "Search pool" not in browser.text_css("main")
+
         # Calibration: the page and its diagram.
         browser.get(base + "calibration")
         browser.find("figure.diagram img")

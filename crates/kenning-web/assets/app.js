@@ -26,11 +26,16 @@
     live.hidden = false;
   }
   var refreshing = false;
+  // Whether the reader is in a form's field: a swap would take the field, and what is typed
+  // in it, away from under the cursor.
+  function inField() {
+    var active = document.activeElement;
+    return Boolean(active && active.closest && active.closest("form") && active.matches("input, textarea, select"));
+  }
   function refresh() {
     var main = document.getElementById("main");
-    var active = document.activeElement;
     if (!main || refreshing) return;
-    if (active && active.closest && active.closest("form") && active.matches("input, textarea, select")) {
+    if (inField()) {
       say("Memories changed. Reload the page to see them.");
       return;
     }
@@ -39,6 +44,11 @@
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (text) {
         if (!text) return;
+        // The reader may have gone into a field while the page was fetched ("/", a click).
+        if (inField()) {
+          say("Memories changed. Reload the page to see them.");
+          return;
+        }
         var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("main");
         if (fresh) {
           main.replaceWith(fresh);
