@@ -52,12 +52,19 @@ impl<'a> TopK<'a> {
     }
 
     pub fn push(&mut self, score: f64, slot: Slot, id: &'a [u8]) {
-        if self.k == 0 {
+        let candidate = Candidate { score, slot, id };
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse(candidate));
             return;
         }
-        self.heap.push(Reverse(Candidate { score, slot, id }));
-        if self.heap.len() > self.k {
-            self.heap.pop();
+        // Full: the candidate takes the worst one's place if it is better, in one sift of the
+        // heap, and is turned away otherwise without touching it. Documents that tie with the
+        // worst score are common (equal lengths, equal counts of the same words), and were each
+        // pushed and popped again.
+        if let Some(mut worst) = self.heap.peek_mut()
+            && candidate > worst.0
+        {
+            *worst = Reverse(candidate);
         }
     }
 
@@ -80,5 +87,23 @@ mod tests {
             }
         }
         assert_eq!(top.into_sorted(), [(0.9, 1), (0.5, 3)]);
+    }
+
+    #[test]
+    fn keeps_what_sorting_every_candidate_keeps() {
+        let ids: Vec<String> = (0..400).map(|n| format!("m{:03}", (n * 7919) % 400)).collect();
+        let scores: Vec<f64> = (0..400).map(|n| f64::from((n * 31 % 17) as u32) / 4.0).collect();
+        for k in [0, 1, 5, 64, 399, 400, 500] {
+            let mut top = TopK::new(k);
+            for (slot, (score, id)) in scores.iter().zip(&ids).enumerate() {
+                if top.admits(*score) {
+                    top.push(*score, slot as Slot, id.as_bytes());
+                }
+            }
+            let mut every: Vec<(f64, &String, Slot)> = scores.iter().zip(&ids).enumerate().map(|(slot, (score, id))| (*score, id, slot as Slot)).collect();
+            every.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            let expected: Vec<(f64, Slot)> = every.into_iter().take(k).map(|(score, _, slot)| (score, slot)).collect();
+            assert_eq!(top.into_sorted(), expected, "k = {k}");
+        }
     }
 }
