@@ -29,7 +29,7 @@ use crate::column::{Column, ImageBytes};
 
 pub const MAGIC: [u8; 8] = *b"KNGIDX\r\n";
 /// Bumped whenever the layout of any section changes; an image of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 const BYTE_ORDER_MARK: u32 = 0x0102_0304;
 const HEADER_LEN: usize = 64;
 const SECTION_ALIGN: u64 = 64;

@@ -736,3 +736,43 @@ fn an_index_read_from_an_image_without_a_centre_takes_one_as_it_grows() {
         }
     }
 }
+
+/// Unit vectors of 384 components whose first 256 carry nearly all the variance, as the
+/// built-in model's do (its vectors are rotated onto their principal axes).
+fn vectors_with_leading_variance(seed: u64) -> impl FnMut() -> Vec<f32> {
+    let mut raw = random_unit_vectors(seed, 384);
+    move || {
+        let vector: Vec<f32> = raw().iter().enumerate().map(|(component, value)| if component < 256 { *value } else { 0.15 * value }).collect();
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        vector.iter().map(|v| v / norm).collect()
+    }
+}
+
+/// Such vectors are shortlisted by codes of their first 256 components alone. A bit for each of
+/// the other 128, whose signs say little about the angle between two vectors, made the Hamming
+/// distance noisier: with them the search below found 0.67 of the exact ten nearest among random
+/// vectors (no structure for a code to follow), and 0.89 without. In memory and after a trip
+/// through an image (whose rows keep the codes they were written with, and rows added since get
+/// codes as short), each stored vector also finds its own record first.
+#[test]
+fn codes_of_the_leading_components_still_shortlist_the_exact_nearest() {
+    let mut next = vectors_with_leading_variance(0x00c0_de5e_1ec7_ed00);
+    let history = records_of_vectors(0..9000, |key| if key % 11 == 0 { Status::Forgotten } else { Status::Active }, &mut next);
+    let filter = SearchFilter::active();
+    for (index, records) in [replay(&history), replay_through_image(&history, 6000)] {
+        let (mut found, mut possible) = (0, 0);
+        for _ in 0..40 {
+            let query = next();
+            let hits = index.search_vector(&query, MODEL, &filter, 10);
+            let expected = reference_cosine(&records, &query, &filter);
+            possible += 10;
+            found += expected[..10].iter().filter(|(id, _)| hits.iter().any(|hit| hit.id.as_str() == id)).count();
+        }
+        let recall = found as f64 / possible as f64;
+        assert!(recall >= 0.85, "recall@10 {recall} against exact search");
+        for (key, record) in records.iter().filter(|(key, record)| *key % 97 == 1 && record.status == Status::Active) {
+            let hits = index.search_vector(record.vector.as_ref().unwrap(), MODEL, &filter, 1);
+            assert_eq!(hits[0].id.as_str(), record.id, "record {key}");
+        }
+    }
+}
