@@ -982,8 +982,8 @@ mod tests {
         assert!(index.dot(&[0.6, 0.8], index.slot_rows.get(2).unwrap() as usize) > 0.99);
     }
 
-    /// 1,100 unit vectors of 384 components, those from `quiet` on scaled by `scale`.
-    fn index_of(quiet: usize, scale: f32) -> VectorIndex {
+    /// 1,100 unit vectors of 384 components, the components from `leading` on scaled by `scale`.
+    fn index_of(leading: usize, scale: f32) -> VectorIndex {
         let mut index = VectorIndex::new(384);
         let mut seed = 7u64;
         for slot in 0..1100 {
@@ -991,7 +991,7 @@ mod tests {
                 .map(|component| {
                     seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                     let value = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                    if component < quiet { value } else { scale * value }
+                    if component < leading { value } else { scale * value }
                 })
                 .collect();
             let norm = raw.iter().map(|v| v * v).sum::<f32>().sqrt();
