@@ -1,9 +1,9 @@
 //! The vector leg: nearest neighbours by cosine similarity among one model's vectors.
 //!
 //! Every vector is held twice, compactly: as 8-bit integers with a per-vector scale (a quarter
-//! of its `f32` size), and as a binary code of the signs of those integers (one bit a
-//! component, for the leading components only when they carry nearly all the variance). The
-//! 8-bit values hold a vector's difference from the index's centre, the mean of
+//! of its `f32` size), and as a binary code of the signs of its components (one bit a
+//! dimension), or of only the leading components of its 8-bit values when those carry nearly
+//! all the variance. The 8-bit values hold a vector's difference from the index's centre, the mean of
 //! its first [`CENTRE_ROWS`] vectors, rather than the vector itself: a model's vectors share a
 //! large common part (the built-in model's mean vector has a length of 0.74) that 8 bits would
 //! spend their steps on, so the difference is rounded about 2.5 times as finely, and more of
@@ -84,9 +84,10 @@ struct Rows {
 
 pub(crate) struct VectorIndex {
     dims: usize,
-    /// 64-bit words per binary code: a bit for each of the first `64 * words` components of a
-    /// row's 8-bit values, set where the value is positive. Every component until the centre is
-    /// fixed; then [`SHORT_CODE_WORDS`] when those carry most of the variance.
+    /// 64-bit words per binary code. A full code has a bit for each component of a row's vector,
+    /// set where it is positive. A short one, taken when the centre is fixed if the first
+    /// [`SHORT_CODE_WORDS`] words' components carry most of the variance about it, has a bit
+    /// for each of those components of the row's 8-bit values, its difference from the centre.
     words: usize,
     /// What every row's 8-bit values are the difference from: empty until the index has held
     /// [`CENTRE_ROWS`] rows (the values are then the vectors themselves), then fixed.
@@ -172,7 +173,8 @@ impl VectorIndex {
         let row = self.rows() as u32;
         self.added.values.to_mut().extend_from_slice(&values);
         self.added.scales.push(scale);
-        self.added.codes.to_mut().extend(values_code(&values, self.words));
+        let code = self.code(vector, &values);
+        self.added.codes.to_mut().extend(code);
         self.row_slots.push(slot);
         if self.centre.is_empty() {
             self.uncentred.insert(slot, vector.to_vec());
@@ -197,7 +199,7 @@ impl VectorIndex {
         let code = part.codes.as_slice().get(at * self.words..(at + 1) * self.words).unwrap_or_default();
         held == Some(values)
             && held_scale.is_some_and(|held| held.to_bits() == scale.to_bits())
-            && code.iter().copied().eq(values_code(values, self.words))
+            && code.iter().copied().eq(self.code(vector, values))
             // Without a centre the vector itself is kept too, to be centred later.
             && (!self.centre.is_empty() || self.uncentred.get(&slot).is_some_and(|kept| kept.as_slice() == vector))
     }
@@ -420,11 +422,24 @@ impl VectorIndex {
         }
     }
 
-    /// The binary code of `query` as the rows' codes are made: the signs of its difference from
-    /// the centre, over as many components as they cover.
+    /// Whether the codes are short: the signs of the rows' leading 8-bit values, their
+    /// difference from the centre. Full codes are the signs of the vectors themselves.
+    fn short_codes(&self) -> bool {
+        self.words < self.dims.div_ceil(64)
+    }
+
+    /// The binary code of a row holding `vector`, quantised to `values`.
+    fn code(&self, vector: &[f32], values: &[i8]) -> Vec<u64> {
+        if self.short_codes() { values_code(values, self.words).collect() } else { sign_code(vector).collect() }
+    }
+
+    /// The binary code of `query` as the rows' codes are made: with short codes, the signs of
+    /// its difference from the centre over the components they cover.
     fn query_code(&self, query: &[f32]) -> Vec<u64> {
-        let centre = self.centre.iter().copied().chain(std::iter::repeat(0.0));
-        let difference: Vec<f32> = query.iter().zip(centre).map(|(value, centre)| value - centre).collect();
+        if !self.short_codes() {
+            return sign_code(query).collect();
+        }
+        let difference: Vec<f32> = query.iter().zip(&self.centre).map(|(value, centre)| value - centre).collect();
         sign_code(&difference).take(self.words).collect()
     }
 
