@@ -3,8 +3,8 @@
 //! Every vector is held twice, compactly: as 8-bit integers with a per-vector scale (a quarter
 //! of its `f32` size), and as a binary code of the signs of its components (one bit a
 //! dimension), or of only the leading components of its 8-bit values when those carry nearly
-//! all the variance. The 8-bit values hold a vector's difference from the index's centre, the mean of
-//! its first [`CENTRE_ROWS`] vectors, rather than the vector itself: a model's vectors share a
+//! all the variance. The 8-bit values hold a vector's difference from the index's centre, the
+//! mean of its first [`CENTRE_ROWS`] vectors, rather than the vector itself: a model's vectors share a
 //! large common part (the built-in model's mean vector has a length of 0.74) that 8 bits would
 //! spend their steps on, so the difference is rounded about 2.5 times as finely, and more of
 //! the exact ten nearest are found (0.977 to 0.989 at 100k, `kenning-bench latency`). A small
@@ -517,6 +517,10 @@ impl VectorIndex {
         let centre = image.column::<f32>("vector centre")?;
         if !centre.as_slice().is_empty() && centre.len() != dims {
             return Err(invalid("vector centre"));
+        }
+        // Short codes are made from the differences from a centre, so an index has one.
+        if index.words < dims.div_ceil(64) && centre.as_slice().is_empty() {
+            return Err(invalid("vector code length"));
         }
         index.centre = centre.as_slice().to_vec();
         index.base = Rows { codes: image.column("codes")?, values: image.column("values")?, scales: image.column("scales")? };
