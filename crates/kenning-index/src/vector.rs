@@ -430,7 +430,7 @@ impl VectorIndex {
 
     /// The binary code of a row holding `vector`, quantised to `values`.
     fn code(&self, vector: &[f32], values: &[i8]) -> Vec<u64> {
-        if self.short_codes() { values_code(values, self.words).collect() } else { sign_code(vector).collect() }
+        if self.short_codes() { sign_code(values).take(self.words).collect() } else { sign_code(vector).collect() }
     }
 
     /// The binary code of `query` as the rows' codes are made: with short codes, the signs of
@@ -519,7 +519,7 @@ impl VectorIndex {
             return Err(invalid("vector centre"));
         }
         // Short codes are made from the differences from a centre, so an index has one.
-        if index.words < dims.div_ceil(64) && centre.as_slice().is_empty() {
+        if index.short_codes() && centre.as_slice().is_empty() {
             return Err(invalid("vector code length"));
         }
         index.centre = centre.as_slice().to_vec();
@@ -824,14 +824,10 @@ fn code_words(live: &[(Slot, Vec<f32>)], centre: &[f32]) -> usize {
     if total > 0.0 && leading >= SHORT_CODE_SHARE * total { SHORT_CODE_WORDS } else { full }
 }
 
-/// A bit for each of the first `64 * words` 8-bit values, set where the value is positive.
-fn values_code(values: &[i8], words: usize) -> impl Iterator<Item = u64> + '_ {
-    values.chunks(64).take(words).map(|chunk| chunk.iter().enumerate().fold(0u64, |code, (bit, value)| code | (u64::from(*value > 0) << bit)))
-}
-
-/// One bit a component, set where the component is positive.
-fn sign_code(vector: &[f32]) -> impl Iterator<Item = u64> + '_ {
-    vector.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |code, (bit, value)| code | (u64::from(*value > 0.0) << bit)))
+/// One bit a component (of a vector, or of its 8-bit values), set where the component is
+/// positive.
+fn sign_code<T: Copy + Default + PartialOrd>(vector: &[T]) -> impl Iterator<Item = u64> + '_ {
+    vector.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |code, (bit, value)| code | (u64::from(*value > T::default()) << bit)))
 }
 
 fn hamming(a: &[u64], b: &[u64]) -> u32 {
