@@ -207,7 +207,12 @@ impl TextIndex {
     /// Adds each document's BM25 score for `terms` to `scores` (zero where no term was met) and
     /// returns the documents met.
     fn accumulate(&self, terms: &[[(&[Slot], &[u8]); 2]], lengths: &[u32], has_dead: bool, documents: f32, mean_length: f32, scores: &mut [f32]) -> Vec<Slot> {
-        let mut touched: Vec<Slot> = Vec::new();
+        // Room for every posting, so that a document met for the first time is noted without a
+        // branch: whether a document was met before is as good as random, and a mispredicted
+        // branch per posting cost more than writing every slot and keeping the new ones.
+        let postings: usize = terms.iter().flat_map(|parts| parts.iter()).map(|(slots, _)| slots.len()).sum();
+        let mut touched: Vec<Slot> = vec![0; postings];
+        let mut met = 0;
         for parts in terms {
             // A called-off search returns what it has; the caller sees the interrupt and drops it.
             if kenning_core::interrupt::interrupted() {
@@ -234,13 +239,14 @@ impl TextIndex {
                     let tf = f32::from(*count);
                     let norm = K1 * (1.0 - B + B * length as f32 / mean_length);
                     let score = &mut scores[*slot as usize];
-                    if *score == 0.0 {
-                        touched.push(*slot);
-                    }
+                    // Every contribution is positive, so a score of zero means not met yet.
+                    touched[met] = *slot;
+                    met += usize::from(*score == 0.0);
                     *score += idf * tf * (K1 + 1.0) / (tf + norm);
                 }
             }
         }
+        touched.truncate(met);
         touched
     }
 
