@@ -5,7 +5,7 @@
 //! calls [`Interrupt::trigger`] from another thread. Long loops anywhere below (the search index's
 //! scoring, the engine's stages of a recall) call [`interrupted`] and stop early. The current
 //! interrupt is a thread-local so that the storage traits need no extra argument: work for one
-//! request runs on one thread.
+//! request runs on one thread, or on threads it hands the interrupt to ([`current`]).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -55,6 +55,12 @@ pub fn interrupted() -> bool {
     CURRENT.with(|current| current.borrow().as_ref().is_some_and(Interrupt::is_triggered))
 }
 
+/// The interrupt of the work running on this thread, for a thread that takes on part of that
+/// work to [`Interrupt::run`] it under: the same request, called off together.
+pub fn current() -> Option<Interrupt> {
+    CURRENT.with(|current| current.borrow().clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +77,17 @@ mod tests {
         assert!(!interrupted(), "the interrupt ends with the work it was given");
         let other = Interrupt::new();
         other.run(|| assert!(!interrupted()));
+    }
+
+    #[test]
+    fn a_helper_thread_running_under_the_current_interrupt_sees_it_called_off() {
+        let interrupt = Interrupt::new();
+        interrupt.run(|| {
+            let handed = current().expect("work under an interrupt has a current one");
+            interrupt.trigger();
+            let seen = std::thread::scope(|scope| scope.spawn(|| handed.run(interrupted)).join().unwrap());
+            assert!(seen);
+        });
+        assert!(current().is_none());
     }
 }

@@ -132,9 +132,7 @@ pub(crate) fn prepare(rules: &ClaimRules, analyses: &[(&Analysis, Needs)]) {
 /// [`PARALLEL_FROM`] positions per thread: each thread takes the next position not yet taken,
 /// so that one long text does not hold up a share.
 pub(crate) fn on_every_core<T: Send>(count: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    // Asking costs a few system calls (the process's CPU quota is read), so it is asked once.
-    let threads = (*CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))).min(count / PARALLEL_FROM);
+    let threads = crate::cores().min(count / PARALLEL_FROM);
     if threads <= 1 {
         return (0..count).map(work).collect();
     }

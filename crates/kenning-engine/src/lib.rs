@@ -57,4 +57,11 @@ pub use recall::RecallRequest;
 pub use service::{Clock, DomainStore, MemoryService, RESOURCE_TEMPLATE, SystemClock};
 pub use protocols::ProtocolService;
 pub use workflows::{WorkflowQuery, WorkflowService};
+
+/// The cores this process may use. Asking costs a few system calls (the process's CPU quota
+/// is read), so it is asked once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
 pub use transfer::{DomainPurge, ExportLine, ImportReport};

@@ -17,6 +17,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -29,7 +30,7 @@ use kenning_core::provenance::{repository_path, session_of};
 use kenning_core::question::question_parts;
 use kenning_core::search::{FUSION_SCALE_DEPTH, FusionList, check_query_length, estimate_tokens, score_fusion, snippet};
 use kenning_core::when::{asks_about_the_past, find_time_expression};
-use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, SearchFilter};
+use kenning_core::{Cursor, Detail, FieldError, Memory, MemoryId, MemoryKind, Namespace, ScoredId, SearchFilter};
 
 use crate::error::{Result, check_interrupt};
 use crate::service::{DomainStore, MemoryService, RESOURCE_TEMPLATE};
@@ -175,9 +176,29 @@ impl RecallPlan<'_> {
     }
 }
 
+/// One recall running on a service, counted while it lives. A recall's legs run on two threads
+/// only while fewer recalls than cores run: a lone recall then finishes sooner, while under
+/// concurrent recalls the cores are busy anyway, and a thread's start (some 50 µs on a virtual
+/// machine) would be paid for nothing.
+struct RunningRecall<'a>(&'a AtomicUsize);
+
+impl RunningRecall<'_> {
+    fn start(running: &AtomicUsize) -> RunningRecall<'_> {
+        running.fetch_add(1, Ordering::Relaxed);
+        RunningRecall(running)
+    }
+}
+
+impl Drop for RunningRecall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl MemoryService {
     /// Finds the memories most relevant to a query across the selected domains.
     pub fn recall(&self, request: RecallRequest) -> Result<RecallPage> {
+        let _running = RunningRecall::start(&self.recalls_running);
         let plan = self.plan(request)?;
         // Every leg reaches at least as deep as fusion scales, so the fused order does not
         // depend on the page asked for.
@@ -275,28 +296,52 @@ impl MemoryService {
         let mut text_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut vector_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
         let mut expansion_leg: Vec<(f64, (usize, MemoryId))> = Vec::new();
-        for (index, entry) in plan.stores.iter().enumerate() {
-            check_interrupt()?;
-            if !plan.is_available(index) {
-                continue;
-            }
-            let Some(hits) = plan.answer(index, entry.store.search_text(query, filter, depth))? else { continue };
-            for hit in hits {
-                text_leg.push((hit.score, (index, hit.id)));
-            }
-            if !expansion.is_empty() {
-                let Some(hits) = plan.answer(index, entry.store.search_text(&expansion.join(" "), filter, depth))? else { continue };
-                for hit in hits {
-                    expansion_leg.push((hit.score, (index, hit.id)));
+        let vector_search = query_vector.zip(self.embedder_model());
+        let expansion_query = (!expansion.is_empty()).then(|| expansion.join(" "));
+        let searched: Vec<(usize, &DomainStore)> = plan.stores.iter().copied().enumerate().filter(|(index, _)| plan.is_available(*index)).collect();
+        let search_vectors = |(vector, model): (&[f32], &str)| -> Vec<kenning_core::Result<Vec<ScoredId>>> {
+            searched.iter().map(|(_, entry)| entry.store.search_vector(vector, model, filter, depth)).collect()
+        };
+        std::thread::scope(|scope| -> Result<()> {
+            // With a core to spare, the vector legs run on a thread of their own while this one
+            // runs the full-text legs: a lone recall takes the longer of the two rather than both.
+            let core_to_spare = self.recalls_running.load(Ordering::Relaxed) < crate::cores();
+            let beside = vector_search.filter(|_| core_to_spare).map(|search| {
+                let interrupt = kenning_core::interrupt::current();
+                scope.spawn(move || match interrupt {
+                    Some(interrupt) => interrupt.run(|| search_vectors(search)),
+                    None => search_vectors(search),
+                })
+            });
+            let mut answered: Vec<usize> = Vec::with_capacity(searched.len());
+            for (index, entry) in &searched {
+                check_interrupt()?;
+                let Some(hits) = plan.answer(*index, entry.store.search_text(query, filter, depth))? else { continue };
+                text_leg.extend(hits.into_iter().map(|hit| (hit.score, (*index, hit.id))));
+                if let Some(expansion) = &expansion_query {
+                    let Some(hits) = plan.answer(*index, entry.store.search_text(expansion, filter, depth))? else { continue };
+                    expansion_leg.extend(hits.into_iter().map(|hit| (hit.score, (*index, hit.id))));
                 }
+                answered.push(*index);
             }
-            if let (Some(vector), Some(model)) = (query_vector, self.embedder_model()) {
-                let Some(hits) = plan.answer(index, entry.store.search_vector(vector, model, filter, depth))? else { continue };
-                for hit in hits {
-                    vector_leg.push((hit.score, (index, hit.id)));
+            let Some((vector, model)) = vector_search else { return Ok(()) };
+            let mut found_beside = beside.map(|helper| helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            // A store whose full-text leg failed is left out of the vector leg too, as it is
+            // left out of the rest of the recall.
+            for (position, (index, entry)) in searched.iter().enumerate() {
+                if !answered.contains(index) || !plan.is_available(*index) {
+                    continue;
                 }
+                check_interrupt()?;
+                let found = match &mut found_beside {
+                    Some(found) => std::mem::replace(&mut found[position], Ok(Vec::new())),
+                    None => entry.store.search_vector(vector, model, filter, depth),
+                };
+                let Some(hits) = plan.answer(*index, found)? else { continue };
+                vector_leg.extend(hits.into_iter().map(|hit| (hit.score, (*index, hit.id))));
             }
-        }
+            Ok(())
+        })?;
         let text_weight = match (query_vector, &self.embedder) {
             (Some(_), Some(embedder)) => 1.0 - embedder.recall_weight(),
             _ => 1.0,

@@ -1,6 +1,7 @@
 //! [`MemoryService`]: every memory operation, over the domain stores it was given.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
@@ -85,6 +86,9 @@ pub struct MemoryService {
     /// What recall asks the language model (when there is one) about each query: other search
     /// terms, the questions it is made of, both or nothing.
     pub(crate) rewrite: RewriteAsk,
+    /// The recalls this service (and every view of it) is running now: a recall searches its
+    /// legs on two threads only while a core is left for the second.
+    pub(crate) recalls_running: Arc<AtomicUsize>,
 }
 
 impl MemoryService {
@@ -93,7 +97,7 @@ impl MemoryService {
     pub fn new(domains: Vec<DomainStore>, embedder: Option<Arc<dyn Embedder>>) -> Self {
         assert!(!domains.is_empty(), "a memory service needs at least one domain");
         let access = Arc::new(AccessRecorder::new(domains.clone()));
-        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite: RewriteAsk::default() }
+        MemoryService { domains, embedder, access, clock: Arc::new(SystemClock), author: None, repository_root: None, llm: None, decay: DecayPolicy::default(), deduplication: Deduplication::default(), claims: Arc::new(OnceLock::new()), analyses: Arc::default(), vocabulary: Arc::new(Vocabulary::built_in()), rewrite: RewriteAsk::default(), recalls_running: Arc::default() }
     }
 
     /// The same service limited to the domains `keep` accepts (what an API key scoped to some
@@ -119,6 +123,7 @@ impl MemoryService {
             analyses: self.analyses.clone(),
             vocabulary: self.vocabulary.clone(),
             rewrite: self.rewrite,
+            recalls_running: self.recalls_running.clone(),
         })
     }
 

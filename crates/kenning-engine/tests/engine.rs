@@ -689,6 +689,122 @@ fn an_interrupted_recall_stops_with_interrupted() {
     assert!(memory.recall(recall("pool")).is_ok(), "the interrupt belongs to its own work only");
 }
 
+/// A real store that notes, for each search leg it runs, the thread it ran on and whether the
+/// request's interrupt reached that thread.
+struct NotingLegs {
+    store: SqliteStore,
+    legs: std::sync::Mutex<Vec<(&'static str, std::thread::ThreadId, bool)>>,
+}
+
+impl NotingLegs {
+    fn note(&self, leg: &'static str) {
+        let under_interrupt = kenning_core::interrupt::current().is_some();
+        self.legs.lock().unwrap().push((leg, std::thread::current().id(), under_interrupt));
+    }
+}
+
+impl MemoryStore for NotingLegs {
+    fn insert(&self, batch: &[(kenning_core::Memory, Option<kenning_core::Embedding>)]) -> kenning_core::Result<Vec<kenning_core::Inserted>> {
+        self.store.insert(batch)
+    }
+    fn active_holders(&self, memories: &[&kenning_core::Memory]) -> kenning_core::Result<Vec<Option<kenning_core::MemoryId>>> {
+        self.store.active_holders(memories)
+    }
+    fn get(&self, id: &kenning_core::MemoryId) -> kenning_core::Result<Option<kenning_core::Memory>> {
+        self.store.get(id)
+    }
+    fn get_many(&self, ids: &[kenning_core::MemoryId]) -> kenning_core::Result<Vec<kenning_core::Memory>> {
+        self.store.get_many(ids)
+    }
+    fn replace(&self, next: &kenning_core::Memory, previous: &kenning_core::MemoryVersion, embedding: Option<&kenning_core::Embedding>) -> kenning_core::Result<()> {
+        self.store.replace(next, previous, embedding)
+    }
+    fn replace_many(&self, changes: &[kenning_core::Replacement<'_>]) -> kenning_core::Result<()> {
+        self.store.replace_many(changes)
+    }
+    fn history(&self, id: &kenning_core::MemoryId) -> kenning_core::Result<Vec<kenning_core::MemoryVersion>> {
+        self.store.history(id)
+    }
+    fn record_access(&self, ids: &[kenning_core::MemoryId], at: chrono::DateTime<chrono::Utc>) -> kenning_core::Result<()> {
+        self.store.record_access(ids, at)
+    }
+    fn list(&self, filter: &kenning_core::SearchFilter, offset: usize, limit: usize) -> kenning_core::Result<Vec<kenning_core::Memory>> {
+        self.store.list(filter, offset, limit)
+    }
+    fn count(&self, filter: &kenning_core::SearchFilter) -> kenning_core::Result<u64> {
+        self.store.count(filter)
+    }
+    fn search_text(&self, query: &str, filter: &kenning_core::SearchFilter, limit: usize) -> kenning_core::Result<Vec<kenning_core::ScoredId>> {
+        self.note("text");
+        self.store.search_text(query, filter, limit)
+    }
+    fn search_vector(&self, vector: &[f32], model: &str, filter: &kenning_core::SearchFilter, limit: usize) -> kenning_core::Result<Vec<kenning_core::ScoredId>> {
+        self.note("vector");
+        self.store.search_vector(vector, model, filter, limit)
+    }
+    fn neighbours(&self, ids: &[kenning_core::MemoryId], filter: &kenning_core::SearchFilter, window: chrono::TimeDelta) -> kenning_core::Result<Vec<Vec<kenning_core::MemoryId>>> {
+        self.store.neighbours(ids, filter, window)
+    }
+    fn missing_embeddings(&self, model: &str, limit: usize) -> kenning_core::Result<Vec<kenning_core::Memory>> {
+        self.store.missing_embeddings(model, limit)
+    }
+    fn set_embeddings(&self, items: &[(kenning_core::MemoryId, kenning_core::Embedding)]) -> kenning_core::Result<()> {
+        self.store.set_embeddings(items)
+    }
+    fn export(&self, offset: usize, limit: usize) -> kenning_core::Result<Vec<kenning_core::MemoryRecord>> {
+        self.store.export(offset, limit)
+    }
+    fn import(&self, records: &[kenning_core::MemoryRecord]) -> kenning_core::Result<usize> {
+        self.store.import(records)
+    }
+    fn stats(&self) -> kenning_core::Result<kenning_core::StoreStats> {
+        self.store.stats()
+    }
+    fn purge_author(&self, author: &str, mode: kenning_core::PurgeMode) -> kenning_core::Result<kenning_core::PurgeCounts> {
+        self.store.purge_author(author, mode)
+    }
+    fn rebuild_index(&self) -> kenning_core::Result<u64> {
+        self.store.rebuild_index()
+    }
+}
+
+/// A lone recall runs its vector legs on a second thread while its own runs the full-text
+/// legs, and that thread works under the request's interrupt, so that a cancelled request stops
+/// both. The page is the one the legs give run one after the other.
+#[test]
+fn a_lone_recall_searches_vectors_beside_text_under_the_same_interrupt() {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let noting = |name: &str| Arc::new(NotingLegs { store: SqliteStore::open(&dir.path().join(name)).unwrap(), legs: Default::default() });
+    let (project, user) = (noting("project.db"), noting("user.db"));
+    let embedder: Arc<dyn Embedder> = Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap());
+    let memory = MemoryService::new(
+        vec![
+            DomainStore { domain: Domain::Project("my-app".into()), store: project.clone() },
+            DomainStore { domain: Domain::User, store: user.clone() },
+        ],
+        Some(embedder),
+    );
+    let login = memory.capture(note("The login page times out after thirty seconds", "blockers"), None).unwrap().urn;
+    memory.capture(note("Invoices are rendered as PDF by a nightly job", "context"), Some("user")).unwrap();
+    project.legs.lock().unwrap().clear();
+    user.legs.lock().unwrap().clear();
+
+    let interrupt = kenning_core::interrupt::Interrupt::new();
+    let page = interrupt.run(|| memory.recall(recall("login timeout"))).unwrap();
+    assert_eq!(page.mode, "hybrid");
+    assert_eq!(urns(&page)[0], login);
+    let legs: Vec<_> = project.legs.lock().unwrap().iter().chain(user.legs.lock().unwrap().iter()).copied().collect();
+    let threads = |kind: &str| legs.iter().filter(|(leg, _, _)| *leg == kind).map(|(_, thread, _)| *thread).collect::<Vec<_>>();
+    let (text, vector) = (threads("text"), threads("vector"));
+    assert_eq!((text.len(), vector.len()), (2, 2), "{legs:?}");
+    assert!(text.iter().all(|thread| *thread == std::thread::current().id()), "{legs:?}");
+    assert!(vector.iter().all(|thread| *thread != std::thread::current().id()), "{legs:?}");
+    assert!(legs.iter().all(|(_, _, under_interrupt)| *under_interrupt), "every leg runs under the request's interrupt: {legs:?}");
+}
+
 /// Regression: "no" and "not" were dropped from queries as stop words, so a question about what
 /// is not done ranked the opposite claim as high as the one it asked for.
 #[test]
