@@ -152,9 +152,18 @@ struct RecallPlan<'a> {
     unavailable: RefCell<Vec<(usize, String)>>,
     /// The records read so far in this recall, so that no step reads one twice.
     fetched: RefCell<HashMap<(usize, MemoryId), Memory>>,
+    /// Records read ahead while the vector legs ran, moved to `fetched` when a step asks for
+    /// them: what `fetched` holds (which a question about the past reads every record of) must
+    /// not depend on how far the reading ahead got.
+    read_ahead: RefCell<HashMap<(usize, MemoryId), Memory>>,
 }
 
 impl RecallPlan<'_> {
+    /// How many of the best candidates confidence weighing reads the records of first.
+    fn first_weighed(&self) -> usize {
+        (self.offset + self.limit).max(CONFIDENCE_BATCH) + CONFIDENCE_BATCH
+    }
+
     fn is_available(&self, index: usize) -> bool {
         !self.unavailable.borrow().iter().any(|(known, _)| *known == index)
     }
@@ -325,6 +334,22 @@ impl MemoryService {
                 answered.push(*index);
             }
             let Some((vector, model)) = vector_search else { return Ok(()) };
+            if let Some(helper) = &beside {
+                // Until the vector legs are done, this thread reads the records of the best
+                // full-text hits, best first: the recall reads its first candidates' records
+                // next, and most of those are among them. It stops as soon as the vector legs
+                // are done, so at most one read is wasted, and at a failed read, which the
+                // recall's own read of that record meets and reports in its turn.
+                let mut best_text: Vec<&(f64, (usize, MemoryId))> = text_leg.iter().collect();
+                best_text.sort_by(|a, b| b.0.total_cmp(&a.0));
+                for (_, key) in best_text.into_iter().take(plan.first_weighed()) {
+                    if helper.is_finished() {
+                        break;
+                    }
+                    let Ok(found) = plan.stores[key.0].store.get_many(std::slice::from_ref(&key.1)) else { break };
+                    plan.read_ahead.borrow_mut().extend(found.into_iter().map(|memory| ((key.0, memory.id.clone()), memory)));
+                }
+            }
             let mut found_beside = beside.map(|helper| helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
             // A store whose full-text leg failed is left out of the vector leg too, as it is
             // left out of the rest of the recall.
@@ -544,6 +569,7 @@ impl MemoryService {
             stores,
             unavailable: RefCell::default(),
             fetched: RefCell::default(),
+            read_ahead: RefCell::default(),
         })
     }
 
@@ -595,8 +621,7 @@ impl MemoryService {
     fn spread_to_neighbours(&self, plan: &RecallPlan<'_>, fused: Ranking) -> Result<Ranking> {
         let sources: Vec<&((usize, MemoryId), f64)> = fused.iter().take(NEIGHBOUR_SOURCES).collect();
         // The records confidence weighing reads first are read with these, in one call.
-        let first_weighed = (plan.offset + plan.limit).max(CONFIDENCE_BATCH) + CONFIDENCE_BATCH;
-        fetch(plan, fused.iter().take(NEIGHBOUR_SOURCES.max(first_weighed)).map(|(key, _)| key))?;
+        fetch(plan, fused.iter().take(NEIGHBOUR_SOURCES.max(plan.first_weighed())).map(|(key, _)| key))?;
         // The hits of one store and session have their neighbours looked up in one call: for a
         // store on a server each call is a round trip, and the best hits often share a session.
         let mut by_session: Vec<((usize, String), Vec<(&(usize, MemoryId), f64)>)> = Vec::new();
@@ -844,13 +869,23 @@ fn ranked(mut hits: Vec<(f64, (usize, MemoryId))>, depth: usize) -> Ranking {
     hits.into_iter().take(depth).map(|(score, key)| (key, score)).collect()
 }
 
-/// Reads the records of `keys` not read yet in this recall into `plan.fetched`.
+/// Reads the records of `keys` not read yet in this recall into `plan.fetched`, taking those
+/// read ahead from `plan.read_ahead`.
 fn fetch<'k>(plan: &RecallPlan<'_>, keys: impl Iterator<Item = &'k (usize, MemoryId)>) -> Result<()> {
     let mut by_store: HashMap<usize, Vec<MemoryId>> = HashMap::new();
     {
-        let fetched = plan.fetched.borrow();
-        for key in keys.filter(|key| !fetched.contains_key(*key)) {
-            by_store.entry(key.0).or_default().push(key.1.clone());
+        let mut fetched = plan.fetched.borrow_mut();
+        let mut read_ahead = plan.read_ahead.borrow_mut();
+        for key in keys {
+            if fetched.contains_key(key) {
+                continue;
+            }
+            match read_ahead.remove(key) {
+                Some(memory) => {
+                    fetched.insert(key.clone(), memory);
+                }
+                None => by_store.entry(key.0).or_default().push(key.1.clone()),
+            }
         }
     }
     for (index, ids) in by_store {
