@@ -346,6 +346,10 @@ impl MemoryService {
                     if helper.is_finished() {
                         break;
                     }
+                    // The legs of a question's parts meet records the whole question read.
+                    if plan.fetched.borrow().contains_key(key) || plan.read_ahead.borrow().contains_key(key) {
+                        continue;
+                    }
                     let Ok(found) = plan.stores[key.0].store.get_many(std::slice::from_ref(&key.1)) else { break };
                     plan.read_ahead.borrow_mut().extend(found.into_iter().map(|memory| ((key.0, memory.id.clone()), memory)));
                 }
