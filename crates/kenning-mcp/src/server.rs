@@ -335,9 +335,9 @@ fn cursor_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, McpE
 async fn on_blocking_pool<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, McpError> + Send + 'static,
 ) -> Result<T, McpError> {
-    tokio::task::spawn_blocking(work)
+    crate::error::off_the_runtime(work)
         .await
-        .map_err(|error| McpError::internal_error(format!("resource task failed: {error}"), None))?
+        .map_err(|failure| McpError::internal_error(format!("resource task failed: {failure}"), None))?
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -6,9 +6,13 @@
 //! body into 400 with the JSON-RPC error.
 
 mod jsonrpc;
+#[cfg(unix)]
+mod pipe;
 pub mod stdio;
 
 use std::future::Future;
+#[cfg(unix)]
+use std::os::fd::AsFd;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -45,7 +49,13 @@ pub enum ServeError {
 }
 
 /// Serves one client on stdin/stdout until it closes its end.
+/// When both are pipes or sockets, as an MCP client makes them, they are polled by the runtime
+/// (see [`pipe`]); otherwise tokio's streams read and write them on its blocking pool.
 pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
+    #[cfg(unix)]
+    if let (Some(read), Some(write)) = (pipe::Polled::reader(std::io::stdin().as_fd()), pipe::Polled::writer(std::io::stdout().as_fd())) {
+        return serve_lines(server, read, write).await;
+    }
     serve_lines(server, tokio::io::stdin(), tokio::io::stdout()).await
 }
 

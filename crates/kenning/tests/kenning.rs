@@ -12,6 +12,7 @@ use serde_json::Value;
 
 mod kenning {
     mod hook_socket;
+    mod stdio;
     mod trust;
 }
 
