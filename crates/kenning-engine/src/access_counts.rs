@@ -71,7 +71,11 @@ impl AccessRecorder {
             return;
         }
         queue.latest = queue.latest.max(Some(at));
-        self.shared.arrived.notify_one();
+        // The worker waits for reads only while the queue is empty; in its pause between writes
+        // it waits for the close alone, and a wake-up per recall would only put it back to sleep.
+        if before == 0 {
+            self.shared.arrived.notify_one();
+        }
     }
 
     /// Writes every queued read now, after any write already in flight.
