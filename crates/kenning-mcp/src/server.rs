@@ -197,7 +197,7 @@ impl KenningServer {
         let workflows = self.workflow_resources.then(|| self.workflows.clone());
         let text = {
             let uri = uri.clone();
-            on_blocking_pool(move || {
+            read_off_the_runtime(move || {
                 if crate::code_resources::owns(&uri) {
                     return crate::code_resources::read(code.as_deref(), &code_toolsets, &uri);
                 }
@@ -227,7 +227,7 @@ impl KenningServer {
         if self.workflow_resources {
             extra.extend(crate::workflow_resources::catalogue());
         }
-        let (page, next) = on_blocking_pool(move || {
+        let (page, next) = read_off_the_runtime(move || {
             resources::list_page(&memory, &extra, offset).map_err(|error| McpError::internal_error(error.to_string(), None))
         })
         .await?;
@@ -332,7 +332,9 @@ fn cursor_offset(request: Option<&PaginatedRequestParams>) -> Result<usize, McpE
     }
 }
 
-async fn on_blocking_pool<T: Send + 'static>(
+/// Reads a resource or a prompt where it may block, as tools run their engine work (see
+/// [`crate::error::off_the_runtime`]).
+async fn read_off_the_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, McpError> + Send + 'static,
 ) -> Result<T, McpError> {
     crate::error::off_the_runtime(work)
@@ -487,7 +489,7 @@ impl ServerHandler for KenningServer {
             Ok(view) => {
                 let memory = view.memory.clone();
                 let (read_only, decision_tools) = (view.read_only, view.decision_resources);
-                on_blocking_pool(move || crate::prompts::get(&memory, &request.name, request.arguments, read_only, decision_tools))
+                read_off_the_runtime(move || crate::prompts::get(&memory, &request.name, request.arguments, read_only, decision_tools))
                     .await
                     .map(GetPromptResponse::from)
             }

@@ -49,6 +49,7 @@ pub enum ServeError {
 }
 
 /// Serves one client on stdin/stdout until it closes its end.
+///
 /// When both are pipes or sockets, as an MCP client makes them, they are polled by the runtime
 /// (see [`pipe`]); otherwise tokio's streams read and write them on its blocking pool.
 pub async fn serve_stdio(server: KenningServer) -> Result<(), ServeError> {
