@@ -54,6 +54,13 @@ pub struct LatencyArgs {
     /// warm-up pass over the same queries).
     #[arg(long, default_value_t = 200)]
     queries: usize,
+    /// How many of those queries to time again, in process and over MCP, each after the caller
+    /// has been idle for `--idle-ms`, as an agent's recalls come seconds apart; 0 skips them.
+    #[arg(long, default_value_t = 100)]
+    idle_queries: usize,
+    /// How long the caller waits, untimed, before each of the `--idle-queries` recalls.
+    #[arg(long, default_value_t = 100)]
+    idle_ms: u64,
     /// How many memories are captured one at a time before the bulk phase loads the rest. Each
     /// single capture is its own transaction and fsync, so a large store loads faster in bulk,
     /// and a couple of thousand samples already give a stable p95.
@@ -203,6 +210,7 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         recall.push(started.elapsed());
         counts.push(page.results.len());
     }
+    let recall_after_idle = after_idle(args, &queries, |query| Ok(service.recall(recall_request(query))?.results.len()))?;
     let index = measure_index_file(args, &sqlite, &loaded.embedder, &queries, index_build, index_write, &recall)?;
     let peak_rss_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|text| status_kib(&text, "VmHWM:"));
     let vector_search = match &loaded.embedder {
@@ -247,6 +255,8 @@ pub fn run(args: &LatencyArgs) -> Result<LatencyReport> {
         single_capture: throughput("capture", single_count, 1, &single),
         bulk_capture: throughput("capture_many", bulk_end.saturating_sub(single_count), args.bulk_batch, &bulk),
         recall: recall_figures(&recall, &counts),
+        recall_after_idle,
+        idle_ms: args.idle_ms,
         index,
         mcp,
         store_bytes,
@@ -312,6 +322,10 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         recall.push(started.elapsed());
         counts.push(result.get("results").and_then(Value::as_array).map_or(0, Vec::len));
     }
+    let recall_after_idle = after_idle(args, queries, |query| {
+        let result = server.call_tool("memory_recall", arguments(query))?;
+        Ok(result.get("results").and_then(Value::as_array).map_or(0, Vec::len))
+    })?;
     let server_peak_rss_bytes = server.status_bytes("VmHWM:");
     let server_private_rss_bytes = server.status_bytes("RssAnon:");
     let server_mapped_rss_bytes = server.status_bytes("RssFile:");
@@ -331,6 +345,7 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         kenning_bin: command.binary.display().to_string(),
         transport: "stdio",
         recall: recall_figures(&recall, &counts),
+        recall_after_idle,
         cold_start: Summary::of(&cold_starts).expect("at least one cold start"),
         first_recall: Summary::of(&first_recalls).expect("at least one cold start"),
         exit: Summary::of(&exits).expect("at least one server"),
@@ -338,6 +353,22 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
         server_private_rss_bytes,
         server_mapped_rss_bytes,
     })
+}
+
+/// The first `--idle-queries` of `queries` recalled by `recall` (which answers how many results
+/// it returned), each timed after the caller has slept `--idle-ms`: by then the cores may have
+/// gone to sleep and their caches served other work, as between an agent's recalls, which a
+/// loop of recalls back to back never shows. `None` when no idle queries are asked for.
+fn after_idle(args: &LatencyArgs, queries: &[String], mut recall: impl FnMut(&str) -> Result<usize>) -> Result<Option<RecallFigures>> {
+    let idle = Duration::from_millis(args.idle_ms);
+    let (mut latencies, mut counts) = (Vec::new(), Vec::new());
+    for query in queries.iter().take(args.idle_queries) {
+        std::thread::sleep(idle);
+        let started = Instant::now();
+        counts.push(recall(query)?);
+        latencies.push(started.elapsed());
+    }
+    Ok((!latencies.is_empty()).then(|| recall_figures(&latencies, &counts)))
 }
 
 /// A recall as an agent usually sends it: just the query, with the default limit and budget.

@@ -114,6 +114,10 @@ pub struct LatencyReport {
     pub bulk_capture: Option<Throughput>,
     /// Recall calling `MemoryService` directly: no serialisation, no transport.
     pub recall: RecallFigures,
+    /// The same, each recall after the caller was idle for `idle_ms` (`--idle-ms`); `null` with
+    /// `--idle-queries 0`.
+    pub recall_after_idle: Option<RecallFigures>,
+    pub idle_ms: u64,
     /// The search index and its file beside the store.
     pub index: IndexFigures,
     /// The real binary over MCP stdio; `null` with `--skip-mcp`.
@@ -192,6 +196,8 @@ pub struct McpFigures {
     pub transport: &'static str,
     /// `tools/call memory_recall` from writing the request to reading the response.
     pub recall: RecallFigures,
+    /// The same, each call after the client was idle for the report's `idle_ms`.
+    pub recall_after_idle: Option<RecallFigures>,
     /// From spawning the process to reading the `initialize` result, on the loaded store.
     pub cold_start: Summary,
     /// From spawning the process to the result of its first `memory_recall`, handshake
@@ -254,10 +260,17 @@ pub fn latency_table(report: &LatencyReport) -> String {
             percentiles(&recall.latency)
         );
     };
+    let after_idle = format!("after {} ms idle", report.idle_ms);
     recall_row("recall in process", &report.recall);
+    if let Some(recall) = &report.recall_after_idle {
+        recall_row(&after_idle, recall);
+    }
     recall_row("recall from file", &report.index.recall);
     if let Some(mcp) = &report.mcp {
         recall_row("recall MCP stdio", &mcp.recall);
+        if let Some(recall) = &mcp.recall_after_idle {
+            recall_row(&after_idle, recall);
+        }
         for (name, summary) in [("cold start", &mcp.cold_start), ("first recall", &mcp.first_recall)] {
             let _ = writeln!(out, "  {name:<17} {:>7} spawns                     {}", summary.samples, percentiles(summary));
         }

@@ -110,7 +110,7 @@ fn latency_loads_single_and_bulk_then_recalls() {
     let output = bench(
         &[
             "latency", "--memories", "60", "--single-captures", "10", "--bulk-batch", "25", "--queries", "5", "--skip-mcp",
-            "--durability", "process-crash", "--json-out", "latency.json",
+            "--durability", "process-crash", "--idle-queries", "3", "--idle-ms", "1", "--json-out", "latency.json",
         ],
         dir.path(),
     );
@@ -126,6 +126,8 @@ fn latency_loads_single_and_bulk_then_recalls() {
     assert_eq!((bulk["method"].as_str(), bulk["memories"].as_u64()), (Some("capture_many"), Some(50)));
     assert_eq!(bulk["call_latency"]["samples"], 2, "50 memories in batches of 25");
     assert_eq!(report["recall"]["latency"]["samples"], 5);
+    assert_eq!((report["recall_after_idle"]["latency"]["samples"].as_u64(), report["idle_ms"].as_u64()), (Some(3), Some(1)));
+    assert!(report["recall_after_idle"]["mean_results"].as_f64().unwrap() > 0.0, "{report}");
     let index = &report["index"];
     assert!(index["file_bytes"].as_u64().unwrap() > 0, "the index file was written: {index}");
     assert_eq!(index["recall"]["latency"]["samples"], 5);
@@ -134,18 +136,19 @@ fn latency_loads_single_and_bulk_then_recalls() {
     assert_eq!(report["mcp"], Value::Null);
     assert_eq!(report["vector_search"], Value::Null, "no embedder, no vector leg");
     assert!(report["store_bytes"].as_u64().unwrap() > 0);
-    assert!(stderr.contains("recall in process"), "{stderr}");
+    assert!(stderr.contains("recall in process") && stderr.contains("after 1 ms idle"), "{stderr}");
 }
 
 #[test]
 fn latency_with_an_embedder_checks_the_vector_leg_against_exact_search() {
     let dir = tempfile::tempdir().unwrap();
     let output = bench(
-        &["latency", "--memories", "300", "--single-captures", "0", "--queries", "20", "--skip-mcp", "--embedder", "builtin"],
+        &["latency", "--memories", "300", "--single-captures", "0", "--queries", "20", "--idle-queries", "0", "--skip-mcp", "--embedder", "builtin"],
         dir.path(),
     );
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["recall_after_idle"], Value::Null, "--idle-queries 0 skips the idle recalls");
     let vector = &report["vector_search"];
     assert_eq!(vector["queries"], 20);
     // A small store is searched exactly, over 8-bit vectors: only near-ties may swap places.
