@@ -357,8 +357,8 @@ fn measure_mcp(args: &LatencyArgs, command: &ServerCommand, queries: &[String]) 
 
 /// The first `--idle-queries` of `queries` recalled by `recall` (which answers how many results
 /// it returned), each timed after the caller has slept `--idle-ms`: by then the cores may have
-/// gone to sleep and their caches served other work, as between an agent's recalls, which a
-/// loop of recalls back to back never shows. `None` when no idle queries are asked for.
+/// gone to sleep, as between an agent's recalls, which a loop of recalls back to back never
+/// shows. `None` when no idle queries are asked for.
 fn after_idle(args: &LatencyArgs, queries: &[String], mut recall: impl FnMut(&str) -> Result<usize>) -> Result<Option<RecallFigures>> {
     let idle = Duration::from_millis(args.idle_ms);
     let (mut latencies, mut counts) = (Vec::new(), Vec::new());

@@ -117,6 +117,7 @@ pub struct LatencyReport {
     /// The same, each recall after the caller was idle for `idle_ms` (`--idle-ms`); `null` with
     /// `--idle-queries 0`.
     pub recall_after_idle: Option<RecallFigures>,
+    /// How long the caller waited before each of those recalls, in process and over MCP.
     pub idle_ms: u64,
     /// The search index and its file beside the store.
     pub index: IndexFigures,
