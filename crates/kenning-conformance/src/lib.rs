@@ -63,6 +63,7 @@ macro_rules! state_conformance_tests {
             state_lists_newest_first_per_kind,
             state_delete_removes_one_record,
             state_every_kind_is_kept_apart,
+            state_records_are_found_by_their_subjects,
         );
     };
     (@each $make:expr; $($check:ident),+ $(,)?) => {

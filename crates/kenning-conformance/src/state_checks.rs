@@ -10,7 +10,15 @@ use crate::fixtures::at;
 
 /// Times are kept to the microsecond, so the records are made with such times.
 fn record(kind: StateKind, id: &str, revision: u64, minutes: i64, body: &str) -> StateRecord {
-    StateRecord { kind, id: id.to_owned(), revision, updated_at: at(minutes).trunc_subsecs(6), body: body.to_owned() }
+    StateRecord { kind, id: id.to_owned(), revision, updated_at: at(minutes).trunc_subsecs(6), body: body.to_owned(), subjects: Vec::new() }
+}
+
+fn about(kind: StateKind, id: &str, revision: u64, minutes: i64, subjects: &[&str]) -> StateRecord {
+    StateRecord { subjects: subjects.iter().map(|subject| (*subject).to_owned()).collect(), ..record(kind, id, revision, minutes, id) }
+}
+
+fn ids(records: &[StateRecord]) -> Vec<(&str, u64)> {
+    records.iter().map(|record| (record.id.as_str(), record.revision)).collect()
 }
 
 fn with_state(make: MakeStore, check: impl FnOnce(&dyn StateStore)) {
@@ -130,5 +138,46 @@ pub fn state_every_kind_is_kept_apart(make: MakeStore) {
         assert_eq!(state.get_state(StateKind::Workflow, "same_1").unwrap().unwrap().revision, 1, "another kind's record did not move");
         assert!(state.delete_state(StateKind::Contradiction, "same_1").unwrap());
         assert!(state.get_state(StateKind::ProtocolSession, "same_1").unwrap().is_some());
+    });
+}
+
+/// A record is found by each of its subjects as last written, newest first, within its kind:
+/// a later revision's subjects replace the earlier ones, a refused write changes none, and a
+/// deleted record is found by none.
+pub fn state_records_are_found_by_their_subjects(make: MakeStore) {
+    with_state(make, |state| {
+        let kind = StateKind::Contradiction;
+        let first = about(kind, "ct_1", 1, 0, &["urn:m1", "urn:m2"]);
+        state.put_state(&first).unwrap();
+        state.put_state(&about(kind, "ct_2", 1, 1, &["urn:m2", "urn:m3"])).unwrap();
+        state.put_state(&about(StateKind::Workflow, "wf_1", 1, 2, &["urn:m2"])).unwrap();
+        assert_eq!(ids(&state.state_about(kind, "urn:m2").unwrap()), [("ct_2", 1), ("ct_1", 1)], "newest first");
+        assert_eq!(state.state_about(kind, "urn:m1").unwrap(), [first.clone()], "found as written, subjects and all");
+        assert_eq!(state.get_state(kind, "ct_1").unwrap(), Some(first.clone()));
+        assert_eq!(state.list_state(kind, 0, 10).unwrap()[1], first);
+        assert!(state.state_about(kind, "urn:m9").unwrap().is_empty());
+        assert!(state.state_about(kind, "urn:m").unwrap().is_empty(), "a subject is matched whole");
+        assert_eq!(ids(&state.state_about(StateKind::Workflow, "urn:m2").unwrap()), [("wf_1", 1)], "each kind is found apart");
+
+        state.put_state(&about(kind, "ct_1", 2, 3, &["urn:m1", "urn:m4"])).unwrap();
+        assert_eq!(ids(&state.state_about(kind, "urn:m2").unwrap()), [("ct_2", 1)], "a later revision's subjects replace the earlier");
+        assert_eq!(ids(&state.state_about(kind, "urn:m4").unwrap()), [("ct_1", 2)]);
+        assert_eq!(ids(&state.state_about(kind, "urn:m1").unwrap()), [("ct_1", 2)]);
+        state.put_state(&about(kind, "ct_1", 3, 4, &["urn:m1", "urn:m4"])).unwrap();
+        assert_eq!(ids(&state.state_about(kind, "urn:m4").unwrap()), [("ct_1", 3)], "the same subjects again");
+
+        assert!(matches!(state.put_state(&about(kind, "ct_2", 1, 5, &["urn:m7"])), Err(Error::Conflict { .. })));
+        assert!(state.state_about(kind, "urn:m7").unwrap().is_empty(), "a refused write changes no subject");
+        let written = state.put_states(&[about(kind, "ct_3", 1, 6, &["urn:m5"]), about(kind, "ct_3", 2, 7, &["urn:m5", "urn:m6"]), about(kind, "ct_2", 5, 8, &["urn:m8"])]).unwrap();
+        assert_eq!(written, [true, true, false]);
+        assert_eq!(ids(&state.state_about(kind, "urn:m6").unwrap()), [("ct_3", 2)]);
+        assert_eq!(ids(&state.state_about(kind, "urn:m5").unwrap()), [("ct_3", 2)]);
+        assert!(state.state_about(kind, "urn:m8").unwrap().is_empty());
+
+        assert!(state.delete_state(kind, "ct_1").unwrap());
+        assert!(state.state_about(kind, "urn:m1").unwrap().is_empty(), "a deleted record is found by none of its subjects");
+        state.put_state(&about(kind, "ct_1", 1, 9, &["urn:m3"])).unwrap();
+        assert!(state.state_about(kind, "urn:m4").unwrap().is_empty(), "a record made anew has only its new subjects");
+        assert_eq!(ids(&state.state_about(kind, "urn:m3").unwrap()), [("ct_1", 1), ("ct_2", 1)]);
     });
 }

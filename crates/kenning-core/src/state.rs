@@ -44,13 +44,18 @@ pub struct StateRecord {
     /// Kept to the microsecond.
     pub updated_at: DateTime<Utc>,
     pub body: String,
+    /// What the record is about, by which [`StateStore::state_about`] finds it without reading
+    /// every record of its kind: for a contradiction, the URNs of its two memories. Each write
+    /// replaces them.
+    pub subjects: Vec<String>,
 }
 
 /// Durable working state of one domain.
 ///
 /// Contract (checked by the conformance suite's state checks): [`StateStore::put_state`] is
 /// compare-and-swap on the revision and durable once it returns `Ok`; lists come newest first
-/// by `updated_at` (then by id) and are paginated; a deleted record is gone for every reader.
+/// by `updated_at` (then by id) and are paginated; a record is found by each of its subjects
+/// as last written; a deleted record is gone for every reader.
 pub trait StateStore: Send + Sync {
     /// Writes `record`. Revision 1 creates it and fails with [`crate::Error::Conflict`] if a
     /// record of that kind and id exists; a later revision replaces the stored record only if
@@ -69,6 +74,10 @@ pub trait StateStore: Send + Sync {
 
     /// Records of `kind`, most recently updated first, from `offset`.
     fn list_state(&self, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>>;
+
+    /// Every record of `kind` that has `subject` among its subjects, most recently updated
+    /// first (then by id).
+    fn state_about(&self, kind: StateKind, subject: &str) -> Result<Vec<StateRecord>>;
 
     /// Removes a record; returns whether there was one.
     fn delete_state(&self, kind: StateKind, id: &str) -> Result<bool>;

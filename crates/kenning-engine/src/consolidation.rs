@@ -217,6 +217,7 @@ fn encode(run: &ConsolidationRun, revision: u64, now: DateTime<Utc>) -> Result<S
         revision,
         updated_at: now,
         body: serde_json::to_string(run).map_err(|error| Error::Storage(format!("consolidation run JSON: {error}")))?,
+        subjects: Vec::new(),
     })
 }
 

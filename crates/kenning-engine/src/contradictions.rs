@@ -14,7 +14,7 @@
 //! the `superseded-by` link, which a settlement for the older one takes away again).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
@@ -36,8 +36,9 @@ use crate::views::{ContradictionCounts, ContradictionNote, ContradictionPage, Co
 /// How many of the nearest memories a new one is compared with: the conflicting statement of
 /// the same fact is among the closest, and each comparison is cheap but not free.
 pub(crate) const CANDIDATES: usize = 5;
-/// The most contradiction records of one domain read when looking for those to reopen, list or
-/// count; a domain with more is read up to this many, most recently changed first.
+/// The most contradiction records of one domain read to list or count them; a domain with more
+/// is read up to this many, most recently changed first. Those a conflict reopens are found by
+/// their memories instead, however many there are.
 const MAX_RECORDS: usize = 10_000;
 /// Records read per page of the state store.
 const PAGE: usize = 500;
@@ -269,7 +270,14 @@ impl MemoryService {
         if settle_now {
             record.settle(supersession_resolution(&found.detection), now)?;
         }
-        let stored = StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 1, updated_at: now, body: record.to_body() };
+        let stored = StateRecord {
+            kind: StateKind::Contradiction,
+            id: record.id.clone(),
+            revision: 1,
+            updated_at: now,
+            body: record.to_body(),
+            subjects: vec![record.a.clone(), record.b.clone()],
+        };
         let written_at = writes.len();
         let supersession = if settle_now {
             writes.push(stored.clone());
@@ -467,12 +475,15 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
 
 /// The settled contradiction records of one domain (won by one side, or found to depend on
 /// context), the only ones a new conflict can reopen, as the captures of one batch see them:
-/// those in the store, read on the first conflict that looks, and those the batch has settled,
-/// which it writes with its other records at the end; kept current with what the batch
-/// reopens, so that a bulk load reads them once rather than once per conflict found.
+/// those in the store about a contradicted memory, read by that memory on the first conflict
+/// with it, and those the batch has settled, which it writes with its other records at the
+/// end; kept current with what the batch reopens, so that a bulk load reads the records of a
+/// memory once rather than once per conflict with it, and never reads the others.
 #[derive(Default)]
 struct SettledRecords {
-    read: RefCell<Option<Settled>>,
+    read: RefCell<Settled>,
+    /// The memories whose records `read` holds, as the store had them.
+    read_for: RefCell<HashSet<String>>,
     settled_by_batch: RefCell<Settled>,
 }
 
@@ -481,14 +492,14 @@ impl SettledRecords {
     /// is `except`, read first if they were not: the caller reopens them.
     fn take(&self, state: &dyn StateStore, contradicted: &str, except: &str) -> Result<Vec<(StateRecord, Contradiction)>> {
         let mut read = self.read.borrow_mut();
-        if read.is_none() {
-            let mut settled = Settled::default();
-            for (stored, record) in read_records(state)? {
-                settled.add(stored, record);
+        if !self.read_for.borrow().contains(contradicted) {
+            for stored in state.state_about(StateKind::Contradiction, contradicted)? {
+                let record = Contradiction::from_body(&stored.body)?;
+                read.add(stored, record);
             }
-            *read = Some(settled);
+            self.read_for.borrow_mut().insert(contradicted.to_owned());
         }
-        let mut taken = read.as_mut().expect("read above").take(contradicted, except);
+        let mut taken = read.take(contradicted, except);
         taken.extend(self.settled_by_batch.borrow_mut().take(contradicted, except));
         Ok(taken)
     }
@@ -500,7 +511,8 @@ impl SettledRecords {
 
     /// Forgets what was read of the store, to be read again.
     fn forget(&self) {
-        self.read.borrow_mut().take();
+        *self.read.borrow_mut() = Settled::default();
+        self.read_for.borrow_mut().clear();
     }
 }
 
@@ -511,12 +523,18 @@ impl SettledRecords {
 struct Settled {
     records: Vec<Option<(StateRecord, Contradiction)>>,
     by_memory: HashMap<String, Vec<usize>>,
+    /// The ids of every record added, taken out or not, so that a record read again by its
+    /// other memory is not added twice (nor again once taken).
+    ids: HashSet<String>,
 }
 
 impl Settled {
-    /// Keeps `record` if it is settled: under its winner, or under both of its memories when
-    /// it was found to depend on context.
+    /// Keeps `record` if it is settled and was not added before: under its winner, or under
+    /// both of its memories when it was found to depend on context.
     fn add(&mut self, stored: StateRecord, record: Contradiction) {
+        if !self.ids.insert(record.id.clone()) {
+            return;
+        }
         let reopened_for: Vec<&str> = match record.winner() {
             Some(winner) => vec![winner],
             None if record.state == ContradictionState::ContextDependent => vec![&record.a, &record.b],
@@ -583,7 +601,14 @@ mod tests {
             let resolution = Resolution { verdict, conditions: None, explanation: "test".into(), decided_by: "rule:recency".into() };
             record.settle(resolution, DateTime::<Utc>::UNIX_EPOCH).unwrap();
         }
-        let stored = StateRecord { kind: StateKind::Contradiction, id: id.to_owned(), revision: 2, updated_at: DateTime::<Utc>::UNIX_EPOCH, body: record.to_body() };
+        let stored = StateRecord {
+            kind: StateKind::Contradiction,
+            id: id.to_owned(),
+            revision: 2,
+            updated_at: DateTime::<Utc>::UNIX_EPOCH,
+            body: record.to_body(),
+            subjects: vec![a.to_owned(), b.to_owned()],
+        };
         (stored, record)
     }
 
@@ -612,5 +637,13 @@ mod tests {
         assert_eq!(ids(&settled.take("m4", "none")), Vec::<&str>::new(), "c3 was taken already");
         assert_eq!(ids(&settled.take("m3", "none")), ["c2"]);
         assert_eq!(ids(&settled.take("m5", "none")), Vec::<&str>::new(), "an open record is not settled");
+        let (stored, again) = record("c1", "m1", "m2", Some(Verdict::AWins));
+        settled.add(stored, again);
+        assert_eq!(ids(&settled.take("m1", "none")), Vec::<&str>::new(), "a record read again once taken is not taken again");
+        let (stored, again) = record("c7", "m8", "m9", Some(Verdict::ContextDependent));
+        settled.add(stored.clone(), again.clone());
+        settled.add(stored, again);
+        assert_eq!(ids(&settled.take("m9", "none")), ["c7"], "a record read by each of its memories is kept once");
+        assert_eq!(ids(&settled.take("m8", "none")), Vec::<&str>::new());
     }
 }

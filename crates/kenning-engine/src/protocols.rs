@@ -554,6 +554,7 @@ fn encode(session: &Session, revision: u64) -> Result<StateRecord> {
         revision,
         updated_at,
         body: serde_json::to_string(session).map_err(|error| Error::Storage(format!("session JSON: {error}")))?,
+        subjects: Vec::new(),
     })
 }
 

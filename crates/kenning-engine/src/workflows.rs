@@ -436,6 +436,7 @@ fn encode(workflow: &Workflow, revision: u64) -> Result<StateRecord> {
         revision,
         updated_at: workflow.updated_at,
         body: serde_json::to_string(workflow).map_err(|error| Error::Storage(format!("workflow JSON: {error}")))?,
+        subjects: Vec::new(),
     })
 }
 

@@ -182,6 +182,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER INDEX memories_search SET (gin_pending_list_limit = 256);
     "#,
+    // 8: what each state record is about (`StateRecord::subjects`), kept with the record and
+    // found through a GIN index by `state_about`, so that the records of a memory are found
+    // without reading every record of their kind. The contradiction records already stored
+    // get theirs from their bodies: the URNs of their two memories, `a` and `b`, as the engine
+    // writes them.
+    r#"
+    ALTER TABLE state ADD COLUMN subjects text[] NOT NULL DEFAULT '{}';
+    CREATE INDEX state_subjects ON state USING gin (subjects);
+    UPDATE state SET subjects = ARRAY[body::jsonb ->> 'a', body::jsonb ->> 'b']
+        WHERE kind = 'contradiction' AND body::jsonb ->> 'a' IS NOT NULL AND body::jsonb ->> 'b' IS NOT NULL;
+    "#,
 ];
 
 /// The migration that added the facets column, counted from 1.

@@ -1,4 +1,5 @@
-//! Working state (`kenning_core::state`) in the `state` table (schema migration 4). Each write
+//! Working state (`kenning_core::state`) in the `state` table (schema migration 4; the records'
+//! subjects, migration 8). Each write
 //! is one statement, so compare-and-swap needs no explicit lock: the revision is checked by the
 //! statement's own `WHERE`, which PostgreSQL evaluates on the row it locks.
 
@@ -13,6 +14,9 @@ fn revision(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// The columns [`record`] reads, in its order.
+const COLUMNS: &str = "id, revision, updated_us, body, subjects";
+
 fn record(kind: StateKind, row: &tokio_postgres::Row) -> Result<StateRecord> {
     let updated: i64 = row.get(2);
     Ok(StateRecord {
@@ -21,6 +25,7 @@ fn record(kind: StateKind, row: &tokio_postgres::Row) -> Result<StateRecord> {
         revision: u64::try_from(row.get::<_, i64>(1)).map_err(|_| Error::Corrupt("a negative state revision".into()))?,
         updated_at: DateTime::from_timestamp_micros(updated).ok_or_else(|| Error::Corrupt(format!("state time {updated}")))?,
         body: row.get(3),
+        subjects: row.get(4),
     })
 }
 
@@ -32,16 +37,16 @@ pub(crate) async fn put(tx: &Tx, record: &StateRecord) -> Result<()> {
     if record.revision <= 1 {
         let written = tx
             .execute(
-                "INSERT INTO state (kind, id, revision, updated_us, body) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (kind, id) DO NOTHING",
-                &[&kind, &record.id, &updated, &record.body],
+                "INSERT INTO state (kind, id, revision, updated_us, body, subjects) VALUES ($1, $2, 1, $3, $4, $5) ON CONFLICT (kind, id) DO NOTHING",
+                &[&kind, &record.id, &updated, &record.body, &record.subjects],
             )
             .await?;
         return if written == 1 { Ok(()) } else { Err(conflict()) };
     }
     let written = tx
         .execute(
-            "UPDATE state SET revision = $3, updated_us = $4, body = $5 WHERE kind = $1 AND id = $2 AND revision = $6",
-            &[&kind, &record.id, &revision(record.revision), &updated, &record.body, &revision(expected)],
+            "UPDATE state SET revision = $3, updated_us = $4, body = $5, subjects = $7 WHERE kind = $1 AND id = $2 AND revision = $6",
+            &[&kind, &record.id, &revision(record.revision), &updated, &record.body, &revision(expected), &record.subjects],
         )
         .await?;
     if written == 1 {
@@ -69,19 +74,21 @@ pub(crate) async fn put_many(tx: &Tx, records: &[StateRecord]) -> Result<Vec<boo
 }
 
 pub(crate) async fn get(tx: &Tx, kind: StateKind, id: &str) -> Result<Option<StateRecord>> {
-    let row = tx
-        .query_opt("SELECT id, revision, updated_us, body FROM state WHERE kind = $1 AND id = $2", &[&kind.as_str(), &id])
-        .await?;
+    let row = tx.query_opt(&format!("SELECT {COLUMNS} FROM state WHERE kind = $1 AND id = $2"), &[&kind.as_str(), &id]).await?;
     row.map(|row| record(kind, &row)).transpose()
 }
 
 pub(crate) async fn list(tx: &Tx, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>> {
     let (offset, limit) = (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
     let rows = tx
-        .query(
-            "SELECT id, revision, updated_us, body FROM state WHERE kind = $1 ORDER BY updated_us DESC, id LIMIT $2 OFFSET $3",
-            &[&kind.as_str(), &limit, &offset],
-        )
+        .query(&format!("SELECT {COLUMNS} FROM state WHERE kind = $1 ORDER BY updated_us DESC, id LIMIT $2 OFFSET $3"), &[&kind.as_str(), &limit, &offset])
+        .await?;
+    rows.iter().map(|row| record(kind, row)).collect()
+}
+
+pub(crate) async fn about(tx: &Tx, kind: StateKind, subject: &str) -> Result<Vec<StateRecord>> {
+    let rows = tx
+        .query(&format!("SELECT {COLUMNS} FROM state WHERE kind = $1 AND subjects @> ARRAY[$2] ORDER BY updated_us DESC, id"), &[&kind.as_str(), &subject])
         .await?;
     rows.iter().map(|row| record(kind, row)).collect()
 }

@@ -369,6 +369,10 @@ impl kenning_core::state::StateStore for PostgresStore {
         Ok(self.db.read_primary(async |tx: &Tx| state::list(tx, kind, offset, limit).await)?)
     }
 
+    fn state_about(&self, kind: kenning_core::state::StateKind, subject: &str) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
+        Ok(self.db.read_primary(async |tx: &Tx| state::about(tx, kind, subject).await)?)
+    }
+
     fn delete_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<bool> {
         Ok(self.db.write(async |tx: &Tx| state::delete(tx, kind, id).await)?)
     }

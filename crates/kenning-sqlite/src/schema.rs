@@ -187,6 +187,26 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX state_by_time ON state (kind, updated_us DESC, id);
     "#,
+    // 8: what each state record is about (`StateRecord::subjects`), kept with the record as a
+    // JSON array and once per subject in `state_subjects`, by which `state_about` finds the
+    // records of a memory without reading every record of their kind. The contradiction
+    // records already stored get theirs from their bodies: the URNs of their two memories,
+    // `a` and `b`, as the engine writes them.
+    r#"
+    ALTER TABLE state ADD COLUMN subjects TEXT NOT NULL DEFAULT '[]';
+    CREATE TABLE state_subjects (
+        kind TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        id TEXT NOT NULL,
+        PRIMARY KEY (kind, subject, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX state_subjects_of_record ON state_subjects (kind, id);
+    UPDATE state SET subjects = json_array(json_extract(body, '$.a'), json_extract(body, '$.b'))
+        WHERE kind = 'contradiction' AND json_valid(body)
+            AND json_type(body, '$.a') = 'text' AND json_type(body, '$.b') = 'text';
+    INSERT OR IGNORE INTO state_subjects (kind, subject, id)
+        SELECT state.kind, subject.value, state.id FROM state, json_each(state.subjects) AS subject;
+    "#,
 ];
 
 /// The migration that added the facets column, counted from 1.

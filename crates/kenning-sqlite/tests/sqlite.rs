@@ -952,3 +952,48 @@ fn the_store_and_its_files_are_readable_by_their_owner_alone() {
 fn store_file(db: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(format!("{}{suffix}", db.display()))
 }
+
+/// The body of a contradiction record as the engine writes it, naming memories `a` and `b`.
+fn contradiction_body(id: &str, a: &str, b: &str) -> String {
+    let detection = kenning_core::contradiction::Detection {
+        kind: kenning_core::contradiction::ContradictionKind::ChangedValue,
+        older: Vec::new(),
+        newer: Vec::new(),
+        newer_states_change: false,
+    };
+    kenning_core::contradiction::Contradiction::open(id.into(), a.into(), b.into(), &detection, "found", at(0)).to_body()
+}
+
+/// Contradiction records written before the records had subjects are found by their memories
+/// once the store is upgraded: the migration takes the subjects from the records' bodies, and
+/// leaves a record of another kind, or one whose body names no memories, without any.
+#[test]
+fn contradiction_records_stored_before_subjects_are_found_by_their_memories() {
+    use kenning_core::state::StateKind;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v7.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    // Back to the seventh schema, then rows as the build of that schema wrote them.
+    conn.execute_batch("DROP TABLE state_subjects; ALTER TABLE state DROP COLUMN subjects; PRAGMA user_version = 7;").unwrap();
+    let rows = [
+        ("contradiction", "ct_1", contradiction_body("ct_1", "kenning://user/learnings/m1", "kenning://user/learnings/m2"), 1),
+        ("contradiction", "ct_2", contradiction_body("ct_2", "kenning://user/learnings/m2", "kenning://user/learnings/m3"), 2),
+        ("contradiction", "ct_3", "not json".to_owned(), 3),
+        ("workflow", "wf_1", r#"{"a":"kenning://user/learnings/m1","b":"kenning://user/learnings/m2"}"#.to_owned(), 4),
+    ];
+    for (kind, id, body, updated) in rows {
+        conn.execute("INSERT INTO state (kind, id, revision, updated_us, body) VALUES (?, ?, 1, ?, ?)", rusqlite::params![kind, id, updated, body]).unwrap();
+    }
+    drop(conn);
+
+    let store = SqliteStore::open(&path).unwrap();
+    let state = store.state().unwrap();
+    let found = |kind, subject: &str| -> Vec<String> { state.state_about(kind, subject).unwrap().into_iter().map(|record| record.id).collect() };
+    assert_eq!(found(StateKind::Contradiction, "kenning://user/learnings/m2"), ["ct_2", "ct_1"]);
+    assert_eq!(found(StateKind::Contradiction, "kenning://user/learnings/m1"), ["ct_1"]);
+    assert!(found(StateKind::Workflow, "kenning://user/learnings/m1").is_empty(), "only contradictions are about memories");
+    let unreadable = state.get_state(StateKind::Contradiction, "ct_3").unwrap().unwrap();
+    assert!(unreadable.subjects.is_empty());
+    assert_eq!(state.get_state(StateKind::Contradiction, "ct_1").unwrap().unwrap().subjects, ["kenning://user/learnings/m1", "kenning://user/learnings/m2"]);
+}

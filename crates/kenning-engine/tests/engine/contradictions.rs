@@ -181,6 +181,42 @@ fn a_batch_of_conflicts_with_the_winner_reopens_the_settled_contradiction_once()
     assert!(reopened.history.last().unwrap().reason.contains(&batch[0].urn));
 }
 
+/// Regression: the records a conflict may reopen were looked for among the 10,000 most
+/// recently changed of the domain only, so a settled contradiction older than that many others
+/// stayed settled when its winner was contradicted again.
+#[test]
+fn a_settled_contradiction_older_than_ten_thousand_others_is_reopened() {
+    use kenning_core::contradiction::{Contradiction, ContradictionKind, Detection, Resolution, Verdict};
+    use kenning_core::state::{StateKind, StateRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let embedder: Arc<dyn Embedder> = Arc::new(kenning_embed::StaticEmbedder::builtin().unwrap());
+    let store = Arc::new(SqliteStore::open(&dir.path().join("project.db")).unwrap());
+    let domain = DomainStore { domain: Domain::Project("app".into()), store: store.clone() };
+    let memory = MemoryService::new(vec![domain], Some(embedder)).with_clock(Arc::new(Ticking(AtomicI64::new(0))));
+    let (second, first_id) = settled_pool_sizes(&memory);
+
+    let detection = Detection { kind: ContradictionKind::ChangedValue, older: Vec::new(), newer: Vec::new(), newer_states_change: false };
+    let later = DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+    let others: Vec<StateRecord> = (0..10_000)
+        .map(|n| {
+            let (a, b) = (format!("kenning://project/app/config/older-{n}"), format!("kenning://project/app/config/newer-{n}"));
+            let mut record = Contradiction::open(format!("ctr_other_{n:05}"), a.clone(), b.clone(), &detection, "found", later);
+            let resolution = Resolution { verdict: Verdict::BWins, conditions: None, explanation: "newer".into(), decided_by: "rule:recency".into() };
+            record.settle(resolution, later).unwrap();
+            StateRecord { kind: StateKind::Contradiction, id: record.id.clone(), revision: 2, updated_at: later, body: record.to_body(), subjects: vec![a, b] }
+        })
+        .collect();
+    let state = store.state().unwrap();
+    for chunk in others.chunks(1_000) {
+        let creations: Vec<StateRecord> = chunk.iter().map(|record| StateRecord { revision: 1, ..record.clone() }).collect();
+        assert!(state.put_states(&creations).unwrap().into_iter().chain(state.put_states(chunk).unwrap()).all(|written| written));
+    }
+
+    let third = capture(&memory, "The worker pool size is 16.", "tool-result");
+    assert!(third.contradictions.iter().any(|note| note.with == second.urn), "{third:?}");
+    assert_eq!(memory.contradiction(&first_id).unwrap().state, "reopened");
+}
+
 #[test]
 fn two_captures_of_a_batch_contradicting_one_memory_each_mark_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -63,3 +63,40 @@ fn an_older_schema_is_upgraded_with_its_memories() {
     let about = SearchFilter { branch: Some("main".to_owned()), file: Some("db".to_owned()), ..SearchFilter::active() };
     assert_eq!(store.count(&about).unwrap(), 1);
 }
+
+/// Contradiction records written before the records had subjects (migration 8) are found by
+/// their memories once the schema is upgraded; a record of another kind, or one whose body
+/// names no memories, gets none.
+#[test]
+fn contradiction_records_stored_before_subjects_are_found_by_their_memories() {
+    use kenning_core::contradiction::{Contradiction, ContradictionKind, Detection};
+    use kenning_core::state::StateKind;
+    if !servers(&[PG_URL]) {
+        return;
+    }
+    let schema = fresh_schema("subjects");
+    migrate_to(&settings(&schema), 7).unwrap();
+    let detection = Detection { kind: ContradictionKind::ChangedValue, older: Vec::new(), newer: Vec::new(), newer_states_change: false };
+    let body = |id: &str, a: &str, b: &str| Contradiction::open(id.into(), a.into(), b.into(), &detection, "found", kenning_conformance::fixtures::at(0)).to_body();
+    let rows = [
+        ("contradiction", "ct_1", body("ct_1", "kenning://org/learnings/m1", "kenning://org/learnings/m2"), 1_i64),
+        ("contradiction", "ct_2", body("ct_2", "kenning://org/learnings/m2", "kenning://org/learnings/m3"), 2),
+        ("contradiction", "ct_3", r#"{"state":"open"}"#.to_owned(), 3),
+        ("workflow", "wf_1", r#"{"a":"kenning://org/learnings/m1","b":"kenning://org/learnings/m2"}"#.to_owned(), 4),
+    ];
+    let mut client = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
+    for (kind, id, body, updated) in rows {
+        client
+            .execute(&format!("INSERT INTO {schema}.state (kind, id, revision, updated_us, body) VALUES ($1, $2, 1, $3, $4)"), &[&kind, &id, &updated, &body])
+            .unwrap();
+    }
+
+    let store = PostgresStore::open(&settings(&schema)).unwrap();
+    let state = store.state().unwrap();
+    let found = |kind, subject: &str| -> Vec<String> { state.state_about(kind, subject).unwrap().into_iter().map(|record| record.id).collect() };
+    assert_eq!(found(StateKind::Contradiction, "kenning://org/learnings/m2"), ["ct_2", "ct_1"]);
+    assert_eq!(found(StateKind::Contradiction, "kenning://org/learnings/m1"), ["ct_1"]);
+    assert!(found(StateKind::Workflow, "kenning://org/learnings/m1").is_empty(), "only contradictions are about memories");
+    assert!(state.get_state(StateKind::Contradiction, "ct_3").unwrap().unwrap().subjects.is_empty());
+    assert_eq!(state.get_state(StateKind::Contradiction, "ct_1").unwrap().unwrap().subjects, ["kenning://org/learnings/m1", "kenning://org/learnings/m2"]);
+}
