@@ -141,7 +141,8 @@ pub fn state_every_kind_is_kept_apart(make: MakeStore) {
     });
 }
 
-/// A record is found by each of its subjects as last written, newest first, within its kind:
+/// A record is found by each of its subjects as last written, newest first, within its kind,
+/// once however many of them are asked about:
 /// a later revision's subjects replace the earlier ones, a refused write changes none, and a
 /// deleted record is found by none.
 pub fn state_records_are_found_by_their_subjects(make: MakeStore) {
@@ -151,33 +152,36 @@ pub fn state_records_are_found_by_their_subjects(make: MakeStore) {
         state.put_state(&first).unwrap();
         state.put_state(&about(kind, "ct_2", 1, 1, &["urn:m2", "urn:m3"])).unwrap();
         state.put_state(&about(StateKind::Workflow, "wf_1", 1, 2, &["urn:m2"])).unwrap();
-        assert_eq!(ids(&state.state_about(kind, "urn:m2").unwrap()), [("ct_2", 1), ("ct_1", 1)], "newest first");
-        assert_eq!(state.state_about(kind, "urn:m1").unwrap(), [first.clone()], "found as written, subjects and all");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m2"]).unwrap()), [("ct_2", 1), ("ct_1", 1)], "newest first");
+        assert_eq!(state.state_about(kind, &["urn:m1"]).unwrap(), [first.clone()], "found as written, subjects and all");
         assert_eq!(state.get_state(kind, "ct_1").unwrap(), Some(first.clone()));
         assert_eq!(state.list_state(kind, 0, 10).unwrap()[1], first);
-        assert!(state.state_about(kind, "urn:m9").unwrap().is_empty());
-        assert!(state.state_about(kind, "urn:m").unwrap().is_empty(), "a subject is matched whole");
-        assert_eq!(ids(&state.state_about(StateKind::Workflow, "urn:m2").unwrap()), [("wf_1", 1)], "each kind is found apart");
+        assert!(state.state_about(kind, &["urn:m9"]).unwrap().is_empty());
+        assert!(state.state_about(kind, &["urn:m"]).unwrap().is_empty(), "a subject is matched whole");
+        assert_eq!(ids(&state.state_about(StateKind::Workflow, &["urn:m2"]).unwrap()), [("wf_1", 1)], "each kind is found apart");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m1", "urn:m3", "urn:m9"]).unwrap()), [("ct_2", 1), ("ct_1", 1)], "any of several subjects");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m1", "urn:m2", "urn:m2"]).unwrap()), [("ct_2", 1), ("ct_1", 1)], "each record once");
+        assert!(state.state_about(kind, &[]).unwrap().is_empty());
 
         state.put_state(&about(kind, "ct_1", 2, 3, &["urn:m1", "urn:m4"])).unwrap();
-        assert_eq!(ids(&state.state_about(kind, "urn:m2").unwrap()), [("ct_2", 1)], "a later revision's subjects replace the earlier");
-        assert_eq!(ids(&state.state_about(kind, "urn:m4").unwrap()), [("ct_1", 2)]);
-        assert_eq!(ids(&state.state_about(kind, "urn:m1").unwrap()), [("ct_1", 2)]);
+        assert_eq!(ids(&state.state_about(kind, &["urn:m2"]).unwrap()), [("ct_2", 1)], "a later revision's subjects replace the earlier");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m4"]).unwrap()), [("ct_1", 2)]);
+        assert_eq!(ids(&state.state_about(kind, &["urn:m1"]).unwrap()), [("ct_1", 2)]);
         state.put_state(&about(kind, "ct_1", 3, 4, &["urn:m1", "urn:m4"])).unwrap();
-        assert_eq!(ids(&state.state_about(kind, "urn:m4").unwrap()), [("ct_1", 3)], "the same subjects again");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m4"]).unwrap()), [("ct_1", 3)], "the same subjects again");
 
         assert!(matches!(state.put_state(&about(kind, "ct_2", 1, 5, &["urn:m7"])), Err(Error::Conflict { .. })));
-        assert!(state.state_about(kind, "urn:m7").unwrap().is_empty(), "a refused write changes no subject");
+        assert!(state.state_about(kind, &["urn:m7"]).unwrap().is_empty(), "a refused write changes no subject");
         let written = state.put_states(&[about(kind, "ct_3", 1, 6, &["urn:m5"]), about(kind, "ct_3", 2, 7, &["urn:m5", "urn:m6"]), about(kind, "ct_2", 5, 8, &["urn:m8"])]).unwrap();
         assert_eq!(written, [true, true, false]);
-        assert_eq!(ids(&state.state_about(kind, "urn:m6").unwrap()), [("ct_3", 2)]);
-        assert_eq!(ids(&state.state_about(kind, "urn:m5").unwrap()), [("ct_3", 2)]);
-        assert!(state.state_about(kind, "urn:m8").unwrap().is_empty());
+        assert_eq!(ids(&state.state_about(kind, &["urn:m6"]).unwrap()), [("ct_3", 2)]);
+        assert_eq!(ids(&state.state_about(kind, &["urn:m5"]).unwrap()), [("ct_3", 2)]);
+        assert!(state.state_about(kind, &["urn:m8"]).unwrap().is_empty());
 
         assert!(state.delete_state(kind, "ct_1").unwrap());
-        assert!(state.state_about(kind, "urn:m1").unwrap().is_empty(), "a deleted record is found by none of its subjects");
+        assert!(state.state_about(kind, &["urn:m1"]).unwrap().is_empty(), "a deleted record is found by none of its subjects");
         state.put_state(&about(kind, "ct_1", 1, 9, &["urn:m3"])).unwrap();
-        assert!(state.state_about(kind, "urn:m4").unwrap().is_empty(), "a record made anew has only its new subjects");
-        assert_eq!(ids(&state.state_about(kind, "urn:m3").unwrap()), [("ct_1", 1), ("ct_2", 1)]);
+        assert!(state.state_about(kind, &["urn:m4"]).unwrap().is_empty(), "a record made anew has only its new subjects");
+        assert_eq!(ids(&state.state_about(kind, &["urn:m3"]).unwrap()), [("ct_1", 1), ("ct_2", 1)]);
     });
 }

@@ -75,9 +75,9 @@ pub trait StateStore: Send + Sync {
     /// Records of `kind`, most recently updated first, from `offset`.
     fn list_state(&self, kind: StateKind, offset: usize, limit: usize) -> Result<Vec<StateRecord>>;
 
-    /// Every record of `kind` that has `subject` among its subjects, most recently updated
-    /// first (then by id).
-    fn state_about(&self, kind: StateKind, subject: &str) -> Result<Vec<StateRecord>>;
+    /// Every record of `kind` that has any of `subjects` among its own, each once, most
+    /// recently updated first (then by id): one read however many subjects are asked about.
+    fn state_about(&self, kind: StateKind, subjects: &[&str]) -> Result<Vec<StateRecord>>;
 
     /// Removes a record; returns whether there was one.
     fn delete_state(&self, kind: StateKind, id: &str) -> Result<bool>;

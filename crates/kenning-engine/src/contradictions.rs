@@ -14,7 +14,7 @@
 //! the `superseded-by` link, which a settlement for the older one takes away again).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use kenning_core::contradiction::judge::{Note, judge_request, parse_judgement, parse_resolution, resolve_request};
@@ -121,7 +121,8 @@ impl MemoryService {
         if found.iter().all(|(_, conflicts)| conflicts.is_empty()) {
             return recorded;
         }
-        let settled = SettledRecords::default();
+        let contradicted = found.iter().flat_map(|(_, conflicts)| conflicts.iter().map(|conflict| conflict.older.urn().to_string())).collect();
+        let settled = SettledRecords::about(contradicted);
         let mut writes = Vec::new();
         // Per contradiction found: the capture it is of, its note, where its record is among
         // the writes, and how it changes the older memory.
@@ -475,31 +476,38 @@ fn check_unsettled(record: &Contradiction) -> Result<(), FieldError> {
 
 /// The settled contradiction records of one domain (won by one side, or found to depend on
 /// context), the only ones a new conflict can reopen, as the captures of one batch see them:
-/// those in the store about a contradicted memory, read by that memory on the first conflict
-/// with it, and those the batch has settled, which it writes with its other records at the
-/// end; kept current with what the batch reopens, so that a bulk load reads the records of a
-/// memory once rather than once per conflict with it, and never reads the others.
-#[derive(Default)]
+/// those in the store about the memories the batch's conflicts contradict, read in one go on
+/// the first conflict that looks, and those the batch has settled, which it writes with its
+/// other records at the end; kept current with what the batch reopens, so that a bulk load
+/// reads the records it may reopen once a batch, and never the others.
 struct SettledRecords {
-    read: RefCell<Settled>,
-    /// The memories whose records `read` holds, as the store had them.
-    read_for: RefCell<HashSet<String>>,
+    /// The URNs of the memories the batch's conflicts contradict.
+    contradicted: Vec<String>,
+    read: RefCell<Option<Settled>>,
     settled_by_batch: RefCell<Settled>,
 }
 
 impl SettledRecords {
-    /// Takes out the records a conflict with `contradicted` reopens, all but the one whose id
-    /// is `except`, read first if they were not: the caller reopens them.
+    fn about(mut contradicted: Vec<String>) -> SettledRecords {
+        contradicted.sort();
+        contradicted.dedup();
+        SettledRecords { contradicted, read: RefCell::default(), settled_by_batch: RefCell::default() }
+    }
+
+    /// Takes out the records a conflict with `contradicted` (one of the batch's) reopens, all
+    /// but the one whose id is `except`, read first if they were not: the caller reopens them.
     fn take(&self, state: &dyn StateStore, contradicted: &str, except: &str) -> Result<Vec<(StateRecord, Contradiction)>> {
         let mut read = self.read.borrow_mut();
-        if !self.read_for.borrow().contains(contradicted) {
-            for stored in state.state_about(StateKind::Contradiction, contradicted)? {
+        if read.is_none() {
+            let subjects: Vec<&str> = self.contradicted.iter().map(String::as_str).collect();
+            let mut settled = Settled::default();
+            for stored in state.state_about(StateKind::Contradiction, &subjects)? {
                 let record = Contradiction::from_body(&stored.body)?;
-                read.add(stored, record);
+                settled.add(stored, record);
             }
-            self.read_for.borrow_mut().insert(contradicted.to_owned());
+            *read = Some(settled);
         }
-        let mut taken = read.take(contradicted, except);
+        let mut taken = read.as_mut().expect("read above").take(contradicted, except);
         taken.extend(self.settled_by_batch.borrow_mut().take(contradicted, except));
         Ok(taken)
     }
@@ -511,8 +519,7 @@ impl SettledRecords {
 
     /// Forgets what was read of the store, to be read again.
     fn forget(&self) {
-        *self.read.borrow_mut() = Settled::default();
-        self.read_for.borrow_mut().clear();
+        self.read.borrow_mut().take();
     }
 }
 
@@ -523,18 +530,12 @@ impl SettledRecords {
 struct Settled {
     records: Vec<Option<(StateRecord, Contradiction)>>,
     by_memory: HashMap<String, Vec<usize>>,
-    /// The ids of every record added, taken out or not, so that a record read again by its
-    /// other memory is not added twice (nor again once taken).
-    ids: HashSet<String>,
 }
 
 impl Settled {
-    /// Keeps `record` if it is settled and was not added before: under its winner, or under
-    /// both of its memories when it was found to depend on context.
+    /// Keeps `record` if it is settled: under its winner, or under both of its memories when
+    /// it was found to depend on context.
     fn add(&mut self, stored: StateRecord, record: Contradiction) {
-        if !self.ids.insert(record.id.clone()) {
-            return;
-        }
         let reopened_for: Vec<&str> = match record.winner() {
             Some(winner) => vec![winner],
             None if record.state == ContradictionState::ContextDependent => vec![&record.a, &record.b],
@@ -637,13 +638,5 @@ mod tests {
         assert_eq!(ids(&settled.take("m4", "none")), Vec::<&str>::new(), "c3 was taken already");
         assert_eq!(ids(&settled.take("m3", "none")), ["c2"]);
         assert_eq!(ids(&settled.take("m5", "none")), Vec::<&str>::new(), "an open record is not settled");
-        let (stored, again) = record("c1", "m1", "m2", Some(Verdict::AWins));
-        settled.add(stored, again);
-        assert_eq!(ids(&settled.take("m1", "none")), Vec::<&str>::new(), "a record read again once taken is not taken again");
-        let (stored, again) = record("c7", "m8", "m9", Some(Verdict::ContextDependent));
-        settled.add(stored.clone(), again.clone());
-        settled.add(stored, again);
-        assert_eq!(ids(&settled.take("m9", "none")), ["c7"], "a record read by each of its memories is kept once");
-        assert_eq!(ids(&settled.take("m8", "none")), Vec::<&str>::new());
     }
 }

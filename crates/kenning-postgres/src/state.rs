@@ -86,9 +86,13 @@ pub(crate) async fn list(tx: &Tx, kind: StateKind, offset: usize, limit: usize) 
     rows.iter().map(|row| record(kind, row)).collect()
 }
 
-pub(crate) async fn about(tx: &Tx, kind: StateKind, subject: &str) -> Result<Vec<StateRecord>> {
+pub(crate) async fn about(tx: &Tx, kind: StateKind, subjects: &[&str]) -> Result<Vec<StateRecord>> {
+    if subjects.is_empty() {
+        return Ok(Vec::new());
+    }
+    let subjects: Vec<&str> = subjects.to_vec();
     let rows = tx
-        .query(&format!("SELECT {COLUMNS} FROM state WHERE kind = $1 AND subjects @> ARRAY[$2] ORDER BY updated_us DESC, id"), &[&kind.as_str(), &subject])
+        .query(&format!("SELECT {COLUMNS} FROM state WHERE kind = $1 AND subjects && $2::text[] ORDER BY updated_us DESC, id"), &[&kind.as_str(), &subjects])
         .await?;
     rows.iter().map(|row| record(kind, row)).collect()
 }

@@ -369,8 +369,8 @@ impl kenning_core::state::StateStore for PostgresStore {
         Ok(self.db.read_primary(async |tx: &Tx| state::list(tx, kind, offset, limit).await)?)
     }
 
-    fn state_about(&self, kind: kenning_core::state::StateKind, subject: &str) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
-        Ok(self.db.read_primary(async |tx: &Tx| state::about(tx, kind, subject).await)?)
+    fn state_about(&self, kind: kenning_core::state::StateKind, subjects: &[&str]) -> CoreResult<Vec<kenning_core::state::StateRecord>> {
+        Ok(self.db.read_primary(async |tx: &Tx| state::about(tx, kind, subjects).await)?)
     }
 
     fn delete_state(&self, kind: kenning_core::state::StateKind, id: &str) -> CoreResult<bool> {

@@ -113,13 +113,23 @@ impl StateStore for SqliteStore {
         })?)
     }
 
-    fn state_about(&self, kind: StateKind, subject: &str) -> kenning_core::Result<Vec<StateRecord>> {
+    fn state_about(&self, kind: StateKind, subjects: &[&str]) -> kenning_core::Result<Vec<StateRecord>> {
+        if subjects.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The subjects go in as one JSON array, so that one prepared statement serves any number.
+        let subjects = serde_json::to_string(subjects).expect("strings serialise");
+        // From the subjects to the records (`CROSS JOIN` keeps that order): asked as `id IN
+        // (…)`, SQLite walked every record of the kind in time order, for the ordering.
+        let columns: Vec<String> = COLUMNS.split(", ").map(|column| format!("state.{column}")).collect();
         Ok(self.db().read(|tx| {
             let mut statement = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM state WHERE kind = ?1 AND id IN (SELECT id FROM state_subjects WHERE kind = ?1 AND subject = ?2)
-                 ORDER BY updated_us DESC, id"
+                "SELECT {} FROM state_subjects AS about CROSS JOIN state ON state.kind = about.kind AND state.id = about.id
+                 WHERE about.kind = ?1 AND about.subject IN (SELECT value FROM json_each(?2))
+                 GROUP BY state.id ORDER BY state.updated_us DESC, state.id",
+                columns.join(", ")
             ))?;
-            records(kind, statement.query(params![kind.as_str(), subject])?)
+            records(kind, statement.query(params![kind.as_str(), subjects])?)
         })?)
     }
 

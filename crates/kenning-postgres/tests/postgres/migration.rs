@@ -93,7 +93,7 @@ fn contradiction_records_stored_before_subjects_are_found_by_their_memories() {
 
     let store = PostgresStore::open(&settings(&schema)).unwrap();
     let state = store.state().unwrap();
-    let found = |kind, subject: &str| -> Vec<String> { state.state_about(kind, subject).unwrap().into_iter().map(|record| record.id).collect() };
+    let found = |kind, subject: &str| -> Vec<String> { state.state_about(kind, &[subject]).unwrap().into_iter().map(|record| record.id).collect() };
     assert_eq!(found(StateKind::Contradiction, "kenning://org/learnings/m2"), ["ct_2", "ct_1"]);
     assert_eq!(found(StateKind::Contradiction, "kenning://org/learnings/m1"), ["ct_1"]);
     assert!(found(StateKind::Workflow, "kenning://org/learnings/m1").is_empty(), "only contradictions are about memories");
