@@ -128,6 +128,9 @@ pub struct PurgeCounts {
     /// Workflows the author created, kept in the store's working state; counted by the engine,
     /// which reads their bodies, not by the store.
     pub workflows: u64,
+    /// Contradiction records between any of those memories and another (their evidence quotes
+    /// the memories' words), kept in the store's working state; counted by the engine.
+    pub contradictions: u64,
 }
 
 impl PurgeCounts {
@@ -141,6 +144,7 @@ impl PurgeCounts {
         self.edges += other.edges;
         self.vectors += other.vectors;
         self.workflows += other.workflows;
+        self.contradictions += other.contradictions;
     }
 }
 

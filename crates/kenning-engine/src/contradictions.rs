@@ -24,7 +24,7 @@ use kenning_core::contradiction::{
 };
 use kenning_core::llm::LlmUse;
 use kenning_core::state::{StateKind, StateRecord, StateStore};
-use kenning_core::{Cursor, FieldError, Memory, MemoryId, MemoryUrn, Replacement};
+use kenning_core::{Cursor, FieldError, Memory, MemoryId, MemoryUrn, PurgeMode, Replacement};
 
 use crate::analysis;
 use crate::error::{Error, Result};
@@ -557,6 +557,29 @@ impl Settled {
         let Some(positions) = self.by_memory.get(contradicted) else { return Vec::new() };
         positions.iter().filter_map(|&at| self.records[at].take_if(|(_, record)| record.id != except)).collect()
     }
+}
+
+/// Subjects asked about in one read when purging: the read's statement carries them all.
+const PURGE_CHUNK: usize = 500;
+
+/// Removes (or in a [`PurgeMode::DryRun`] only counts) the contradiction records of one store
+/// that name any of the memories of `urns`, which the data-rights purge removes: a record
+/// quotes the words of both its memories.
+pub(crate) fn purge_about(state: &dyn StateStore, urns: &[String], mode: PurgeMode) -> Result<u64> {
+    let mut ids: Vec<String> = Vec::new();
+    for chunk in urns.chunks(PURGE_CHUNK) {
+        let subjects: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        ids.extend(state.state_about(StateKind::Contradiction, &subjects)?.into_iter().map(|record| record.id));
+    }
+    // A record of two purged memories is found by each.
+    ids.sort();
+    ids.dedup();
+    if mode == PurgeMode::Apply {
+        for id in &ids {
+            state.delete_state(StateKind::Contradiction, id)?;
+        }
+    }
+    Ok(ids.len() as u64)
 }
 
 /// Adds `message` once to the warnings of each capture at `positions`, which may repeat.

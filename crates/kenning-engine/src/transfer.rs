@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::redaction::redact;
-use crate::service::MemoryService;
+use crate::service::{DomainStore, MemoryService};
 
 /// One line of an export file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,9 +97,7 @@ impl MemoryService {
         let author = author.trim();
         let mut count = 0;
         self.export(domain, |line| {
-            let wrote = line.memory.author.as_deref() == Some(author)
-                || line.history.iter().any(|version| version.memory.author.as_deref() == Some(author));
-            if wrote {
+            if written_by(&line.memory, line.history.iter().map(|version| &version.memory), author) {
                 count += 1;
                 sink(line)?;
             }
@@ -122,9 +120,15 @@ impl MemoryService {
         };
         let mut purged = Vec::with_capacity(entries.len());
         for entry in entries {
+            // Read before the purge, which takes the memories away.
+            let purged_urns = match entry.store.state() {
+                Some(_) => self.urns_written_by(entry, &author)?,
+                None => Vec::new(),
+            };
             let mut counts = entry.store.purge_author(&author, mode)?;
             if let Some(state) = entry.store.state() {
                 counts.workflows = crate::workflows::purge_author(state, &author, mode)?;
+                counts.contradictions = crate::contradictions::purge_about(state, &purged_urns, mode)?;
             }
             if mode == PurgeMode::Apply && counts != PurgeCounts::default() {
                 // Deleted rows stay readable in a database's free space until it is rewritten.
@@ -133,6 +137,25 @@ impl MemoryService {
             purged.push(DomainPurge { domain: entry.domain.to_string(), counts });
         }
         Ok(purged)
+    }
+
+    /// The URNs of the memories of one domain that [`Self::purge_authored`] removes for `author`.
+    fn urns_written_by(&self, entry: &DomainStore, author: &str) -> Result<Vec<String>> {
+        let mut urns = Vec::new();
+        let mut offset = 0;
+        loop {
+            let records = entry.store.export(offset, PAGE)?;
+            if records.is_empty() {
+                break;
+            }
+            offset += records.len();
+            for record in records {
+                if written_by(&record.memory, record.history.iter().map(|version| &version.memory), author) {
+                    urns.push(record.memory.urn().to_string());
+                }
+            }
+        }
+        Ok(urns)
     }
 
     /// Imports records into the store of each record's domain, or into `into` when given
@@ -181,4 +204,10 @@ impl MemoryService {
         report.skipped = report.read - report.written;
         Ok(report)
     }
+}
+
+/// Whether `author` wrote a memory: its current version or any earlier one names them, the one
+/// selection of the author's data-rights export and purge.
+fn written_by<'a>(memory: &Memory, earlier: impl IntoIterator<Item = &'a Memory>, author: &str) -> bool {
+    memory.author.as_deref() == Some(author) || earlier.into_iter().any(|version| version.author.as_deref() == Some(author))
 }

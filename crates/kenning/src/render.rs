@@ -146,8 +146,17 @@ pub(crate) fn purge(summary: &crate::PurgeSummary) -> String {
     for domain in &summary.domains {
         let counts = &domain.counts;
         out.push_str(&format!(
-            "{}: {verb} {} memories, {} versions, {} decisions, {} signals, {} outcomes, {} edges, {} vectors, {} workflows\n",
-            domain.domain, counts.memories, counts.versions, counts.decisions, counts.signals, counts.outcomes, counts.edges, counts.vectors, counts.workflows
+            "{}: {verb} {} memories, {} versions, {} decisions, {} signals, {} outcomes, {} edges, {} vectors, {} workflows, {} contradictions\n",
+            domain.domain,
+            counts.memories,
+            counts.versions,
+            counts.decisions,
+            counts.signals,
+            counts.outcomes,
+            counts.edges,
+            counts.vectors,
+            counts.workflows,
+            counts.contradictions
         ));
     }
     if summary.dry_run {

@@ -728,7 +728,8 @@ fn purge_by_author_counts_first_then_removes_everything_that_author_wrote() {
 /// Regression: a purge deleted the author's rows but left their text readable in the free pages
 /// of `.git/kenning/project.db` and `user.db`, in their WAL files and in the search index files.
 /// After a purge, a byte search of every file kenning keeps (the data directory and the clone's
-/// `.git/kenning`) finds no word the author wrote, in any version; the other author's are there.
+/// `.git/kenning`) finds no word the author wrote, in any version, nor in the record of a
+/// contradiction between her memory and another's; the other author's are there.
 #[test]
 fn a_purge_leaves_no_byte_of_the_authors_text_in_any_file() {
     let sandbox = Sandbox::new();
@@ -741,6 +742,9 @@ fn a_purge_leaves_no_byte_of_the_authors_text_in_any_file() {
     for domain in ["project", "user"] {
         urns.push(capture("ada", domain, &format!("Ada's zephyrquill note on the {domain} cache eviction policy")));
         capture("bob", domain, &format!("Bob's marmalade note on the {domain} deploy freeze"));
+        // A contradiction of bob's memory by ada's, whose record quotes her words.
+        capture("bob", domain, &format!("The marmalade {domain} checkout queue backend is rabbitmq."));
+        capture("ada", domain, &format!("The marmalade {domain} checkout queue backend is zephyrquill."));
     }
     for urn in &urns {
         for version in 2..=4 {

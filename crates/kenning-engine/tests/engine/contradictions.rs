@@ -305,3 +305,29 @@ fn a_bulk_load_is_checked_like_a_single_capture() {
     let single = memory.capture(CaptureInput { content: "The export job timeout is 3 hours.".into(), ..CaptureInput::default() }, None).unwrap();
     assert!(!single.contradictions.is_empty(), "{single:?}");
 }
+
+/// Regression: the data-rights purge left the contradiction records of the author's memories,
+/// whose evidence quotes the memories' words. A dry run counts them; the purge removes them and
+/// no other.
+#[test]
+fn purging_an_author_removes_the_contradictions_of_their_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = service(&dir);
+    let by = |content: &str, author: &str| memory.capture(CaptureInput { author: Some(author.into()), ..input(content, "tool-result") }, None).unwrap();
+    by("The checkout queue backend is rabbitmq.", "bob");
+    let theirs = by("The checkout queue backend is zephyrquill.", "ada");
+    by("The cache TTL is 5 minutes.", "bob");
+    let kept = by("The cache TTL is 10 minutes.", "carol");
+    let (theirs, kept) = (theirs.contradictions[0].id.clone(), kept.contradictions[0].id.clone());
+    let evidence = memory.contradiction(&theirs).unwrap().evidence;
+    assert!(evidence.b.iter().any(|word| word.contains("zephyrquill")), "the record quotes ada's words: {evidence:?}");
+
+    let dry = memory.purge_authored("ada", None, kenning_core::PurgeMode::DryRun).unwrap();
+    assert_eq!((dry[0].counts.memories, dry[0].counts.contradictions), (1, 1));
+    assert!(memory.contradiction(&theirs).is_ok(), "a dry run removes nothing");
+    let purged = memory.purge_authored("ada", None, kenning_core::PurgeMode::Apply).unwrap();
+    assert_eq!(purged[0].counts.contradictions, 1);
+    assert!(matches!(memory.contradiction(&theirs), Err(Error::Invalid(_))), "the record of ada's memory is gone");
+    assert!(memory.contradiction(&kept).is_ok(), "another author's record stays");
+    assert_eq!(memory.contradiction_counts(None).unwrap().open, 1);
+}
