@@ -185,20 +185,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 8: what each state record is about (`StateRecord::subjects`), kept with the record and
     // found through a GIN index by `state_about`, so that the records of a memory are found
     // without reading every record of their kind. The contradiction records already stored
-    // get theirs from their bodies: the URNs of their two memories, `a` and `b`, as the engine
-    // writes them. Without a pending list (`fastupdate = off`): a few records are written at a
-    // time, and a lookup through a list of 30,000 unmerged records took 3 to 6 ms against
-    // 0.06 ms once they were merged.
+    // get theirs from `fill_subjects`, which reads their bodies. Without a pending list
+    // (`fastupdate = off`): a few records are written at a time, and a lookup through a list
+    // of 30,000 unmerged records took 3 to 6 ms against 0.06 ms once they were merged.
     r#"
     ALTER TABLE state ADD COLUMN subjects text[] NOT NULL DEFAULT '{}';
     CREATE INDEX state_subjects ON state USING gin (subjects) WITH (fastupdate = off);
-    UPDATE state SET subjects = ARRAY[body::jsonb ->> 'a', body::jsonb ->> 'b']
-        WHERE kind = 'contradiction' AND body::jsonb ->> 'a' IS NOT NULL AND body::jsonb ->> 'b' IS NOT NULL;
     "#,
 ];
 
 /// The migration that added the facets column, counted from 1.
 const FACETS_MIGRATION: i64 = 3;
+/// The migration that added the state records' subjects, counted from 1.
+const SUBJECTS_MIGRATION: i64 = 8;
 
 /// The advisory lock key every kenning process takes while it migrates ("kenning" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6b65_6e6e_696e_67;
@@ -233,6 +232,9 @@ pub(crate) async fn migrate(tx: &Tx, schema: &str, target: Option<usize>) -> Res
     if found < FACETS_MIGRATION && version >= FACETS_MIGRATION {
         fill_facets(tx).await?;
     }
+    if found < SUBJECTS_MIGRATION && version >= SUBJECTS_MIGRATION {
+        fill_subjects(tx).await?;
+    }
     if version != found {
         tx.execute("UPDATE schema_migrations SET version = $1", &[&version]).await?;
     }
@@ -245,6 +247,17 @@ async fn fill_facets(tx: &Tx) -> Result<()> {
         let seq: i64 = row.get(0);
         let memory: kenning_core::Memory = serde_json::from_str(row.get::<_, &str>(1)).map_err(|error| Error::Corrupt(error.to_string()))?;
         tx.execute("UPDATE memories SET facets = $2 WHERE seq = $1", &[&seq, &kenning_core::provenance::facets(&memory)]).await?;
+    }
+    Ok(())
+}
+
+/// Gives each contradiction record stored before migration 8 its subjects, the URNs of its two
+/// memories; a body that does not read as a contradiction is left without any.
+async fn fill_subjects(tx: &Tx) -> Result<()> {
+    for row in tx.query("SELECT id, body FROM state WHERE kind = 'contradiction'", &[]).await? {
+        let Ok(record) = kenning_core::contradiction::Contradiction::from_body(row.get::<_, &str>(1)) else { continue };
+        let id: String = row.get(0);
+        tx.execute("UPDATE state SET subjects = $2 WHERE kind = 'contradiction' AND id = $1", &[&id, &vec![record.a, record.b]]).await?;
     }
     Ok(())
 }

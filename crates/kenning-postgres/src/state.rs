@@ -1,7 +1,7 @@
 //! Working state (`kenning_core::state`) in the `state` table (schema migration 4; the records'
-//! subjects, migration 8). Each write
-//! is one statement, so compare-and-swap needs no explicit lock: the revision is checked by the
-//! statement's own `WHERE`, which PostgreSQL evaluates on the row it locks.
+//! subjects, migration 8). Each write is one statement, so compare-and-swap needs no explicit
+//! lock: the revision is checked by the statement's own `WHERE`, which PostgreSQL evaluates on
+//! the row it locks.
 
 use chrono::DateTime;
 use crate::sql::Tx;

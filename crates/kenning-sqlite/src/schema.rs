@@ -190,8 +190,7 @@ const MIGRATIONS: &[&str] = &[
     // 8: what each state record is about (`StateRecord::subjects`), kept with the record as a
     // JSON array and once per subject in `state_subjects`, by which `state_about` finds the
     // records of a memory without reading every record of their kind. The contradiction
-    // records already stored get theirs from their bodies: the URNs of their two memories,
-    // `a` and `b`, as the engine writes them.
+    // records already stored get theirs from `fill_subjects`, which reads their bodies.
     r#"
     ALTER TABLE state ADD COLUMN subjects TEXT NOT NULL DEFAULT '[]';
     CREATE TABLE state_subjects (
@@ -201,16 +200,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (kind, subject, id)
     ) WITHOUT ROWID;
     CREATE INDEX state_subjects_of_record ON state_subjects (kind, id);
-    UPDATE state SET subjects = json_array(json_extract(body, '$.a'), json_extract(body, '$.b'))
-        WHERE kind = 'contradiction' AND json_valid(body)
-            AND json_type(body, '$.a') = 'text' AND json_type(body, '$.b') = 'text';
-    INSERT OR IGNORE INTO state_subjects (kind, subject, id)
-        SELECT state.kind, subject.value, state.id FROM state, json_each(state.subjects) AS subject;
     "#,
 ];
 
 /// The migration that added the facets column, counted from 1.
 const FACETS_MIGRATION: i64 = 6;
+/// The migration that added the state records' subjects, counted from 1.
+const SUBJECTS_MIGRATION: i64 = 8;
 
 /// Brings the database up to the newest schema. Safe to race: the version is read and bumped
 /// inside one write transaction, so when two processes open a new store at once, one migrates
@@ -228,6 +224,9 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     }
     if found < FACETS_MIGRATION && supported >= FACETS_MIGRATION {
         fill_facets(&tx)?;
+    }
+    if found < SUBJECTS_MIGRATION && supported >= SUBJECTS_MIGRATION {
+        fill_subjects(&tx)?;
     }
     if found < supported {
         // PRAGMA takes no bound parameters; the value is a constant of this build.
@@ -251,6 +250,30 @@ fn fill_facets(conn: &Connection) -> Result<()> {
     let mut update = conn.prepare("UPDATE memories SET facets = ? WHERE seq = ?")?;
     for (seq, facets) in rows {
         update.execute(rusqlite::params![facets, seq])?;
+    }
+    Ok(())
+}
+
+/// Gives each contradiction record stored before migration 8 its subjects, the URNs of its two
+/// memories; a body that does not read as a contradiction is left without any.
+fn fill_subjects(conn: &Connection) -> Result<()> {
+    let mut filled = Vec::new();
+    {
+        let mut statement = conn.prepare("SELECT id, body FROM state WHERE kind = 'contradiction'")?;
+        let mut query = statement.query([])?;
+        while let Some(row) = query.next()? {
+            if let Ok(record) = kenning_core::contradiction::Contradiction::from_body(&row.get::<_, String>(1)?) {
+                filled.push((row.get::<_, String>(0)?, [record.a, record.b]));
+            }
+        }
+    }
+    let mut update = conn.prepare("UPDATE state SET subjects = ? WHERE kind = 'contradiction' AND id = ?")?;
+    let mut insert = conn.prepare("INSERT OR IGNORE INTO state_subjects (kind, subject, id) VALUES ('contradiction', ?, ?)")?;
+    for (id, subjects) in filled {
+        update.execute(rusqlite::params![serde_json::to_string(&subjects).expect("strings serialise"), id])?;
+        for subject in &subjects {
+            insert.execute(rusqlite::params![subject, id])?;
+        }
     }
     Ok(())
 }

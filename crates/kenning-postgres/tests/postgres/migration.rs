@@ -81,7 +81,7 @@ fn contradiction_records_stored_before_subjects_are_found_by_their_memories() {
     let rows = [
         ("contradiction", "ct_1", body("ct_1", "kenning://org/learnings/m1", "kenning://org/learnings/m2"), 1_i64),
         ("contradiction", "ct_2", body("ct_2", "kenning://org/learnings/m2", "kenning://org/learnings/m3"), 2),
-        ("contradiction", "ct_3", r#"{"state":"open"}"#.to_owned(), 3),
+        ("contradiction", "ct_3", "not json".to_owned(), 3),
         ("workflow", "wf_1", r#"{"a":"kenning://org/learnings/m1","b":"kenning://org/learnings/m2"}"#.to_owned(), 4),
     ];
     let mut client = postgres::Client::connect(&server_url(), postgres::NoTls).unwrap();
