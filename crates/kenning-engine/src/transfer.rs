@@ -74,18 +74,11 @@ impl MemoryService {
         };
         let mut count = 0;
         for entry in entries {
-            let mut offset = 0;
-            loop {
-                let records = entry.store.export(offset, PAGE)?;
-                if records.is_empty() {
-                    break;
-                }
-                offset += records.len();
-                for record in records {
-                    sink(ExportLine::from(record))?;
-                    count += 1;
-                }
-            }
+            each_record(entry, |record| {
+                sink(ExportLine::from(record))?;
+                count += 1;
+                Ok(())
+            })?;
         }
         Ok(count)
     }
@@ -142,19 +135,12 @@ impl MemoryService {
     /// The URNs of the memories of one domain that [`Self::purge_authored`] removes for `author`.
     fn urns_written_by(&self, entry: &DomainStore, author: &str) -> Result<Vec<String>> {
         let mut urns = Vec::new();
-        let mut offset = 0;
-        loop {
-            let records = entry.store.export(offset, PAGE)?;
-            if records.is_empty() {
-                break;
+        each_record(entry, |record| {
+            if written_by(&record.memory, record.history.iter().map(|version| &version.memory), author) {
+                urns.push(record.memory.urn().to_string());
             }
-            offset += records.len();
-            for record in records {
-                if written_by(&record.memory, record.history.iter().map(|version| &version.memory), author) {
-                    urns.push(record.memory.urn().to_string());
-                }
-            }
-        }
+            Ok(())
+        })?;
         Ok(urns)
     }
 
@@ -203,6 +189,19 @@ impl MemoryService {
         }
         report.skipped = report.read - report.written;
         Ok(report)
+    }
+}
+
+/// Every record of one domain's store, with its history and vector, a page at a time.
+fn each_record(entry: &DomainStore, mut visit: impl FnMut(MemoryRecord) -> Result<()>) -> Result<()> {
+    let mut offset = 0;
+    loop {
+        let records = entry.store.export(offset, PAGE)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        offset += records.len();
+        records.into_iter().try_for_each(&mut visit)?;
     }
 }
 
