@@ -64,10 +64,7 @@ pub fn run(args: &HookArgs) -> ExitCode {
         }
         Ok(Ok(None)) => None,
         Ok(Err(error)) => Some(format!("{error:#}")),
-        Err(panic) => Some(format!(
-            "panicked: {}",
-            panic.downcast_ref::<&str>().map(|text| (*text).to_owned()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default()
-        )),
+        Err(panic) => Some(format!("panicked: {}", crate::panic_message(panic.as_ref()))),
     };
     if let Some(message) = failure {
         log(&args.event, &message);

@@ -60,12 +60,7 @@ fn main() -> std::process::ExitCode {
     // stdout stays clean for the stdio transport. A panic inside a tool call is also answered
     // to the client as an internal error (-32603).
     std::panic::set_hook(Box::new(|info| {
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|text| (*text).to_owned())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let message = panic_message(info.payload());
         let place = info.location().map(|location| format!(" at {}:{}", location.file(), location.line())).unwrap_or_default();
         eprintln!("kenning: internal error{place}: {message} (this is a bug; please report it)");
     }));
@@ -84,6 +79,12 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Renders an error chain; invalid input shows its field, problem, value and suggestion.
+/// What a panic said: its message when it was given as text (`panic!` with or without
+/// arguments), or nothing.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload.downcast_ref::<&str>().map(|text| (*text).to_owned()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default()
+}
+
 fn describe(error: &anyhow::Error) -> String {
     if let Some(kenning_engine::Error::Invalid(field)) = error.downcast_ref::<kenning_engine::Error>() {
         return format!(
