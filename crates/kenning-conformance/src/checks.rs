@@ -1048,6 +1048,8 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     assert_eq!(hit_ids(&store.search_text("zanzibar", &all_statuses(), 10).unwrap()).len(), 4, "the index is built before the purge");
 
     let expected = kenning_core::PurgeCounts { memories: 2, versions: 2, vectors: 0, edges: 1, ..Default::default() };
+    let authored: Vec<String> = store.authored_by("ada").unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(sorted(authored), sorted(vec![own.id.to_string(), edited.id.to_string()]), "what the purge removes: ada's now or in an earlier version");
     let dry = store.purge_author("ada", PurgeMode::DryRun).unwrap();
     // The revised text dropped the vector of `own` (the content changed without a new one).
     assert_eq!(dry, expected, "a dry run counts");
@@ -1076,6 +1078,7 @@ pub fn purge_removes_everything_an_author_wrote(make: MakeStore) {
     );
     assert_eq!(exported.len(), 2);
 
+    assert!(store.authored_by("ada").unwrap().is_empty());
     assert_eq!(store.purge_author("ada", PurgeMode::Apply).unwrap(), kenning_core::PurgeCounts::default(), "a second purge finds nothing");
     // The purged content no longer blocks a new capture of the same text.
     let again = memory("purge-again", "learnings", "Ada's zanzibar note about retries, revised.");

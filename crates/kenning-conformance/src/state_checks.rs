@@ -142,9 +142,8 @@ pub fn state_every_kind_is_kept_apart(make: MakeStore) {
 }
 
 /// A record is found by each of its subjects as last written, newest first, within its kind,
-/// once however many of them are asked about:
-/// a later revision's subjects replace the earlier ones, a refused write changes none, and a
-/// deleted record is found by none.
+/// once however many of them are asked about: a later revision's subjects replace the earlier
+/// ones, a refused write changes none, and a deleted record is found by none.
 pub fn state_records_are_found_by_their_subjects(make: MakeStore) {
     with_state(make, |state| {
         let kind = StateKind::Contradiction;

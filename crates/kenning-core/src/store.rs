@@ -248,6 +248,10 @@ pub trait MemoryStore: Send + Sync {
     /// them too. With [`PurgeMode::DryRun`] nothing changes and the counts say what would go.
     fn purge_author(&self, author: &str, mode: PurgeMode) -> Result<PurgeCounts>;
 
+    /// The ids of the memories [`MemoryStore::purge_author`] removes for `author`, found as it
+    /// finds them.
+    fn authored_by(&self, author: &str) -> Result<Vec<MemoryId>>;
+
     /// Leaves no byte of the records deleted so far readable in the store's own files, as far
     /// as the backend can; called after a purge. SQLite rewrites its database, WAL and index
     /// files. The default does nothing, for a backend whose storage it cannot rewrite:

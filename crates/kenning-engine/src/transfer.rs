@@ -74,11 +74,18 @@ impl MemoryService {
         };
         let mut count = 0;
         for entry in entries {
-            each_record(entry, |record| {
-                sink(ExportLine::from(record))?;
-                count += 1;
-                Ok(())
-            })?;
+            let mut offset = 0;
+            loop {
+                let records = entry.store.export(offset, PAGE)?;
+                if records.is_empty() {
+                    break;
+                }
+                offset += records.len();
+                for record in records {
+                    sink(ExportLine::from(record))?;
+                    count += 1;
+                }
+            }
         }
         Ok(count)
     }
@@ -90,7 +97,9 @@ impl MemoryService {
         let author = author.trim();
         let mut count = 0;
         self.export(domain, |line| {
-            if written_by(&line.memory, line.history.iter().map(|version| &version.memory), author) {
+            let wrote = line.memory.author.as_deref() == Some(author)
+                || line.history.iter().any(|version| version.memory.author.as_deref() == Some(author));
+            if wrote {
                 count += 1;
                 sink(line)?;
             }
@@ -134,14 +143,8 @@ impl MemoryService {
 
     /// The URNs of the memories of one domain that [`Self::purge_authored`] removes for `author`.
     fn urns_written_by(&self, entry: &DomainStore, author: &str) -> Result<Vec<String>> {
-        let mut urns = Vec::new();
-        each_record(entry, |record| {
-            if written_by(&record.memory, record.history.iter().map(|version| &version.memory), author) {
-                urns.push(record.memory.urn().to_string());
-            }
-            Ok(())
-        })?;
-        Ok(urns)
+        let ids = entry.store.authored_by(author)?;
+        Ok(entry.store.get_many(&ids)?.iter().map(|memory| memory.urn().to_string()).collect())
     }
 
     /// Imports records into the store of each record's domain, or into `into` when given
@@ -190,23 +193,4 @@ impl MemoryService {
         report.skipped = report.read - report.written;
         Ok(report)
     }
-}
-
-/// Every record of one domain's store, with its history and vector, a page at a time.
-fn each_record(entry: &DomainStore, mut visit: impl FnMut(MemoryRecord) -> Result<()>) -> Result<()> {
-    let mut offset = 0;
-    loop {
-        let records = entry.store.export(offset, PAGE)?;
-        if records.is_empty() {
-            return Ok(());
-        }
-        offset += records.len();
-        records.into_iter().try_for_each(&mut visit)?;
-    }
-}
-
-/// Whether `author` wrote a memory: its current version or any earlier one names them, the one
-/// selection of the author's data-rights export and purge.
-fn written_by<'a>(memory: &Memory, earlier: impl IntoIterator<Item = &'a Memory>, author: &str) -> bool {
-    memory.author.as_deref() == Some(author) || earlier.into_iter().any(|version| version.author.as_deref() == Some(author))
 }

@@ -763,6 +763,9 @@ impl MemoryStore for NotingLegs {
     fn purge_author(&self, author: &str, mode: kenning_core::PurgeMode) -> kenning_core::Result<kenning_core::PurgeCounts> {
         self.store.purge_author(author, mode)
     }
+    fn authored_by(&self, author: &str) -> kenning_core::Result<Vec<kenning_core::MemoryId>> {
+        self.store.authored_by(author)
+    }
     fn rebuild_index(&self) -> kenning_core::Result<u64> {
         self.store.rebuild_index()
     }

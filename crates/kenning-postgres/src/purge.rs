@@ -9,8 +9,16 @@ use kenning_core::decision::purged_nodes;
 use crate::error::Result;
 
 pub(crate) async fn purge_author(tx: &Tx, author: &str) -> Result<PurgeCounts> {
-    // The same selection as the author's export: the current record or any superseded version
-    // names the author.
+    let mut counts = PurgeCounts::default();
+    for id in authored(tx, author).await? {
+        remove(tx, &id, &mut counts).await?;
+    }
+    Ok(counts)
+}
+
+/// The memories whose current record or any superseded version names `author`: the same
+/// selection as the author's export.
+pub(crate) async fn authored(tx: &Tx, author: &str) -> Result<Vec<String>> {
     let rows = tx
         .query(
             "SELECT id FROM memories WHERE body::jsonb->>'author' = $1 \
@@ -18,12 +26,7 @@ pub(crate) async fn purge_author(tx: &Tx, author: &str) -> Result<PurgeCounts> {
             &[&author],
         )
         .await?;
-    let mut counts = PurgeCounts::default();
-    for row in rows {
-        let id: String = row.get(0);
-        remove(tx, &id, &mut counts).await?;
-    }
-    Ok(counts)
+    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 async fn remove(tx: &Tx, id: &str, counts: &mut PurgeCounts) -> Result<()> {

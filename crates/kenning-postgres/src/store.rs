@@ -224,6 +224,11 @@ impl MemoryStore for PostgresStore {
         Ok(self.db.read_primary(async |tx: &Tx| read::missing_embeddings(tx, model, limit).await)?)
     }
 
+    fn authored_by(&self, author: &str) -> CoreResult<Vec<MemoryId>> {
+        let ids = self.db.read_primary(async |tx: &Tx| purge::authored(tx, author).await)?;
+        ids.iter().map(|id| MemoryId::parse(id).map_err(|error| kenning_core::Error::Storage(format!("a stored memory id: {error}")))).collect()
+    }
+
     fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
         let work = async |tx: &Tx| purge::purge_author(tx, author).await;
         Ok(match mode {

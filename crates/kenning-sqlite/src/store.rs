@@ -262,6 +262,10 @@ impl MemoryStore for SqliteStore {
         Ok(Some(format!("{identity}:{head}")))
     }
 
+    fn authored_by(&self, author: &str) -> CoreResult<Vec<MemoryId>> {
+        Ok(self.authored(author)?)
+    }
+
     fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
         let counts = match mode {
             PurgeMode::Apply => self.db.write(|tx| purge::purge_author(tx, author))?,

@@ -148,6 +148,11 @@ impl MemoryStore for GitNotesStore {
         self.index.change_mark()
     }
 
+    fn authored_by(&self, author: &str) -> CoreResult<Vec<MemoryId>> {
+        self.refresh()?;
+        Ok(self.index.authored(author)?)
+    }
+
     fn purge_author(&self, author: &str, mode: PurgeMode) -> CoreResult<PurgeCounts> {
         Ok(self.purge(author, mode)?)
     }
